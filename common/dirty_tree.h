@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * dirty_tree.h -- per-volume radix tree of dirty ranges (the DAX design)
+ *
+ * PMEM has no struct page, so what was written since the last fsync is kept
+ * in a radix tree of packed 64-bit entries, a "miniature struct page",
+ * indexed by 4 KiB page index within the volume. 64 slots per node; each node
+ * keeps two mark bitmaps, DIRTY and TOWRITE, and a parent slot carries a mark
+ * whenever anything below it does, so finding the next marked entry skips
+ * clean subtrees.
+ *
+ * The tree holds dirty state only: an entry exists while it is DIRTY, TOWRITE
+ * or locked (being written back); releasing a clean entry removes it and
+ * frees empty nodes, so memory follows the dirty set, not the volume size.
+ *
+ * Huge entries: a byte range that covers a whole aligned 2 MiB (or 1 GiB)
+ * block, whose data is 2 MiB (1 GiB) aligned in its namespace, gets one
+ * 2 MiB (1 GiB) entry; the small entries under it are removed first and
+ * their marks carried over (a TOWRITE small entry makes the huge entry
+ * TOWRITE, so an fsync in flight still writes it back). A smaller write
+ * inside a huge entry keeps the huge entry dirty; a huge entry is never
+ * split back into small ones.
+ *
+ * Range operations act on every entry that overlaps the page range, so a
+ * range that starts inside a huge entry includes that entry.
+ *
+ * Thread safety: every function takes the tree's mutex itself and may be
+ * called from any number of threads at once; the promise exercised by the
+ * tests is one thread marking (and discarding) while another runs an fsync
+ * walk. dtree_remove_range() and a huge conversion in dtree_mark_dirty()
+ * wait, with the mutex dropped, for locked entries in their range to be
+ * released. dtree_delete() must not race with anything.
+ */
+#ifndef RDAX_DIRTY_TREE_H
+#define RDAX_DIRTY_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The packed entry: a value entry, never a node pointer.
+ *
+ *  63                                          4   3   2   1   0
+ *  |  location of the data, in 4 KiB units     | size  |LCK| 1 |
+ *
+ * bit 0      always 1: a value entry (node pointers are aligned, bit 0 = 0)
+ * bit 1      entry lock: held by an fsync while it writes the entry back
+ * bits 2-3   size class: 0 = 4 KiB (pte), 1 = 2 MiB (pmd), 2 = 1 GiB (pud)
+ * bits 4-63  location: a PFN-like number that names the namespace too:
+ *
+ *  59                      40 39                                      0
+ *  |  namespace id (20 bits) |  page within the namespace (40 bits)    |
+ *
+ * 40 bits of 4 KiB pages is 4 PiB per namespace; 2^20 namespaces.
+ * Only the helpers below shift or mask an entry.
+ */
+#define DENTRY_VALUE_BIT 0x1ULL
+#define DENTRY_LOCK_BIT 0x2ULL
+#define DENTRY_SIZE_SHIFT 2
+#define DENTRY_SIZE_MASK (0x3ULL << DENTRY_SIZE_SHIFT)
+#define DENTRY_LOC_SHIFT 4
+#define DLOC_PAGE_BITS 40
+#define DLOC_NS_BITS 20
+#define DLOC_PAGE_MASK ((1ULL << DLOC_PAGE_BITS) - 1)
+#define DLOC_NS_MAX ((1U << DLOC_NS_BITS) - 1)
+
+enum dtree_size { DTREE_SIZE_4K = 0, DTREE_SIZE_2M = 1, DTREE_SIZE_1G = 2 };
+#define DTREE_NR_SIZES 3
+
+enum dtree_mark { DTREE_DIRTY = 0, DTREE_TOWRITE = 1 };
+
+/* pages (log2) covered by an entry of each size class: 0, 9, 18 */
+static inline unsigned dtree_size_order(enum dtree_size size)
+{
+	return size * 9U;
+}
+
+static inline uint64_t dloc_make(uint32_t ns_id, uint64_t ns_page)
+{
+	return ((uint64_t)ns_id << DLOC_PAGE_BITS) | (ns_page & DLOC_PAGE_MASK);
+}
+
+static inline uint32_t dloc_ns(uint64_t loc)
+{
+	return (uint32_t)(loc >> DLOC_PAGE_BITS);
+}
+
+static inline uint64_t dloc_page(uint64_t loc)
+{
+	return loc & DLOC_PAGE_MASK;
+}
+
+static inline uint64_t dentry_make(uint64_t loc, enum dtree_size size)
+{
+	return (loc << DENTRY_LOC_SHIFT) | ((uint64_t)size << DENTRY_SIZE_SHIFT) |
+	       DENTRY_VALUE_BIT;
+}
+
+static inline bool dentry_is_value(uint64_t e)
+{
+	return (e & DENTRY_VALUE_BIT) != 0;
+}
+
+static inline bool dentry_is_locked(uint64_t e)
+{
+	return (e & DENTRY_LOCK_BIT) != 0;
+}
+
+static inline uint64_t dentry_lock(uint64_t e)
+{
+	return e | DENTRY_LOCK_BIT;
+}
+
+static inline uint64_t dentry_unlock(uint64_t e)
+{
+	return e & ~DENTRY_LOCK_BIT;
+}
+
+static inline enum dtree_size dentry_size(uint64_t e)
+{
+	return (enum dtree_size)((e & DENTRY_SIZE_MASK) >> DENTRY_SIZE_SHIFT);
+}
+
+static inline uint64_t dentry_location(uint64_t e)
+{
+	return e >> DENTRY_LOC_SHIFT;
+}
+
+/* bytes covered by an entry */
+static inline uint64_t dentry_bytes(uint64_t e)
+{
+	return 4096ULL << dtree_size_order(dentry_size(e));
+}
+
+struct dtree;
+
+/* One entry found by a lookup: its first page index and its value. */
+struct dtree_item {
+	uint64_t index;
+	uint64_t entry;
+};
+
+struct dtree_stats {
+	uint64_t entries[DTREE_NR_SIZES]; /* entries present, per size class */
+	uint64_t dirty_bytes;		  /* bytes covered by DIRTY entries */
+	uint64_t tree_bytes;		  /* memory held by nodes and the tree */
+	uint64_t nodes;
+};
+
+/*
+ * dtree_new -- a tree for a volume of @npages 4 KiB pages whose page i lives
+ * at location @base_location + i.
+ * Returns 0 or -EINVAL (npages 0, location overflow), -ENOMEM.
+ */
+int dtree_new(uint64_t npages, uint64_t base_location, struct dtree **out);
+
+/* dtree_delete -- free the tree; accepts NULL and *tp == NULL; sets *tp = NULL */
+void dtree_delete(struct dtree **tp);
+
+/*
+ * dtree_mark_dirty -- record that bytes [offset, offset + len) were written.
+ * Creates 4 KiB entries, or huge entries for whole aligned 2 MiB / 1 GiB
+ * blocks (see above); marks them DIRTY. Marking an entry that is locked by
+ * an fsync only sets DIRTY (the write is caught by the next fsync).
+ * Context: may block briefly waiting for locked entries a huge conversion
+ * replaces. Returns 0, -EINVAL (len 0), -ERANGE/-EOVERFLOW, -ENOMEM.
+ */
+int dtree_mark_dirty(struct dtree *t, uint64_t offset, uint64_t len);
+
+/*
+ * dtree_tag_towrite -- set TOWRITE on DIRTY entries overlapping pages
+ * [*index, end), at most @batch of them, starting at *index. On return
+ * *index is where the next call continues (end when done). The mutex is
+ * held for one call only: fsync calls this in a loop so writers are not
+ * starved. Returns the number of entries tagged (0 when done) or -EINVAL.
+ */
+long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned batch);
+
+/*
+ * dtree_gang_lookup -- copy up to @max entries carrying @mark that overlap
+ * pages [*index, end) into @items, in index order; advance *index past the
+ * last one returned. Returns the count (0 when none are left).
+ */
+unsigned dtree_gang_lookup(struct dtree *t, uint64_t *index, uint64_t end, enum dtree_mark mark,
+			   struct dtree_item *items, unsigned max);
+
+/*
+ * dtree_claim_towrite -- the first half of fsync step 3: take up to @max
+ * TOWRITE entries overlapping [*index, end); for each, set its lock bit and
+ * clear TOWRITE and DIRTY (in that order under the mutex, so a write that
+ * lands after this sets DIRTY again). The caller writes each back, then
+ * calls dtree_release(). Returns the count; advances *index.
+ */
+unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
+			     struct dtree_item *items, unsigned max);
+
+/*
+ * dtree_release -- unlock entries returned by dtree_claim_towrite(); an
+ * entry that was not marked DIRTY again meanwhile is removed. Wakes any
+ * thread waiting for those entries.
+ */
+void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n);
+
+/*
+ * dtree_lookup -- the entry covering page @index (a huge entry covers many
+ * indexes); *first gets its first page index. Returns 0 or -ENOENT.
+ */
+int dtree_lookup(struct dtree *t, uint64_t index, uint64_t *first, uint64_t *entry);
+
+/* dtree_get_mark -- whether the entry covering page @index carries @mark */
+bool dtree_get_mark(struct dtree *t, uint64_t index, enum dtree_mark mark);
+
+/*
+ * dtree_remove_range -- drop every entry that lies wholly inside pages
+ * [first, end) (discard). Huge entries only partly inside are kept with
+ * their marks (their remaining data is still dirty). Waits for locked
+ * entries in the range to be released first. Returns entries removed.
+ */
+uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end);
+
+/* dtree_clear -- remove every entry (waits for locked ones) */
+void dtree_clear(struct dtree *t);
+
+/* dtree_stats_get -- a consistent snapshot of the counters */
+void dtree_stats_get(struct dtree *t, struct dtree_stats *out);
+
+uint64_t dtree_npages(const struct dtree *t);
+
+#endif

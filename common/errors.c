@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* errors.c -- rdax error messages */
+#include "errors.h"
+
+#include <string.h>
+
+static const char *const project_messages[] = {
+	[RDAX_E_NOT_RDAX - RDAX_E_FIRST] = "not an rdax namespace (no rdax superblock)",
+	[RDAX_E_BAD_METADATA - RDAX_E_FIRST] = "namespace metadata fails its checks",
+	[RDAX_E_VERSION - RDAX_E_FIRST] = "unsupported version",
+	[RDAX_E_PROTOCOL - RDAX_E_FIRST] = "protocol error",
+	[RDAX_E_NOT_OPEN - RDAX_E_FIRST] = "volume not open on this connection",
+	[RDAX_E_ACCESS - RDAX_E_FIRST] = "access denied",
+	[RDAX_E_TOO_BIG - RDAX_E_FIRST] = "request exceeds a limit",
+};
+
+const char *rdax_strerror(int code)
+{
+	if (code < 0)
+		code = -code;
+	if (code == 0)
+		return "success";
+	if (code >= RDAX_E_FIRST && code < RDAX_E_LAST)
+		return project_messages[code - RDAX_E_FIRST];
+	return strerror(code);
+}

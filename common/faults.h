@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * faults.h -- switches that break a mechanism on purpose (test controls)
+ *
+ * Every durability or race test has a control: the same test with one of
+ * these switched on must report the loss. They are plain globals so the hot
+ * paths pay one predictable branch; production never sets them.
+ *
+ * Tests set them directly, or through the environment of a daemon:
+ *   RDAX_FAULTS=skip-writeback,no-fsync-serialise,...
+ */
+#ifndef RDAX_FAULTS_H
+#define RDAX_FAULTS_H
+
+#include <stdbool.h>
+
+struct rdax_faults {
+	/* fsync: skip the write-back of the first entry of every fsync */
+	bool skip_writeback;
+	/* fsync: do not wait for a concurrent fsync of the same volume */
+	bool no_fsync_serialise;
+	/* dtree: clear DIRTY after write-back (on release) instead of on claim */
+	bool clear_after_writeback;
+	/* dtree: a huge entry replacing TOWRITE small entries is not TOWRITE */
+	bool no_towrite_inherit;
+};
+
+extern struct rdax_faults rdax_faults;
+
+/*
+ * faults_from_env -- read RDAX_FAULTS (comma-separated names above, with
+ * '-' for '_'); returns 0, or -EINVAL naming nothing valid (logged).
+ */
+int faults_from_env(void);
+
+#endif

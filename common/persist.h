@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * persist.h -- the mapping of a namespace and the one flush wrapper
+ *
+ * Every write-back and fence in rdax goes through persist_flush() and
+ * persist_drain(), so how data becomes durable is a property of the
+ * namespace (its mode), never of a call site.
+ *
+ * Modes:
+ *  PERSIST_AUTO  pmem_map_file(); CLWB/CLFLUSHOPT + SFENCE (pmem_flush /
+ *                pmem_drain) where pmem_is_pmem() says the mapping is
+ *                persistent memory, msync() otherwise.
+ *  PERSIST_SIM   the power-fail simulator: the file is mapped MAP_PRIVATE, so
+ *                stores land in a volatile copy; persist_flush() copies the
+ *                flushed cache lines (whole 64-byte lines) into the file with
+ *                pwrite(). A kill -9 of the process is then a power cut:
+ *                exactly what was flushed survives.
+ *
+ * Thread safety: after persist_map() returns, every function may be called
+ * from any thread concurrently; none takes a lock.
+ */
+#ifndef RDAX_PERSIST_H
+#define RDAX_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum persist_mode { PERSIST_AUTO = 0, PERSIST_SIM };
+
+/* How a flush reaches the persistence domain; reported to clients. */
+enum persist_method {
+	PERSIST_METHOD_CPU_CACHE_FLUSH, /* CLWB/CLFLUSHOPT + SFENCE */
+	PERSIST_METHOD_FENCE_ONLY,	/* eADR: caches are persistent, SFENCE only */
+	PERSIST_METHOD_MSYNC,		/* not PMEM: msync(2) */
+	PERSIST_METHOD_SIM,		/* simulator: pwrite of flushed lines */
+};
+
+struct persist {
+	void *base;	  /* start of the mapping */
+	size_t size;	  /* bytes mapped */
+	int fd;		  /* PERSIST_SIM: the file written on flush; else -1 */
+	enum persist_mode mode;
+	enum persist_method method;
+	bool is_pmem;	  /* pmem_is_pmem() of the mapping (AUTO only) */
+	bool is_devdax;	  /* a device dax character device */
+	bool is_regular_file;
+};
+
+/* persist_mode_parse -- "auto" or "sim"; 0 or -EINVAL */
+int persist_mode_parse(const char *name, enum persist_mode *out);
+const char *persist_mode_name(enum persist_mode mode);
+const char *persist_method_name(enum persist_method method);
+
+/*
+ * persist_map -- map an existing namespace path (devdax, DAX file or plain file)
+ * whole, in the given mode. PERSIST_SIM needs a regular file.
+ * Returns 0, -errno.
+ */
+int persist_map(const char *path, enum persist_mode mode, struct persist *out);
+
+/*
+ * persist_create -- create a plain file of @size bytes (sparse, reads zeros)
+ * and map it. Fails with -EEXIST if the path exists.
+ */
+int persist_create(const char *path, uint64_t size, enum persist_mode mode, struct persist *out);
+
+/* persist_unmap -- unmap and close; safe on a zeroed struct */
+void persist_unmap(struct persist *p);
+
+/*
+ * persist_flush -- start write-back of the cache lines covering
+ * [addr, addr + len) without ordering them (no fence). @addr must lie
+ * inside the mapping. Context: any thread, never blocks on a lock.
+ * A flush that fails (SIM pwrite, msync) cannot be reported to a client
+ * before an acknowledgement that depends on it, so it aborts the process.
+ */
+void persist_flush(const struct persist *p, const void *addr, size_t len);
+
+/* persist_drain -- fence: every earlier persist_flush() of this thread is durable */
+void persist_drain(const struct persist *p);
+
+/* persist_range -- persist_flush() + persist_drain() */
+void persist_range(const struct persist *p, const void *addr, size_t len);
+
+/*
+ * persist_zero -- make [off, off + len) of the mapping read as zeros, durably.
+ * Regular files punch holes for whole pages (and, in SIM mode, drop the
+ * private copies of those pages); everything else, and the unaligned edges,
+ * is written with zeros and flushed. Ends with a fence.
+ * Returns 0 or -errno (a failed hole punch falls back to writing zeros).
+ */
+int persist_zero(const struct persist *p, uint64_t off, uint64_t len);
+
+#endif

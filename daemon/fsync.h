@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fsync.h -- the fsync engine: make exactly what was written durable
+ *
+ * For a volume and a byte range (design.md, "fsync"):
+ *  1. if the start is covered by a huge entry, round it down to that entry;
+ *  2. tag DIRTY entries TOWRITE in batches, the tree lock dropped between
+ *     batches so a stream of writes cannot livelock the walk;
+ *  3. gang-lookup TOWRITE entries; claim each (lock, clear TOWRITE and
+ *     DIRTY), write back its cache lines unordered (persist_flush), release;
+ *  4. one fence (persist_drain);
+ *  5. return the number of bytes written back.
+ *
+ * Guarantee: every write whose volume_write()/volume_mark_written() returned
+ * before fsync_range() was called is durable when fsync_range() returns.
+ *
+ * Concurrent fsyncs of one volume are serialised (volume->fsync_lock): a
+ * fence on one CPU does not order another CPU's write-backs, so fsync B,
+ * which may skip an entry that A has claimed, must not return before A's
+ * fence. Different volumes never wait for each other.
+ */
+#ifndef RDAX_FSYNC_H
+#define RDAX_FSYNC_H
+
+#include <stdint.h>
+
+#include "dirty_tree.h"
+#include "volume.h"
+
+/* Entries tagged per batch before the tree lock is dropped (step 2). */
+#define FSYNC_TAG_BATCH 4096
+/* Entries claimed and written back per batch (step 3). */
+#define FSYNC_CLAIM_BATCH 64
+
+/*
+ * fsync_range -- make [off, off + len) of @v durable (len 0 = to the end of
+ * the volume). @mode FLUSH_DEFAULT uses the volume's mode; FLUSH_HAMMER
+ * writes back every line of the volume. *written_back (may be NULL) gets the
+ * bytes written back. Context: any thread; blocks while another fsync of
+ * the same volume runs. Returns 0, -EINVAL, -ERANGE/-EOVERFLOW.
+ */
+int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+		uint64_t *written_back);
+
+/*
+ * Test-only pause points, so the race tests can hold one fsync at a known
+ * step while another thread acts. NULL members are skipped. Not for
+ * production use: set before the threads start, cleared after.
+ */
+struct fsync_test_hooks {
+	void (*after_tag)(struct volume *v, void *arg);
+	/* items claimed (locked, marks cleared), not yet written back */
+	void (*after_claim)(struct volume *v, const struct dtree_item *items, unsigned n,
+			    void *arg);
+	/* all write-backs issued, fence not yet run */
+	void (*before_fence)(struct volume *v, void *arg);
+	void *arg;
+};
+
+void fsync_set_test_hooks(const struct fsync_test_hooks *hooks);
+
+#endif

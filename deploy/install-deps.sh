@@ -1,0 +1,22 @@
+#!/bin/sh
+# install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with.
+# Idempotent; needs root (or sudo).
+set -eu
+
+packages="build-essential cmake pkg-config
+	libpmem-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
+	libcmocka-dev python3"
+
+missing=""
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing$missing"
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing

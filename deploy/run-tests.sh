@@ -1,0 +1,13 @@
+#!/bin/sh
+# run-tests.sh -- install dependencies, build (ASan + UBSan) and run the default test suite.
+#   deploy/run-tests.sh            the default suite (bounded, ~minutes)
+# Environment: BUILD_DIR (default build-test), CTEST_ARGS (extra ctest arguments).
+set -eu
+cd "$(dirname "$0")/.."
+deploy/install-deps.sh
+BUILD_DIR=${BUILD_DIR:-build-test}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Debug -DDEBUG_SANITIZE=ON -DDEBUG_WERROR=ON >/dev/null
+cmake --build "$BUILD_DIR" -j"$(nproc)"
+cd "$BUILD_DIR"
+# shellcheck disable=SC2086
+ctest --output-on-failure ${CTEST_ARGS:-}
