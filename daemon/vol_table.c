@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* placeholder: being written */
+typedef int rdax_placeholder_vol_table;
