@@ -1,3 +1,313 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* placeholder: being written */
-typedef int rdax_placeholder_fsync;
+/*
+ * fsync.c -- the fsync engine: write back what the dirty tree says, fence once
+ *
+ * The five steps of fsync.h, with the dirty tree doing the locking of
+ * entries. The tree mutex is never held here: every dtree_* call takes and
+ * drops it, so writers run between our batches (fs/dax.c drops the i_pages
+ * lock every few entries for the same reason).
+ *
+ * Serialisation: v->fsync_lock is held from step 1 to step 5. fsync B may
+ * find nothing to do because fsync A has claimed (cleared) the entries but
+ * not yet written them back, and a fence on B's CPU does not order A's
+ * write-backs, so B must not acknowledge before A's fence: waiting for A's
+ * whole fsync is the simplest rule that gives that (design.md, races).
+ */
+#include "fsync.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "faults.h"
+#include "log.h"
+#include "namespace.h"
+#include "persist.h"
+
+/* Pause points for the race tests; all NULL in production. */
+static struct fsync_test_hooks fsync_hooks;
+
+void fsync_set_test_hooks(const struct fsync_test_hooks *hooks)
+{
+	if (hooks)
+		fsync_hooks = *hooks;
+	else
+		fsync_hooks = (struct fsync_test_hooks){ 0 };
+}
+
+/*
+ * fsync_entry_addr -- the mapped address of a claimed entry's data.
+ * An entry naming another namespace, or data outside the volume, can only
+ * come from memory corruption; writing back (or not) the wrong lines and
+ * acknowledging would be silent data loss, so abort.
+ */
+static const uint8_t *fsync_entry_addr(const struct volume *v, const struct dtree_item *item)
+{
+	uint64_t loc = dentry_location(item->entry);
+	uint64_t bytes = dentry_bytes(item->entry);
+	uint64_t off = dloc_page(loc) << RDAX_PAGE_SHIFT;
+
+	if (dloc_ns(loc) != v->ns->id) {
+		LOG_ERROR("fsync(volume=%s): entry 0x%" PRIx64 " at page %" PRIu64
+			  " names namespace %" PRIu32 ", volume is in namespace %" PRIu32,
+			  v->name, item->entry, item->index, dloc_ns(loc), v->ns->id);
+		abort();
+	}
+	if (off < v->ns_offset || range_check(off - v->ns_offset, bytes, v->size) != 0) {
+		LOG_ERROR("fsync(volume=%s): entry 0x%" PRIx64 " at page %" PRIu64
+			  " (ns offset %" PRIu64 ", %" PRIu64 " bytes) lies outside the volume"
+			  " [%" PRIu64 ", +%" PRIu64 ")",
+			  v->name, item->entry, item->index, off, bytes, v->ns_offset, v->size);
+		abort();
+	}
+	return (const uint8_t *)v->ns->persist.base + off;
+}
+
+/*
+ * fsync_lock_volume -- take v->fsync_lock, telling the before_wait hook when
+ * another fsync holds it. Not taken when the no_fsync_serialise control is
+ * on; the caller reads that switch once per fsync so lock and unlock agree.
+ */
+static void fsync_lock_volume(struct volume *v)
+{
+	if (pthread_mutex_trylock(&v->fsync_lock) == 0)
+		return;
+	if (fsync_hooks.before_wait)
+		fsync_hooks.before_wait(v, fsync_hooks.arg);
+	pthread_mutex_lock(&v->fsync_lock);
+}
+
+/*
+ * fsync_tag -- step 2: tag DIRTY entries of pages [first, end) TOWRITE,
+ * FSYNC_TAG_BATCH per call (the tree mutex is dropped between calls).
+ * Returns 0 or the negative error of dtree_tag_towrite().
+ */
+static int fsync_tag(struct volume *v, uint64_t first, uint64_t end)
+{
+	uint64_t index = first;
+
+	while (index < end) {
+		long n = dtree_tag_towrite(v->tree, &index, end, FSYNC_TAG_BATCH);
+		if (n < 0) {
+			LOG_ERROR("dtree_tag_towrite(volume=%s, pages [%" PRIu64 ", %" PRIu64
+				  ")) failed: %ld",
+				  v->name, index, end, n);
+			return (int)n;
+		}
+		if (n == 0)
+			break;
+	}
+	return 0;
+}
+
+/*
+ * fsync_tracked -- steps 2-4 for pages [first, end): claim TOWRITE entries
+ * in batches, write each back unordered, release, then fence once.
+ * Context: v->fsync_lock held. Returns 0 or a negative error (tagging).
+ */
+static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, uint64_t *written)
+{
+	struct dtree_item items[FSYNC_CLAIM_BATCH];
+	const struct persist *p = &v->ns->persist;
+	bool skip = rdax_faults.skip_writeback;
+	uint64_t index = first;
+	uint64_t bytes = 0;
+	unsigned n;
+
+	int ret = fsync_tag(v, first, end);
+	if (ret)
+		return ret;
+	if (fsync_hooks.after_tag)
+		fsync_hooks.after_tag(v, fsync_hooks.arg);
+
+	while ((n = dtree_claim_towrite(v->tree, &index, end, items, FSYNC_CLAIM_BATCH)) > 0) {
+		if (fsync_hooks.after_claim)
+			fsync_hooks.after_claim(v, items, n, fsync_hooks.arg);
+		for (unsigned i = 0; i < n; i++) {
+			const uint8_t *addr = fsync_entry_addr(v, &items[i]);
+			uint64_t len = dentry_bytes(items[i].entry);
+			if (skip) {
+				/* control: the forgotten flush the crash tests must catch */
+				skip = false;
+			} else {
+				persist_flush(p, addr, (size_t)len);
+			}
+			bytes += len;
+		}
+		if (fsync_hooks.after_writeback)
+			fsync_hooks.after_writeback(v, items, n, fsync_hooks.arg);
+		dtree_release(v->tree, items, n);
+	}
+
+	if (fsync_hooks.before_fence)
+		fsync_hooks.before_fence(v, fsync_hooks.arg);
+	persist_drain(p);
+	*written = bytes;
+	return 0;
+}
+
+/*
+ * fsync_hammer_flush -- write back every line of the volume; with the
+ * skip_writeback control on, all but the bytes of @skip (may be NULL).
+ */
+static void fsync_hammer_flush(struct volume *v, const struct dtree_item *skip)
+{
+	const struct persist *p = &v->ns->persist;
+
+	if (!skip) {
+		persist_flush(p, v->data, (size_t)v->size);
+		return;
+	}
+	const uint8_t *addr = fsync_entry_addr(v, skip);
+	size_t head = (size_t)(addr - v->data);
+	size_t skipped = (size_t)dentry_bytes(skip->entry);
+	if (head)
+		persist_flush(p, v->data, head);
+	if (head + skipped < v->size)
+		persist_flush(p, addr + skipped, (size_t)v->size - head - skipped);
+}
+
+/*
+ * fsync_hammer_pass -- write back the whole volume, fence, release @items.
+ * @last: no more claims follow (the before_fence hook runs only then).
+ */
+static void fsync_hammer_pass(struct volume *v, const struct dtree_item *items, unsigned n,
+			      bool last, bool *skip)
+{
+	if (n && fsync_hooks.after_claim)
+		fsync_hooks.after_claim(v, items, n, fsync_hooks.arg);
+	fsync_hammer_flush(v, *skip && n ? &items[0] : NULL);
+	if (n)
+		*skip = false;
+	if (fsync_hooks.after_writeback)
+		fsync_hooks.after_writeback(v, items, n, fsync_hooks.arg);
+	if (last && fsync_hooks.before_fence)
+		fsync_hooks.before_fence(v, fsync_hooks.arg);
+	persist_drain(&v->ns->persist);
+	if (n)
+		dtree_release(v->tree, items, n);
+}
+
+/*
+ * fsync_hammer -- the baseline: claim every entry of the volume first (so a
+ * write racing the hammer sets DIRTY again and stays dirty), write back the
+ * whole volume, fence, then release. Claimed entries are collected in an
+ * array that starts on the stack and grows on the heap; if it cannot grow,
+ * what is held is written back, fenced and released before claiming goes
+ * on, which is as correct, only slower.
+ * Context: v->fsync_lock held. Returns 0 or a negative error (tagging).
+ */
+static int fsync_hammer(struct volume *v, uint64_t *written)
+{
+	uint64_t npages = v->size >> RDAX_PAGE_SHIFT;
+	struct dtree_item local[FSYNC_CLAIM_BATCH];
+	struct dtree_item *buf = local, *heap = NULL;
+	size_t cap = FSYNC_CLAIM_BATCH, n = 0;
+	uint64_t index = 0;
+	bool skip = rdax_faults.skip_writeback;
+
+	int ret = fsync_tag(v, 0, npages);
+	if (ret)
+		return ret;
+	if (fsync_hooks.after_tag)
+		fsync_hooks.after_tag(v, fsync_hooks.arg);
+
+	for (;;) {
+		if (cap - n < FSYNC_CLAIM_BATCH && cap <= SIZE_MAX / 2 / sizeof(*buf)) {
+			struct dtree_item *grown = realloc(heap, 2 * cap * sizeof(*buf));
+			if (grown) {
+				if (!heap)
+					memcpy(grown, local, n * sizeof(*buf));
+				heap = buf = grown;
+				cap *= 2;
+			}
+		}
+		bool room = cap - n >= FSYNC_CLAIM_BATCH;
+		unsigned got = 0;
+		if (room)
+			got = dtree_claim_towrite(v->tree, &index, npages, buf + n,
+						  FSYNC_CLAIM_BATCH);
+		n += got;
+		bool done = room && got == 0;
+		if (!done && room)
+			continue;
+		if (!done)
+			LOG_WARN("fsync(volume=%s, hammer): no memory to hold more than %zu claimed"
+				 " entries, writing back in parts",
+				 v->name, n);
+		fsync_hammer_pass(v, buf, (unsigned)n, done, &skip);
+		n = 0;
+		if (done)
+			break;
+	}
+	free(heap);
+	*written = v->size;
+	return 0;
+}
+
+int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+		uint64_t *written_back)
+{
+	if (!v || !v->ns || !v->tree) {
+		LOG_ERROR("fsync_range(volume=%p): no volume", (void *)v);
+		return -EINVAL;
+	}
+	if (mode != FLUSH_DEFAULT && mode != FLUSH_TRACKED && mode != FLUSH_HAMMER) {
+		LOG_ERROR("fsync_range(volume=%s, mode=%d): unknown flush mode", v->name, (int)mode);
+		return -EINVAL;
+	}
+	if (len == 0) {
+		if (off > v->size) {
+			LOG_ERROR("fsync_range(volume=%s, off=%" PRIu64 ", len=0): offset beyond"
+				  " the volume size %" PRIu64,
+				  v->name, off, v->size);
+			return -ERANGE;
+		}
+		len = v->size - off;
+	}
+	int ret = range_check(off, len, v->size);
+	if (ret) {
+		LOG_ERROR("fsync_range(volume=%s, off=%" PRIu64 ", len=%" PRIu64 "): outside the"
+			  " volume size %" PRIu64,
+			  v->name, off, len, v->size);
+		return ret;
+	}
+	if (mode == FLUSH_DEFAULT)
+		mode = v->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_TRACKED;
+
+	uint64_t first = off >> RDAX_PAGE_SHIFT;
+	/* off + len <= size, and size is far below 2^64 - 4096: no wrap */
+	uint64_t end = align_up(off + len, RDAX_PAGE_SIZE) >> RDAX_PAGE_SHIFT;
+	uint64_t written = 0;
+
+	bool serialise = !rdax_faults.no_fsync_serialise;
+	if (serialise)
+		fsync_lock_volume(v);
+	if (mode == FLUSH_HAMMER) {
+		ret = fsync_hammer(v, &written);
+	} else if (first < end) {
+		/* step 1: a start inside a huge entry includes that whole entry */
+		uint64_t head, entry;
+		if (dtree_lookup(v->tree, first, &head, &entry) == 0 && head < first)
+			first = head;
+		ret = fsync_tracked(v, first, end, &written);
+	}
+	if (ret == 0) {
+		atomic_fetch_add(&v->fsyncs, 1);
+		atomic_fetch_add(&v->fsync_bytes, written);
+	}
+	if (serialise)
+		pthread_mutex_unlock(&v->fsync_lock);
+	if (ret)
+		return ret;
+
+	LOG_DEBUG("fsync_range(volume=%s, off=%" PRIu64 ", len=%" PRIu64 ", mode=%s): %" PRIu64
+		  " bytes written back",
+		  v->name, off, len, mode == FLUSH_HAMMER ? "hammer" : "tracked", written);
+	if (written_back)
+		*written_back = written;
+	return 0;
+}

@@ -55,6 +55,20 @@ struct fsync_test_hooks {
 	/* all write-backs issued, fence not yet run */
 	void (*before_fence)(struct volume *v, void *arg);
 	void *arg;
+	/*
+	 * Added after the first three (members at the end, so existing
+	 * initialisers keep their meaning):
+	 * items written back (flushes issued), not yet released; in hammer
+	 * mode, the whole volume written back
+	 */
+	void (*after_writeback)(struct volume *v, const struct dtree_item *items, unsigned n,
+				void *arg);
+	/*
+	 * another fsync of this volume holds v->fsync_lock and this one is
+	 * about to wait for it (called in the waiting thread, lock not held),
+	 * so a race test can observe "B waits for A" as a state, not a timeout
+	 */
+	void (*before_wait)(struct volume *v, void *arg);
 };
 
 void fsync_set_test_hooks(const struct fsync_test_hooks *hooks);
