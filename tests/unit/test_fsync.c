@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_fsync.c -- fsync_range(): exactly the written bytes are written back
+ *
+ * Every test runs on a fresh SIM-mode namespace (persist.h): the namespace
+ * file holds exactly what was flushed, so reading it with pread() shows what
+ * an fsync made durable, and what it did not.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checked.h"
+#include "dirty_tree.h"
+#include "faults.h"
+#include "fsync.h"
+#include "namespace.h"
+#include "volume.h"
+
+#define NS_SIZE (64ULL << 20)
+#define VOL_SIZE (32ULL << 20)
+#define PAGE RDAX_PAGE_SIZE
+#define PMD RDAX_PMD_SIZE
+
+struct fx {
+	char dir[256];
+	char path[512];
+	struct ns *ns;
+	struct volume *v;
+	int fd; /* read-only: what is in the persistence domain */
+};
+
+/* fx_setup -- a SIM namespace with one 2 MiB-aligned volume, opened */
+static int fx_setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	assert_non_null(fx);
+	const char *tmp = getenv("TMPDIR");
+	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-fsync-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	assert_int_equal(ns_create(fx->path, NS_SIZE, PERSIST_SIM, 5, &fx->ns), 0);
+	assert_int_equal(ns_volume_create(fx->ns, "vol", VOL_SIZE), 0);
+	assert_int_equal(ns_volume_open(fx->ns, "vol", &fx->v), 0);
+	/* huge entries need 2 MiB-aligned data; the namespace has room for it */
+	assert_true(is_aligned(fx->v->ns_offset, PMD));
+	fx->fd = open(fx->path, O_RDONLY);
+	assert_true(fx->fd >= 0);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
+	*state = fx;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *fx = *state;
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
+	fsync_set_test_hooks(NULL);
+	close(fx->fd);
+	ns_volume_close(fx->ns, &fx->v);
+	ns_close(&fx->ns);
+	unlink(fx->path);
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* fill -- a pattern that differs per @seed and per byte, never all zero */
+static void fill(uint8_t *buf, size_t len, unsigned seed)
+{
+	uint32_t x = seed * 2654435761U + 1;
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		buf[i] = (uint8_t)(x | 1);
+	}
+}
+
+/* write_pattern -- volume_write of fill(@seed) at [off, off + len) */
+static void write_pattern(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
+{
+	uint8_t *buf = malloc(len);
+	assert_non_null(buf);
+	fill(buf, len, seed);
+	assert_int_equal(volume_write(fx->v, off, buf, len), 0);
+	free(buf);
+}
+
+/* durable_equals -- whether the namespace file holds fill(@seed) at volume [off, off + len) */
+static bool durable_equals(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
+{
+	uint8_t *want = malloc(len), *got = malloc(len);
+	assert_non_null(want);
+	assert_non_null(got);
+	fill(want, len, seed);
+	ssize_t n = pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off));
+	assert_int_equal(n, (ssize_t)len);
+	bool same = memcmp(want, got, len) == 0;
+	free(want);
+	free(got);
+	return same;
+}
+
+/* durable_zero -- whether the namespace file holds zeros at volume [off, off + len) */
+static bool durable_zero(struct fx *fx, uint64_t off, uint64_t len)
+{
+	uint8_t *got = malloc(len);
+	assert_non_null(got);
+	ssize_t n = pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off));
+	assert_int_equal(n, (ssize_t)len);
+	bool zero = true;
+	for (uint64_t i = 0; i < len; i++)
+		zero = zero && got[i] == 0;
+	free(got);
+	return zero;
+}
+
+static bool page_dirty(struct fx *fx, uint64_t page)
+{
+	return dtree_get_mark(fx->v->tree, page, DTREE_DIRTY);
+}
+
+static uint64_t do_fsync(struct fx *fx, uint64_t off, uint64_t len, enum flush_mode mode)
+{
+	uint64_t written = UINT64_MAX;
+	assert_int_equal(fsync_range(fx->v, off, len, mode, &written), 0);
+	return written;
+}
+
+static void fsync_range__one_page_written_back(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 5 * PAGE + 10, 100, 1);
+	assert_false(durable_equals(fx, 5 * PAGE + 10, 100, 1));
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_true(durable_equals(fx, 5 * PAGE + 10, 100, 1));
+	assert_false(page_dirty(fx, 5));
+}
+
+static void fsync_range__unaligned_write_spanning_pages(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 3 * PAGE - 50, 100, 2);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	assert_true(durable_equals(fx, 3 * PAGE - 50, 100, 2));
+}
+
+static void fsync_range__huge_entry_written_back_whole(void **state)
+{
+	struct fx *fx = *state;
+	struct volume_stats st;
+	write_pattern(fx, 2 * PMD, PMD, 3);
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.entries[DTREE_SIZE_2M], 1);
+	assert_int_equal(st.entries[DTREE_SIZE_4K], 0);
+	assert_int_equal(st.dirty_bytes, PMD);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PMD);
+	assert_true(durable_equals(fx, 2 * PMD, PMD, 3));
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.entries[DTREE_SIZE_2M], 0);
+	assert_int_equal(st.dirty_bytes, 0);
+}
+
+static void fsync_range__partial_range_leaves_rest_dirty(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, 10, 4);
+	write_pattern(fx, 5 * PAGE, 10, 5);
+	write_pattern(fx, 10 * PAGE, 10, 6);
+	/* a range of one byte inside page 5 writes back page 5 only */
+	assert_int_equal(do_fsync(fx, 5 * PAGE + 7, 1, FLUSH_TRACKED), PAGE);
+	assert_true(durable_equals(fx, 5 * PAGE, 10, 5));
+	assert_false(durable_equals(fx, 0, 10, 4));
+	assert_false(durable_equals(fx, 10 * PAGE, 10, 6));
+	assert_true(page_dirty(fx, 0));
+	assert_false(page_dirty(fx, 5));
+	assert_true(page_dirty(fx, 10));
+	/* a range ending inside page 10 includes it; page 0 stays dirty */
+	assert_int_equal(do_fsync(fx, PAGE, 9 * PAGE + 1, FLUSH_TRACKED), PAGE);
+	assert_true(durable_equals(fx, 10 * PAGE, 10, 6));
+	assert_true(page_dirty(fx, 0));
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_true(durable_equals(fx, 0, 10, 4));
+}
+
+static void fsync_range__start_inside_huge_entry_rounds_down(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, PMD, PMD, 7);
+	write_pattern(fx, 0, PAGE, 8); /* before the huge entry: outside the range */
+	assert_int_equal(do_fsync(fx, PMD + 12345, 1, FLUSH_TRACKED), PMD);
+	assert_true(durable_equals(fx, PMD, PMD, 7));
+	assert_false(durable_equals(fx, 0, PAGE, 8));
+	assert_true(page_dirty(fx, 0));
+	assert_false(page_dirty(fx, PMD / PAGE));
+}
+
+static void fsync_range__end_inside_huge_entry_includes_it(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, PMD - PAGE, PAGE, 9);
+	write_pattern(fx, PMD, PMD, 10);
+	write_pattern(fx, 2 * PMD, PAGE, 11); /* after the range */
+	assert_int_equal(do_fsync(fx, PMD - PAGE, 2 * PAGE, FLUSH_TRACKED), PAGE + PMD);
+	assert_true(durable_equals(fx, PMD - PAGE, PAGE, 9));
+	assert_true(durable_equals(fx, PMD, PMD, 10));
+	assert_false(durable_equals(fx, 2 * PMD, PAGE, 11));
+	assert_true(page_dirty(fx, 2 * PMD / PAGE));
+}
+
+static void fsync_range__len_zero_means_to_end(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, 1, 12);
+	write_pattern(fx, 7 * PAGE, 1, 13);
+	write_pattern(fx, VOL_SIZE - 1, 1, 14);
+	/* from page 7 to the end: pages 7 and the last */
+	assert_int_equal(do_fsync(fx, 7 * PAGE, 0, FLUSH_TRACKED), 2 * PAGE);
+	assert_true(page_dirty(fx, 0));
+	/* off == size, len 0: an empty range */
+	assert_int_equal(do_fsync(fx, VOL_SIZE, 0, FLUSH_TRACKED), 0);
+	/* 0, 0: the whole volume */
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_true(durable_equals(fx, 0, 1, 12));
+	assert_true(durable_equals(fx, 7 * PAGE, 1, 13));
+	assert_true(durable_equals(fx, VOL_SIZE - 1, 1, 14));
+}
+
+static void fsync_range__second_fsync_returns_zero(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, 3 * PAGE, 15);
+	write_pattern(fx, 4 * PMD, PMD, 16);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 3 * PAGE + PMD);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 0);
+	struct volume_stats st;
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.dirty_bytes, 0);
+	for (int i = 0; i < DTREE_NR_SIZES; i++)
+		assert_int_equal(st.entries[i], 0);
+	/* a write after the fsync is caught by the next one */
+	write_pattern(fx, PAGE, 1, 17);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+}
+
+static void fsync_range__hammer_returns_volume_size(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 9 * PAGE, 100, 18);
+	write_pattern(fx, PMD, PMD, 19);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
+	assert_true(durable_equals(fx, 9 * PAGE, 100, 18));
+	assert_true(durable_equals(fx, PMD, PMD, 19));
+	/* the hammer claims every entry: nothing is left dirty */
+	struct volume_stats st;
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.dirty_bytes, 0);
+	assert_int_equal(st.entries[DTREE_SIZE_4K] + st.entries[DTREE_SIZE_2M], 0);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 0);
+	/* the range is checked, then ignored: every line of the volume */
+	assert_int_equal(do_fsync(fx, PAGE, 1, FLUSH_HAMMER), VOL_SIZE);
+}
+
+static void fsync_range__default_mode_follows_volume(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, 1, 20);
+	fx->v->flush_mode = FLUSH_HAMMER;
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), VOL_SIZE);
+	fx->v->flush_mode = FLUSH_TRACKED;
+	write_pattern(fx, 0, 1, 21);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), PAGE);
+	assert_true(durable_equals(fx, 0, 1, 21));
+}
+
+static void fsync_range__counters(void **state)
+{
+	struct fx *fx = *state;
+	struct volume_stats st;
+	volume_stats_get(fx->v, &st);
+	uint64_t fsyncs0 = st.fsyncs, bytes0 = st.fsync_bytes;
+
+	write_pattern(fx, 0, 2 * PAGE, 22);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 0);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.fsyncs - fsyncs0, 3);
+	assert_int_equal(st.fsync_bytes - bytes0, 2 * PAGE + VOL_SIZE);
+}
+
+/* more entries than one tag batch and many claim batches */
+static void fsync_range__more_entries_than_one_batch(void **state)
+{
+	struct fx *fx = *state;
+	uint64_t npages = FSYNC_TAG_BATCH + 3 * FSYNC_CLAIM_BATCH + 5;
+	assert_true(npages * PAGE <= VOL_SIZE);
+	uint8_t b = 0x5a;
+	/* one byte per page: never a whole 2 MiB block, so all 4 KiB entries */
+	for (uint64_t i = 0; i < npages; i++)
+		assert_int_equal(volume_write(fx->v, i * PAGE + (i % 4000), &b, 1), 0);
+	struct volume_stats st;
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.entries[DTREE_SIZE_4K], npages);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * PAGE);
+	for (uint64_t i = 0; i < npages; i += 997) {
+		uint8_t got = 0;
+		assert_int_equal(pread(fx->fd, &got, 1,
+				       (off_t)(fx->v->ns_offset + i * PAGE + (i % 4000))),
+				 1);
+		assert_int_equal(got, b);
+	}
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.entries[DTREE_SIZE_4K], 0);
+	assert_int_equal(st.dirty_bytes, 0);
+}
+
+static void fsync_range__written_back_may_be_null(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, 1, 23);
+	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, NULL), 0);
+	assert_true(durable_equals(fx, 0, 1, 23));
+}
+
+static void fsync_range__bad_input_changes_nothing(void **state)
+{
+	struct fx *fx = *state;
+	struct volume_stats before, after;
+	write_pattern(fx, 3 * PAGE, 1, 24);
+	volume_stats_get(fx->v, &before);
+
+	const struct {
+		uint64_t off, len;
+		int mode;
+		int ret;
+	} cases[] = {
+		{ 0, 0, 99, -EINVAL },
+		{ 0, 0, -1, -EINVAL },
+		{ VOL_SIZE + 1, 0, FLUSH_TRACKED, -ERANGE },
+		{ VOL_SIZE, 1, FLUSH_TRACKED, -ERANGE },
+		{ 0, VOL_SIZE + 1, FLUSH_TRACKED, -ERANGE },
+		{ PAGE, UINT64_MAX, FLUSH_TRACKED, -EOVERFLOW },
+		{ UINT64_MAX, 2, FLUSH_TRACKED, -EOVERFLOW },
+		{ UINT64_MAX, 0, FLUSH_HAMMER, -ERANGE },
+		{ VOL_SIZE, PAGE, FLUSH_HAMMER, -ERANGE },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t written = 777;
+		int ret = fsync_range(fx->v, cases[i].off, cases[i].len,
+				      (enum flush_mode)cases[i].mode, &written);
+		assert_int_equal(ret, cases[i].ret);
+		assert_int_equal(written, 777);
+	}
+	uint64_t written = 777;
+	assert_int_equal(fsync_range(NULL, 0, 0, FLUSH_TRACKED, &written), -EINVAL);
+	assert_int_equal(written, 777);
+
+	volume_stats_get(fx->v, &after);
+	assert_int_equal(after.fsyncs, before.fsyncs);
+	assert_int_equal(after.fsync_bytes, before.fsync_bytes);
+	assert_int_equal(after.dirty_bytes, PAGE);
+	assert_true(page_dirty(fx, 3));
+	assert_false(dtree_get_mark(fx->v->tree, 3, DTREE_TOWRITE));
+	assert_true(durable_zero(fx, 3 * PAGE, PAGE));
+}
+
+/*
+ * The durability control itself: with skip_writeback on, the first entry of
+ * an fsync is not written back, and pread of the file must show it. The
+ * crash tests depend on this switch really losing data.
+ */
+static void fsync_range__skip_writeback_control_loses_data(void **state)
+{
+	struct fx *fx = *state;
+	write_pattern(fx, 0, PAGE, 25);
+	write_pattern(fx, 8 * PAGE, PAGE, 26);
+	rdax_faults.skip_writeback = true;
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	rdax_faults.skip_writeback = false;
+	assert_false(durable_equals(fx, 0, PAGE, 25)); /* lost */
+	assert_true(durable_equals(fx, 8 * PAGE, PAGE, 26));
+
+	write_pattern(fx, 16 * PAGE, PAGE, 27);
+	write_pattern(fx, 20 * PAGE, PAGE, 28);
+	rdax_faults.skip_writeback = true;
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
+	rdax_faults.skip_writeback = false;
+	assert_false(durable_equals(fx, 16 * PAGE, PAGE, 27)); /* lost */
+	assert_true(durable_equals(fx, 20 * PAGE, PAGE, 28));
+}
+
+/* the hooks run in step order, with the claimed items */
+struct hook_log {
+	char seq[16];
+	unsigned nseq;
+	uint64_t claimed_index[4];
+	unsigned nclaimed;
+};
+
+static void log_step(struct hook_log *log, char c)
+{
+	if (log->nseq < sizeof(log->seq) - 1)
+		log->seq[log->nseq++] = c;
+}
+
+static void hook_after_tag(struct volume *v, void *arg)
+{
+	log_step(arg, 't');
+	/* step 2 done: the entries are TOWRITE */
+	assert_true(dtree_get_mark(v->tree, 2, DTREE_TOWRITE));
+}
+
+static void hook_after_claim(struct volume *v, const struct dtree_item *items, unsigned n,
+			     void *arg)
+{
+	struct hook_log *log = arg;
+	log_step(log, 'c');
+	for (unsigned i = 0; i < n && log->nclaimed < 4; i++) {
+		assert_true(dentry_is_locked(items[i].entry));
+		log->claimed_index[log->nclaimed++] = items[i].index;
+	}
+	/* claimed: DIRTY and TOWRITE already clear */
+	assert_false(dtree_get_mark(v->tree, 2, DTREE_DIRTY));
+	assert_false(dtree_get_mark(v->tree, 2, DTREE_TOWRITE));
+}
+
+static void hook_after_writeback(struct volume *v, const struct dtree_item *items, unsigned n,
+				 void *arg)
+{
+	log_step(arg, 'w');
+}
+
+static void hook_before_fence(struct volume *v, void *arg)
+{
+	log_step(arg, 'f');
+}
+
+static void fsync_set_test_hooks__run_in_step_order(void **state)
+{
+	struct fx *fx = *state;
+	struct hook_log log = { 0 };
+	struct fsync_test_hooks hooks = {
+		.after_tag = hook_after_tag,
+		.after_claim = hook_after_claim,
+		.before_fence = hook_before_fence,
+		.arg = &log,
+		.after_writeback = hook_after_writeback,
+	};
+	write_pattern(fx, 2 * PAGE, 1, 29);
+	write_pattern(fx, 6 * PAGE, 1, 30);
+	fsync_set_test_hooks(&hooks);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	fsync_set_test_hooks(NULL);
+	assert_string_equal(log.seq, "tcwf");
+	assert_int_equal(log.nclaimed, 2);
+	assert_int_equal(log.claimed_index[0], 2);
+	assert_int_equal(log.claimed_index[1], 6);
+	/* cleared hooks are not called */
+	write_pattern(fx, 2 * PAGE, 1, 31);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_string_equal(log.seq, "tcwf");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
+		T(fsync_range__one_page_written_back),
+		T(fsync_range__unaligned_write_spanning_pages),
+		T(fsync_range__huge_entry_written_back_whole),
+		T(fsync_range__partial_range_leaves_rest_dirty),
+		T(fsync_range__start_inside_huge_entry_rounds_down),
+		T(fsync_range__end_inside_huge_entry_includes_it),
+		T(fsync_range__len_zero_means_to_end),
+		T(fsync_range__second_fsync_returns_zero),
+		T(fsync_range__hammer_returns_volume_size),
+		T(fsync_range__default_mode_follows_volume),
+		T(fsync_range__counters),
+		T(fsync_range__more_entries_than_one_batch),
+		T(fsync_range__written_back_may_be_null),
+		T(fsync_range__bad_input_changes_nothing),
+		T(fsync_range__skip_writeback_control_loses_data),
+		T(fsync_set_test_hooks__run_in_step_order),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
