@@ -24,12 +24,22 @@
  * Range operations act on every entry that overlaps the page range, so a
  * range that starts inside a huge entry includes that entry.
  *
- * Thread safety: every function takes the tree's mutex itself and may be
- * called from any number of threads at once; the promise exercised by the
- * tests is one thread marking (and discarding) while another runs an fsync
- * walk. dtree_remove_range() and a huge conversion in dtree_mark_dirty()
- * wait, with the mutex dropped, for locked entries in their range to be
- * released. dtree_delete() must not race with anything.
+ * Thread safety: every function except dtree_new()/dtree_delete() takes the
+ * tree's mutex itself and may be called from any number of threads at once;
+ * each call is atomic with respect to the others, except that a range
+ * operation may drop the mutex between entries (to allocate, to wait for an
+ * entry lock, or every 1024 entries in dtree_remove_range()), so a call over
+ * a range is a sequence of atomic steps, not one snapshot. The promise the
+ * tests exercise is one thread marking (and discarding) while another runs
+ * fsync walks (tag, claim, release). Calls that may block, with the mutex
+ * dropped, until entry locks are released: dtree_mark_dirty() (only when a
+ * huge entry replaces a locked entry), dtree_claim_towrite() (only when the
+ * first TOWRITE entry it meets is locked by another claimer, and only while
+ * it holds nothing itself), dtree_remove_range() and dtree_clear() (any
+ * locked entry overlapping the range). So a thread that holds claimed
+ * entries must dtree_release() them before it calls any of these on a
+ * range that overlaps them, or it waits for itself. dtree_delete() must not
+ * race with anything.
  */
 #ifndef RDAX_DIRTY_TREE_H
 #define RDAX_DIRTY_TREE_H
@@ -161,36 +171,57 @@ void dtree_delete(struct dtree **tp);
 /*
  * dtree_mark_dirty -- record that bytes [offset, offset + len) were written.
  * Creates 4 KiB entries, or huge entries for whole aligned 2 MiB / 1 GiB
- * blocks (see above); marks them DIRTY. Marking an entry that is locked by
- * an fsync only sets DIRTY (the write is caught by the next fsync).
- * Context: may block briefly waiting for locked entries a huge conversion
- * replaces. Returns 0, -EINVAL (len 0), -ERANGE/-EOVERFLOW, -ENOMEM.
+ * blocks that this one call covers (see above); marks them DIRTY. Marking
+ * an entry that is locked by an fsync only sets DIRTY (the write is caught
+ * by the next fsync). When the call returns 0, every page of the range is
+ * covered by a DIRTY entry.
+ * Context: any thread; may block while a huge conversion waits for locked
+ * entries it replaces. Returns 0, -EINVAL (no tree, len 0),
+ * -ERANGE/-EOVERFLOW (nothing changed), -ENOMEM (a prefix of the range may
+ * be marked: treat the write as not tracked).
  */
 int dtree_mark_dirty(struct dtree *t, uint64_t offset, uint64_t len);
 
 /*
  * dtree_tag_towrite -- set TOWRITE on DIRTY entries overlapping pages
  * [*index, end), at most @batch of them, starting at *index. On return
- * *index is where the next call continues (end when done). The mutex is
- * held for one call only: fsync calls this in a loop so writers are not
- * starved. Returns the number of entries tagged (0 when done) or -EINVAL.
+ * *index is where the next call continues (end when done): the end of the
+ * last entry tagged, capped at @end. The mutex is held for one call only:
+ * fsync calls this in a loop so writers are not starved. Entries that were
+ * already TOWRITE count as tagged. Returns the number of entries tagged
+ * (0 when done), or -EINVAL (no tree/index, batch 0, end beyond the volume,
+ * *index > end; *index unchanged).
  */
 long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned batch);
 
 /*
  * dtree_gang_lookup -- copy up to @max entries carrying @mark that overlap
  * pages [*index, end) into @items, in index order; advance *index past the
- * last one returned. Returns the count (0 when none are left).
+ * last one returned (capped at @end; @end when none are left). Returns the
+ * count (0 when none are left, and on bad arguments, which are logged).
  */
 unsigned dtree_gang_lookup(struct dtree *t, uint64_t *index, uint64_t end, enum dtree_mark mark,
 			   struct dtree_item *items, unsigned max);
 
 /*
+ * dtree_gang_lookup_any -- like dtree_gang_lookup() but every entry
+ * present, whatever its marks (a locked entry whose marks were cleared by a
+ * claim included). For checks and statistics.
+ */
+unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
+			       struct dtree_item *items, unsigned max);
+
+/*
  * dtree_claim_towrite -- the first half of fsync step 3: take up to @max
  * TOWRITE entries overlapping [*index, end); for each, set its lock bit and
  * clear TOWRITE and DIRTY (in that order under the mutex, so a write that
- * lands after this sets DIRTY again). The caller writes each back, then
- * calls dtree_release(). Returns the count; advances *index.
+ * lands after this sets DIRTY again). items[i].entry is the entry as
+ * stored, lock bit set. The caller writes each back, then calls
+ * dtree_release() with the same items. While claimed, an entry cannot be
+ * removed or replaced by a huge entry (those wait). An entry already locked
+ * by another claimer is waited for if nothing is claimed yet in this call,
+ * else the call stops before it. Returns the count (0 when done, and on bad
+ * arguments, which are logged); advances *index like dtree_gang_lookup().
  */
 unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			     struct dtree_item *items, unsigned max);
@@ -198,13 +229,15 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 /*
  * dtree_release -- unlock entries returned by dtree_claim_towrite(); an
  * entry that was not marked DIRTY again meanwhile is removed. Wakes any
- * thread waiting for those entries.
+ * thread waiting for those entries. An item that does not name a claimed
+ * entry is logged and skipped (a caller bug).
  */
 void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n);
 
 /*
  * dtree_lookup -- the entry covering page @index (a huge entry covers many
- * indexes); *first gets its first page index. Returns 0 or -ENOENT.
+ * indexes); *first gets its first page index. @first and @entry may be
+ * NULL. Returns 0, -ENOENT, or -EINVAL (no tree, index beyond the volume).
  */
 int dtree_lookup(struct dtree *t, uint64_t index, uint64_t *first, uint64_t *entry);
 
@@ -215,16 +248,34 @@ bool dtree_get_mark(struct dtree *t, uint64_t index, enum dtree_mark mark);
  * dtree_remove_range -- drop every entry that lies wholly inside pages
  * [first, end) (discard). Huge entries only partly inside are kept with
  * their marks (their remaining data is still dirty). Waits for locked
- * entries in the range to be released first. Returns entries removed.
+ * entries overlapping the range to be released first. Returns entries
+ * removed (0 on bad arguments -- no tree, first >= end, end beyond the
+ * volume -- which are logged).
  */
 uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end);
 
 /* dtree_clear -- remove every entry (waits for locked ones) */
 void dtree_clear(struct dtree *t);
 
-/* dtree_stats_get -- a consistent snapshot of the counters */
+/*
+ * dtree_stats_get -- a consistent snapshot of the counters. nodes counts
+ * the root; tree_bytes is the tree structure plus every node it holds,
+ * including its small cache of free nodes (malloc's own overhead excluded).
+ */
 void dtree_stats_get(struct dtree *t, struct dtree_stats *out);
 
+/* dtree_npages -- pages of the volume (0 for NULL); no lock needed */
 uint64_t dtree_npages(const struct dtree *t);
+
+/*
+ * dtree_check -- verify the whole structure: mark propagation, sibling
+ * slots, entry sizes, locations and alignment, no empty nodes, no clean
+ * unlocked entries, and the counters. For tests; takes the mutex for the
+ * whole walk. Returns 0, or -EUCLEAN after logging the first fault found.
+ */
+int dtree_check(struct dtree *t);
+
+/* dtree_node_size -- bytes of one tree node (tests of memory per page) */
+size_t dtree_node_size(void);
 
 #endif
