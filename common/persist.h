@@ -14,7 +14,13 @@
  *                stores land in a volatile copy; persist_flush() copies the
  *                flushed cache lines (whole 64-byte lines) into the file with
  *                pwrite(). A kill -9 of the process is then a power cut:
- *                exactly what was flushed survives.
+ *                exactly what was flushed survives. The fence is a no-op:
+ *                the page cache outlives the process, it is the simulated
+ *                power domain.
+ *
+ * Method (PERSIST_AUTO): CPU_CACHE_FLUSH where pmem_is_pmem(), FENCE_ONLY
+ * where additionally pmem_has_auto_flush() reports eADR (libpmem then skips
+ * the cache flushes itself), MSYNC for a mapping that is not PMEM.
  *
  * Thread safety: after persist_map() returns, every function may be called
  * from any thread concurrently; none takes a lock.
@@ -39,7 +45,8 @@ enum persist_method {
 struct persist {
 	void *base;	  /* start of the mapping */
 	size_t size;	  /* bytes mapped */
-	int fd;		  /* PERSIST_SIM: the file written on flush; else -1 */
+	int fd;		  /* regular files: open O_RDWR (SIM: written on flush; both
+			   * modes: hole punching, fdatasync); devdax: -1 */
 	enum persist_mode mode;
 	enum persist_method method;
 	bool is_pmem;	  /* pmem_is_pmem() of the mapping (AUTO only) */
@@ -91,5 +98,27 @@ void persist_range(const struct persist *p, const void *addr, size_t len);
  * Returns 0 or -errno (a failed hole punch falls back to writing zeros).
  */
 int persist_zero(const struct persist *p, uint64_t off, uint64_t len);
+
+/*
+ * The simulator's power budget (tests only; PERSIST_SIM mappings only).
+ *
+ * persist_sim_set_budget(n) with n >= 0: from now on only the next n cache
+ * lines flushed (process-wide, all SIM mappings) reach the file; every later
+ * line is silently dropped, as if the power failed after the n-th line. A
+ * flush of several lines that crosses the limit is torn: its first lines
+ * persist, the rest do not. -1 (the default) = unlimited. Setting the budget
+ * also resets the dropped-lines counter.
+ *
+ * persist_zero() models a hole punch as one unit of the budget: the whole
+ * punched range persists if one unit is left, else none of it does (the
+ * mapping still reads zeros, as the volatile copy would). A real punch is a
+ * filesystem transaction, all or nothing; its unaligned edges are ordinary
+ * flushed lines and count line by line.
+ */
+void persist_sim_set_budget(long lines);
+/* persist_sim_budget -- lines left in the budget, -1 when unlimited */
+long persist_sim_budget(void);
+/* persist_sim_dropped -- lines (and punches) dropped since the budget was last set */
+uint64_t persist_sim_dropped(void);
 
 #endif

@@ -1,3 +1,530 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* placeholder: being written */
-typedef int rdax_placeholder_namespace;
+/*
+ * namespace.c -- a PMEM namespace: mapping, metadata, volume placement
+ *
+ * Lock discipline and placement rules are in namespace.h; the on-media
+ * format and its commit protocol in vol_table.h.
+ */
+#include "namespace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "dirty_tree.h"
+#include "errors.h"
+#include "fsync.h"
+#include "log.h"
+#include "vol_table.h"
+#include "volume.h"
+
+int ns_volume_name_valid(const char *name)
+{
+	return vt_name_valid(name);
+}
+
+int ns_format_mode(const char *path, enum persist_mode mode, bool force)
+{
+	if (!path)
+		return -EINVAL;
+	struct persist p;
+	int ret = persist_map(path, mode, &p);
+	if (ret)
+		return ret;
+	ret = vol_table_format(&p, force);
+	if (ret)
+		LOG_ERROR("format %s failed: %s", path, rdax_strerror(ret));
+	else
+		LOG_INFO("formatted %s", path);
+	persist_unmap(&p);
+	return ret;
+}
+
+int ns_format(const char *path, bool force)
+{
+	return ns_format_mode(path, PERSIST_AUTO, force);
+}
+
+/* ns_volumes_reserve -- room for one more volume pointer in ns->volumes */
+static int ns_volumes_reserve(struct ns *ns)
+{
+	if (ns->nvolumes < ns->volumes_cap)
+		return 0;
+	unsigned cap = ns->volumes_cap ? ns->volumes_cap * 2 : 16;
+	struct volume **v = realloc(ns->volumes, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	ns->volumes = v;
+	ns->volumes_cap = cap;
+	return 0;
+}
+
+/* ns_volumes_free -- delete every in-memory volume (no write-back) */
+static void ns_volumes_free(struct ns *ns)
+{
+	for (unsigned i = 0; i < ns->nvolumes; i++)
+		volume_delete(&ns->volumes[i]);
+	free(ns->volumes);
+	ns->volumes = NULL;
+	ns->nvolumes = ns->volumes_cap = 0;
+}
+
+int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **out)
+{
+	if (!path || !out || id > DLOC_NS_MAX || (mode != PERSIST_AUTO && mode != PERSIST_SIM))
+		return -EINVAL;
+
+	int ret;
+	struct ns *ns = calloc(1, sizeof(*ns));
+	if (!ns)
+		return -ENOMEM;
+	ns->persist.fd = -1;
+	ns->id = id;
+	ns->path = strdup(path);
+	if (!ns->path) {
+		ret = -ENOMEM;
+		goto err_free_ns;
+	}
+	ret = pthread_mutex_init(&ns->lock, NULL);
+	if (ret) {
+		ret = -ret;
+		goto err_free_path;
+	}
+	ret = persist_map(path, mode, &ns->persist);
+	if (ret)
+		goto err_destroy_lock;
+	ret = vol_table_load(&ns->persist, &ns->table);
+	if (ret) {
+		LOG_ERROR("open %s refused: %s", path, rdax_strerror(ret));
+		goto err_unmap;
+	}
+	ns->data_offset = vol_table_data_offset(ns->table);
+	ns->data_size = vol_table_data_size(ns->table);
+
+	for (unsigned i = 0; i < vol_table_count(ns->table); i++) {
+		const struct vt_volume *tv = vol_table_get(ns->table, i);
+		struct volume *v;
+		ret = ns_volumes_reserve(ns);
+		if (ret)
+			goto err_free_volumes;
+		ret = volume_new(ns, tv->name, tv->ns_offset, tv->size, &v);
+		if (ret) {
+			LOG_ERROR("open %s: volume \"%s\": %s", path, tv->name, rdax_strerror(ret));
+			goto err_free_volumes;
+		}
+		ns->volumes[ns->nvolumes++] = v;
+	}
+
+	if (!vol_table_other_slot_valid(ns->table)) {
+		/* one copy survives: give it its twin back before anything else can fail */
+		LOG_WARN("open %s: rewriting the invalid metadata copy", path);
+		ret = vol_table_rewrite(ns->table);
+		if (ret)
+			goto err_free_volumes;
+	}
+
+	LOG_INFO("opened namespace %s: id=%" PRIu32 ", %u volumes, data %" PRIu64 " bytes",
+		 path, id, ns->nvolumes, ns->data_size);
+	*out = ns;
+	return 0;
+
+err_free_volumes:
+	ns_volumes_free(ns);
+	vol_table_delete(&ns->table);
+err_unmap:
+	persist_unmap(&ns->persist);
+err_destroy_lock:
+	pthread_mutex_destroy(&ns->lock);
+err_free_path:
+	free(ns->path);
+err_free_ns:
+	free(ns);
+	return ret;
+}
+
+int ns_create(const char *path, uint64_t size, enum persist_mode mode, uint32_t id,
+	      struct ns **out)
+{
+	if (!path || !out || id > DLOC_NS_MAX || (mode != PERSIST_AUTO && mode != PERSIST_SIM))
+		return -EINVAL;
+	if (size < NS_MIN_SIZE) {
+		LOG_ERROR("create %s: size %" PRIu64 " below the minimum %llu", path, size,
+			  (unsigned long long)NS_MIN_SIZE);
+		return -EINVAL;
+	}
+
+	struct persist p;
+	int ret = persist_create(path, size, mode, &p);
+	if (ret)
+		return ret;
+	ret = vol_table_format(&p, false);
+	persist_unmap(&p);
+	if (ret)
+		goto err_unlink;
+	ret = ns_open(path, mode, id, out);
+	if (ret)
+		goto err_unlink;
+	return 0;
+
+err_unlink:
+	unlink(path);
+	return ret;
+}
+
+void ns_close(struct ns **nsp)
+{
+	if (!nsp || !*nsp)
+		return;
+	struct ns *ns = *nsp;
+
+	for (unsigned i = 0; i < ns->nvolumes; i++) {
+		struct volume *v = ns->volumes[i];
+		if (v->open_count)
+			LOG_WARN("close %s: volume \"%s\" still has %u openers", ns->path, v->name,
+				 v->open_count);
+		uint64_t written = 0;
+		int ret = fsync_range(v, 0, 0, FLUSH_TRACKED, &written);
+		if (ret)
+			LOG_ERROR("close %s: fsync of volume \"%s\" failed: %s", ns->path, v->name,
+				  rdax_strerror(ret));
+		else if (written)
+			LOG_DEBUG("close %s: volume \"%s\": %" PRIu64 " bytes written back",
+				  ns->path, v->name, written);
+	}
+	ns_volumes_free(ns);
+	vol_table_delete(&ns->table);
+	persist_unmap(&ns->persist);
+	pthread_mutex_destroy(&ns->lock);
+	LOG_INFO("closed namespace %s", ns->path);
+	free(ns->path);
+	free(ns);
+	*nsp = NULL;
+}
+
+/* A byte range of the namespace. */
+struct extent {
+	uint64_t off;
+	uint64_t len;
+};
+
+static int cmp_extent(const void *a, const void *b)
+{
+	const struct extent *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * __ns_free_extents -- the gaps between the table's volumes, in offset
+ * order, into a malloc'ed array (*out, *n). Needs ns->lock.
+ * Returns 0 or -ENOMEM.
+ */
+static int __ns_free_extents(struct ns *ns, struct extent **out, unsigned *n)
+{
+	unsigned count = vol_table_count(ns->table);
+	struct extent *used = malloc((count + 1) * sizeof(*used));
+	struct extent *free_ext = malloc((count + 1) * sizeof(*free_ext));
+	if (!used || !free_ext) {
+		free(used);
+		free(free_ext);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < count; i++) {
+		const struct vt_volume *tv = vol_table_get(ns->table, i);
+		used[i] = (struct extent){ tv->ns_offset, tv->size };
+	}
+	qsort(used, count, sizeof(*used), cmp_extent);
+
+	unsigned nfree = 0;
+	uint64_t pos = ns->data_offset, end = ns->data_offset + ns->data_size;
+	for (unsigned i = 0; i <= count; i++) {
+		uint64_t next = i < count ? used[i].off : end;
+		if (next > pos)
+			free_ext[nfree++] = (struct extent){ pos, next - pos };
+		if (i < count)
+			pos = used[i].off + used[i].len;
+	}
+	free(used);
+	*out = free_ext;
+	*n = nfree;
+	return 0;
+}
+
+/*
+ * ns_place_aligned -- best fit: the smallest free extent that holds @size
+ * bytes starting at an @align-aligned offset. Returns true and *off if found.
+ */
+static bool ns_place_aligned(const struct extent *ext, unsigned n, uint64_t size, uint64_t align,
+			     uint64_t *off)
+{
+	bool found = false;
+	uint64_t best_len = 0;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t start = align_up(ext[i].off, align);
+		uint64_t ext_end = ext[i].off + ext[i].len;
+		if (start >= ext_end || ext_end - start < size)
+			continue;
+		if (!found || ext[i].len < best_len) {
+			found = true;
+			best_len = ext[i].len;
+			*off = start;
+		}
+	}
+	return found;
+}
+
+/* ns_largest -- total and largest of @n free extents */
+static void ns_largest(const struct extent *ext, unsigned n, uint64_t *total, uint64_t *largest,
+		       uint64_t *largest_off)
+{
+	*total = *largest = *largest_off = 0;
+	for (unsigned i = 0; i < n; i++) {
+		*total += ext[i].len;
+		if (ext[i].len > *largest) {
+			*largest = ext[i].len;
+			*largest_off = ext[i].off;
+		}
+	}
+}
+
+/*
+ * __ns_place -- where a new volume of @size bytes goes (namespace.h,
+ * "Placement"). Needs ns->lock. Returns 0, -ENOSPC (logged), -ENOMEM.
+ */
+static int __ns_place(struct ns *ns, const char *name, uint64_t size, uint64_t *off)
+{
+	static const uint64_t aligns[] = { RDAX_PUD_SIZE, RDAX_PMD_SIZE, RDAX_PAGE_SIZE };
+	unsigned first = size >= RDAX_PUD_SIZE ? 0 : (size >= RDAX_PMD_SIZE ? 1 : 2);
+	struct extent *ext;
+	unsigned n;
+	int ret = __ns_free_extents(ns, &ext, &n);
+	if (ret)
+		return ret;
+
+	ret = -ENOSPC;
+	for (unsigned a = first; a < sizeof(aligns) / sizeof(aligns[0]); a++) {
+		if (ns_place_aligned(ext, n, size, aligns[a], off)) {
+			if (a != first)
+				LOG_INFO("volume \"%s\" (%" PRIu64 " bytes): no %" PRIu64
+					 "-aligned room, placed %" PRIu64 "-aligned at %" PRIu64,
+					 name, size, aligns[first], aligns[a], *off);
+			ret = 0;
+			break;
+		}
+	}
+	if (ret) {
+		uint64_t total, largest, largest_off;
+		ns_largest(ext, n, &total, &largest, &largest_off);
+		LOG_ERROR("create volume \"%s\" of %" PRIu64 " bytes in %s: no free extent that "
+			  "large (largest free extent %" PRIu64 " bytes at offset %" PRIu64
+			  ", %" PRIu64 " bytes free in total)",
+			  name, size, ns->path, largest, largest_off, total);
+	}
+	free(ext);
+	return ret;
+}
+
+/* __ns_volume_find -- index in ns->volumes of @name, or -ENOENT. Needs ns->lock. */
+static int __ns_volume_find(struct ns *ns, const char *name)
+{
+	for (unsigned i = 0; i < ns->nvolumes; i++)
+		if (strcmp(ns->volumes[i]->name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
+{
+	if (!ns || ns_volume_name_valid(name) != 0) {
+		LOG_ERROR("create volume: invalid name \"%s\"", name ? name : "(null)");
+		return -EINVAL;
+	}
+	if (size == 0 || !is_aligned(size, RDAX_PAGE_SIZE)) {
+		LOG_ERROR("create volume \"%s\": size %" PRIu64
+			  " is not a non-zero multiple of 4 KiB",
+			  name, size);
+		return -EINVAL;
+	}
+
+	int ret;
+	uint64_t off;
+	struct volume *v;
+	pthread_mutex_lock(&ns->lock);
+	if (__ns_volume_find(ns, name) >= 0) {
+		LOG_ERROR("create volume \"%s\" in %s: exists", name, ns->path);
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (vol_table_count(ns->table) >= VT_CAPACITY) {
+		LOG_ERROR("create volume \"%s\" in %s: the volume table is full (%u)", name,
+			  ns->path, VT_CAPACITY);
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	ret = __ns_place(ns, name, size, &off);
+	if (ret)
+		goto out_unlock;
+	ret = ns_volumes_reserve(ns);
+	if (ret)
+		goto out_unlock;
+	ret = volume_new(ns, name, off, size, &v);
+	if (ret)
+		goto out_unlock;
+
+	/* zero first: once the table names the volume, its blocks must read zeros */
+	ret = persist_zero(&ns->persist, off, size);
+	if (ret) {
+		LOG_ERROR("create volume \"%s\": zeroing %" PRIu64 " bytes at %" PRIu64
+			  " failed: %s",
+			  name, size, off, rdax_strerror(ret));
+		goto err_delete_volume;
+	}
+	ret = vol_table_add(ns->table, name, off, size, NULL);
+	if (ret)
+		goto err_delete_volume;
+	ns->volumes[ns->nvolumes++] = v;
+	LOG_INFO("created volume \"%s\" in %s: %" PRIu64 " bytes at offset %" PRIu64, name,
+		 ns->path, size, off);
+	pthread_mutex_unlock(&ns->lock);
+	return 0;
+
+err_delete_volume:
+	volume_delete(&v);
+out_unlock:
+	pthread_mutex_unlock(&ns->lock);
+	return ret;
+}
+
+int ns_volume_delete(struct ns *ns, const char *name)
+{
+	if (!ns || ns_volume_name_valid(name) != 0)
+		return -EINVAL;
+
+	int ret;
+	pthread_mutex_lock(&ns->lock);
+	int idx = __ns_volume_find(ns, name);
+	if (idx < 0) {
+		ret = idx;
+		goto out_unlock;
+	}
+	struct volume *v = ns->volumes[idx];
+	if (v->open_count > 0) {
+		LOG_ERROR("delete volume \"%s\" in %s: open (%u openers)", name, ns->path,
+			  v->open_count);
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	ret = vol_table_remove(ns->table, name);
+	if (ret)
+		goto out_unlock;
+	ns->volumes[idx] = ns->volumes[--ns->nvolumes];
+	pthread_mutex_unlock(&ns->lock);
+
+	/* unreachable now: its dirty state is dropped with it, not written back */
+	volume_delete(&v);
+	LOG_INFO("deleted volume \"%s\" in %s", name, ns->path);
+	return 0;
+
+out_unlock:
+	pthread_mutex_unlock(&ns->lock);
+	return ret;
+}
+
+/* __ns_volume_info -- fill @out from @v. Needs ns->lock. */
+static void __ns_volume_info(struct ns *ns, const struct volume *v, struct volume_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	memcpy(out->name, v->name, sizeof(out->name));
+	out->size = v->size;
+	out->ns_offset = v->ns_offset;
+	out->ns_id = ns->id;
+	out->open_count = v->open_count;
+	int idx = vol_table_find(ns->table, v->name);
+	if (idx >= 0)
+		memcpy(out->uuid, vol_table_get(ns->table, (unsigned)idx)->uuid, sizeof(out->uuid));
+}
+
+int ns_volume_list(struct ns *ns, struct volume_info *out, unsigned max, unsigned *count)
+{
+	if (!ns || !count || (max > 0 && !out))
+		return -EINVAL;
+	pthread_mutex_lock(&ns->lock);
+	unsigned n = vol_table_count(ns->table);
+	for (unsigned i = 0; i < n && i < max; i++) {
+		const struct vt_volume *tv = vol_table_get(ns->table, i);
+		int idx = __ns_volume_find(ns, tv->name);
+		if (idx >= 0)
+			__ns_volume_info(ns, ns->volumes[idx], &out[i]);
+	}
+	*count = n;
+	pthread_mutex_unlock(&ns->lock);
+	return 0;
+}
+
+int ns_volume_info(struct ns *ns, const char *name, struct volume_info *out)
+{
+	if (!ns || !name || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&ns->lock);
+	int ret = __ns_volume_find(ns, name);
+	if (ret >= 0) {
+		__ns_volume_info(ns, ns->volumes[ret], out);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&ns->lock);
+	return ret;
+}
+
+void ns_free_bytes(struct ns *ns, uint64_t *total, uint64_t *largest)
+{
+	uint64_t t = 0, l = 0, l_off = 0;
+	struct extent *ext;
+	unsigned n;
+	if (!ns)
+		goto out;
+	pthread_mutex_lock(&ns->lock);
+	if (__ns_free_extents(ns, &ext, &n) == 0) {
+		ns_largest(ext, n, &t, &l, &l_off);
+		free(ext);
+	}
+	pthread_mutex_unlock(&ns->lock);
+out:
+	if (total)
+		*total = t;
+	if (largest)
+		*largest = l;
+}
+
+int ns_volume_open(struct ns *ns, const char *name, struct volume **out)
+{
+	if (!ns || !name || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&ns->lock);
+	int ret = __ns_volume_find(ns, name);
+	if (ret >= 0) {
+		struct volume *v = ns->volumes[ret];
+		v->open_count++;
+		*out = v;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&ns->lock);
+	return ret;
+}
+
+void ns_volume_close(struct ns *ns, struct volume **vp)
+{
+	if (!ns || !vp || !*vp)
+		return;
+	struct volume *v = *vp;
+	pthread_mutex_lock(&ns->lock);
+	if (v->ns != ns)
+		LOG_ERROR("close volume \"%s\": not a volume of %s", v->name, ns->path);
+	else if (v->open_count == 0)
+		LOG_ERROR("close volume \"%s\": not open", v->name);
+	else
+		v->open_count--;
+	pthread_mutex_unlock(&ns->lock);
+	*vp = NULL;
+}

@@ -8,9 +8,27 @@
  * volume table, see vol_table.h) followed by the data area that volumes are
  * carved from.
  *
- * Thread safety: the namespace mutex serialises metadata operations
- * (create, delete, open, close, list); volume data operations (volume.h,
- * fsync.h) do not take it. ns_close() must not race with anything.
+ * Thread safety and locks: ns->lock (a mutex) serialises the metadata
+ * operations -- ns_volume_create/delete/open/close/list/info and
+ * ns_free_bytes -- and protects the table, the volumes array and every
+ * volume's open_count. It is held across the zeroing of a new volume and the
+ * table commit (both may block on I/O); it is never taken by the data path
+ * (volume.h, fsync.h), and no volume lock is taken while it is held, so the
+ * order is simply: ns->lock alone. ns_open/ns_create/ns_format run before
+ * the namespace is shared; ns_close() must not race with anything.
+ *
+ * Placement: free extents are the gaps between the volumes of the table.
+ * A volume of >= 1 GiB goes 1 GiB-aligned (namespace offset) if an aligned
+ * fit exists, else 2 MiB-aligned; >= 2 MiB goes 2 MiB-aligned; smaller ones
+ * 4 KiB-aligned. Each step falls back to the next smaller alignment (down to
+ * 4 KiB) before giving up with -ENOSPC, and picks the smallest free extent
+ * that fits (best fit), so small volumes fill the gaps that alignment leaves.
+ *
+ * Durability of metadata: every change is committed to the volume table as
+ * a whole new copy in the other metadata slot (vol_table.h), so a power cut
+ * leaves the old or the new table. A new volume's range is zeroed, durably,
+ * BEFORE the table commit that makes it exist: a volume is never visible
+ * over a previous volume's data, even after a power cut.
  */
 #ifndef RDAX_NAMESPACE_H
 #define RDAX_NAMESPACE_H
@@ -48,6 +66,9 @@ struct ns {
  */
 int ns_format(const char *path, bool force);
 
+/* ns_format_mode -- ns_format() through a mapping of the given mode (tests use SIM) */
+int ns_format_mode(const char *path, enum persist_mode mode, bool force);
+
 /*
  * ns_create -- create a plain file of @size bytes (emulated PMEM), format it
  * and open it. -EEXIST if @path exists (it is never reformatted).
@@ -59,13 +80,18 @@ int ns_create(const char *path, uint64_t size, enum persist_mode mode, uint32_t 
  * ns_open -- map @path and load its metadata. A namespace without rdax
  * metadata (-RDAX_E_NOT_RDAX), with metadata that fails its checks
  * (-RDAX_E_BAD_METADATA) or of an unknown version (-RDAX_E_VERSION) is
- * refused with a logged reason, never formatted.
+ * refused with a logged reason, never formatted. When one metadata copy
+ * is invalid (a torn or interrupted update) the other is used and the bad
+ * copy is rewritten from it. @id (<= DLOC_NS_MAX) names the namespace in
+ * dirty-tree locations; the caller keeps ids unique. Returns 0, the codes
+ * above, -EINVAL, -errno of the mapping, -ENOMEM.
  */
 int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **out);
 
 /*
  * ns_close -- write back everything dirty in every volume (tracked fsync),
- * free the volumes and unmap. Accepts NULL; sets *nsp = NULL.
+ * free the volumes and unmap. Volumes still open are closed with a warning:
+ * their handles become invalid. Accepts NULL; sets *nsp = NULL.
  */
 void ns_close(struct ns **nsp);
 
@@ -79,15 +105,22 @@ int ns_volume_name_valid(const char *name);
  * ns_volume_create -- carve a volume of @size bytes (a multiple of 4 KiB,
  * > 0) out of the data area: 2 MiB-aligned (1 GiB-aligned for sizes of
  * 1 GiB and up) where the space allows, zeroed, then committed to the
- * volume table with flush + fence. Returns 0, -EINVAL (name, size), -EEXIST,
- * -ENOSPC (no free extent that large; the log says the largest free one).
+ * volume table with flush + fence (placement: see the top of this file).
+ * The in-memory volume starts clean with the flush mode FLUSH_TRACKED.
+ * Context: takes ns->lock; blocks on the zeroing I/O.
+ * Returns 0, -EINVAL (NULL, name, size 0 or not a multiple of 4 KiB),
+ * -EEXIST, -ENOSPC (no free extent that large -- the log says the largest
+ * free one -- or the table is full), -ENOMEM.
  */
 int ns_volume_create(struct ns *ns, const char *name, uint64_t size);
 
 /*
  * ns_volume_delete -- remove a volume. An open volume is refused (-EBUSY);
  * dirty data of a closed one is dropped, not written back (its data is
- * going away). Returns 0, -ENOENT, -EBUSY.
+ * going away). The table is committed first, then the in-memory volume is
+ * freed. The data is not zeroed here; a volume created later over the same
+ * space is zeroed then. Context: takes ns->lock.
+ * Returns 0, -EINVAL (NULL, invalid name), -ENOENT, -EBUSY.
  */
 int ns_volume_delete(struct ns *ns, const char *name);
 
@@ -96,20 +129,27 @@ struct volume_info {
 	uint64_t size;
 	uint64_t ns_offset; /* where its data starts in the namespace */
 	uint32_t ns_id;
+	uint8_t uuid[16];	 /* the volume's uuid in the table */
+	unsigned open_count; /* openers at the time of the call */
 };
 
 /*
- * ns_volume_list -- fill up to @max entries; *count gets the number of
- * volumes (which may exceed @max).
+ * ns_volume_list -- fill up to @max entries (@out may be NULL when @max is
+ * 0), in table order; *count gets the number of volumes (which may exceed
+ * @max). Context: takes ns->lock. Returns 0 or -EINVAL.
  */
 int ns_volume_list(struct ns *ns, struct volume_info *out, unsigned max, unsigned *count);
 
-/* ns_free_bytes -- total free bytes and the largest free extent */
+/* ns_volume_info -- one volume by name; 0, -EINVAL, -ENOENT. Takes ns->lock. */
+int ns_volume_info(struct ns *ns, const char *name, struct volume_info *out);
+
+/* ns_free_bytes -- total free bytes and the largest free extent (either pointer may be NULL) */
 void ns_free_bytes(struct ns *ns, uint64_t *total, uint64_t *largest);
 
 /*
- * ns_volume_open -- a handle on a volume by name; counts an opener.
- * Returns 0, -ENOENT.
+ * ns_volume_open -- a handle on a volume by name; counts an opener (an
+ * open volume cannot be deleted). Context: takes ns->lock.
+ * Returns 0, -EINVAL, -ENOENT.
  */
 int ns_volume_open(struct ns *ns, const char *name, struct volume **out);
 

@@ -1,3 +1,677 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* placeholder: being written */
-typedef int rdax_placeholder_vol_table;
+/*
+ * vol_table.c -- a namespace's on-media metadata: two checksummed slots
+ *
+ * The layout and the commit protocol are described in vol_table.h. Every
+ * integer on media is little-endian; the media structs below are packed and
+ * only vt_encode()/vt_slot_check() convert between them and host structs.
+ */
+#include "vol_table.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <zlib.h>
+
+#include "checked.h"
+#include "errors.h"
+#include "log.h"
+
+/* A mapping must hold the metadata area plus one 2 MiB block of data. */
+#define VT_MIN_SIZE (VT_META_SIZE + RDAX_PMD_SIZE)
+
+struct vt_header_media {
+	uint8_t magic[VT_MAGIC_LEN];
+	uint16_t version;
+	uint32_t header_size;
+	uint32_t entry_size;
+	uint64_t generation;
+	uint32_t crc;
+	uint32_t count;
+	uint8_t ns_uuid[VT_UUID_SIZE];
+	uint64_t ns_size;
+	uint64_t data_offset;
+	uint64_t data_size;
+	uint32_t capacity;
+	uint8_t reserved[180];
+} __attribute__((packed));
+
+struct vt_entry_media {
+	char name[VT_NAME_SIZE];
+	uint64_t size;
+	uint64_t ns_offset;
+	uint32_t flags;
+	uint32_t reserved0;
+	uint8_t uuid[VT_UUID_SIZE];
+	uint64_t create_generation;
+	uint8_t reserved1[16];
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct vt_header_media) == VT_HEADER_SIZE, "header is 256 bytes");
+_Static_assert(sizeof(struct vt_entry_media) == VT_ENTRY_SIZE, "entry is 128 bytes");
+_Static_assert(offsetof(struct vt_header_media, generation) == 16, "layout of vol_table.h");
+_Static_assert(offsetof(struct vt_header_media, capacity) == 72, "layout of vol_table.h");
+_Static_assert(offsetof(struct vt_entry_media, create_generation) == 104, "layout");
+_Static_assert(VT_HEADER_SIZE + (uint64_t)VT_CAPACITY * VT_ENTRY_SIZE <= VT_SLOT_SIZE,
+	       "a full table fits its slot");
+_Static_assert(VT_HEADER_SIZE % RDAX_CACHELINE == 0, "line 0 holds magic, generation, crc");
+
+/* The state one slot holds, in host byte order. */
+struct vt_state {
+	uint64_t generation;
+	uint8_t ns_uuid[VT_UUID_SIZE];
+	uint64_t ns_size;
+	uint64_t data_offset;
+	uint64_t data_size;
+	unsigned count;
+	struct vt_volume vols[VT_CAPACITY];
+};
+
+struct vol_table {
+	const struct persist *p;
+	unsigned slot;	  /* 0 (A) or 1 (B): the slot holding st */
+	bool other_valid; /* the other slot passed its checks */
+	struct vt_state st;
+};
+
+/* What a slot turned out to hold. */
+enum vt_slot_result { VT_SLOT_NO_MAGIC, VT_SLOT_BAD_VERSION, VT_SLOT_INVALID, VT_SLOT_VALID };
+
+static bool commit_in_place; /* test only, vol_table_test_set_commit_in_place() */
+
+void vol_table_test_set_commit_in_place(bool on)
+{
+	if (on)
+		LOG_WARN("vol_table: commits in place (crash atomicity broken on purpose)");
+	commit_in_place = on;
+}
+
+static char slot_name(unsigned slot)
+{
+	return slot == 0 ? 'A' : 'B';
+}
+
+static uint8_t *slot_base(const struct persist *p, unsigned slot)
+{
+	return (uint8_t *)p->base + (uint64_t)slot * VT_SLOT_SIZE;
+}
+
+int vt_name_valid(const char *name)
+{
+	if (!name)
+		return -EINVAL;
+	size_t len = strnlen(name, VT_NAME_SIZE);
+	if (len == 0 || len >= VT_NAME_SIZE)
+		return -EINVAL;
+	if (name[0] == '.' || name[0] == '-')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+		if (!ok)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* fill_random -- @len random bytes (getrandom, blocking until seeded); 0 or -errno */
+static int fill_random(uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = getrandom(buf + got, len - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int ret = -errno;
+			LOG_ERROR("getrandom(%zu) failed: %s", len - got, strerror(errno));
+			return ret;
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* vt_encoded_len -- bytes of a slot that hold @count entries */
+static size_t vt_encoded_len(unsigned count)
+{
+	return VT_HEADER_SIZE + (size_t)count * VT_ENTRY_SIZE;
+}
+
+/* vt_encode -- the media image of @s (header + count entries, crc set) into @buf */
+static void vt_encode(const struct vt_state *s, uint8_t *buf)
+{
+	size_t len = vt_encoded_len(s->count);
+	memset(buf, 0, len);
+
+	struct vt_header_media h = { 0 };
+	memcpy(h.magic, VT_MAGIC, VT_MAGIC_LEN);
+	h.version = htole16(VT_VERSION);
+	h.header_size = htole32(VT_HEADER_SIZE);
+	h.entry_size = htole32(VT_ENTRY_SIZE);
+	h.generation = htole64(s->generation);
+	h.crc = 0;
+	h.count = htole32(s->count);
+	memcpy(h.ns_uuid, s->ns_uuid, VT_UUID_SIZE);
+	h.ns_size = htole64(s->ns_size);
+	h.data_offset = htole64(s->data_offset);
+	h.data_size = htole64(s->data_size);
+	h.capacity = htole32(VT_CAPACITY);
+	memcpy(buf, &h, sizeof(h));
+
+	for (unsigned i = 0; i < s->count; i++) {
+		const struct vt_volume *v = &s->vols[i];
+		struct vt_entry_media e = { 0 };
+		memcpy(e.name, v->name, VT_NAME_SIZE);
+		e.size = htole64(v->size);
+		e.ns_offset = htole64(v->ns_offset);
+		e.flags = htole32(VT_ENTRY_IN_USE);
+		memcpy(e.uuid, v->uuid, VT_UUID_SIZE);
+		e.create_generation = htole64(v->create_generation);
+		memcpy(buf + VT_HEADER_SIZE + (size_t)i * VT_ENTRY_SIZE, &e, sizeof(e));
+	}
+
+	uint32_t crc = (uint32_t)crc32(0L, buf, (uInt)len);
+	h.crc = htole32(crc);
+	memcpy(buf + offsetof(struct vt_header_media, crc), &h.crc, sizeof(h.crc));
+}
+
+/*
+ * vt_slot_write -- write an encoded state into @slot so that the slot never
+ * shows the magic unless it is complete (vol_table.h): clear line 0, write
+ * and fence the rest, then write and fence line 0.
+ */
+static void vt_slot_write(const struct persist *p, unsigned slot, const uint8_t *buf, size_t len)
+{
+	uint8_t *dst = slot_base(p, slot);
+
+	memset(dst, 0, RDAX_CACHELINE);
+	persist_range(p, dst, RDAX_CACHELINE);
+
+	memcpy(dst + RDAX_CACHELINE, buf + RDAX_CACHELINE, len - RDAX_CACHELINE);
+	persist_range(p, dst + RDAX_CACHELINE, len - RDAX_CACHELINE);
+
+	memcpy(dst, buf, RDAX_CACHELINE);
+	persist_range(p, dst, RDAX_CACHELINE);
+}
+
+/* vt_volume_check -- one volume against the data area of @s; a reason or NULL */
+static const char *vt_volume_check(const struct vt_state *s, const struct vt_volume *v)
+{
+	uint64_t end;
+	if (vt_name_valid(v->name) != 0)
+		return "invalid name";
+	if (v->size == 0 || !is_aligned(v->size, RDAX_PAGE_SIZE))
+		return "size not a non-zero multiple of 4 KiB";
+	if (!is_aligned(v->ns_offset, RDAX_PAGE_SIZE))
+		return "offset not 4 KiB aligned";
+	if (__builtin_add_overflow(v->ns_offset, v->size, &end) || v->ns_offset < s->data_offset ||
+	    end > s->data_offset + s->data_size)
+		return "outside the data area";
+	return NULL;
+}
+
+static int cmp_by_offset(const void *a, const void *b)
+{
+	const struct vt_volume *x = *(const struct vt_volume *const *)a;
+	const struct vt_volume *y = *(const struct vt_volume *const *)b;
+	return x->ns_offset < y->ns_offset ? -1 : x->ns_offset > y->ns_offset;
+}
+
+/*
+ * vt_state_check -- the sanity checks of a decoded state against a mapping
+ * of @map_size bytes; writes the reason into @why. Returns true if sane.
+ */
+static bool vt_state_check(const struct vt_state *s, size_t map_size, char *why, size_t whylen)
+{
+	uint64_t data_end;
+	if (s->generation == 0) {
+		snprintf(why, whylen, "generation 0");
+		return false;
+	}
+	if (s->ns_size > map_size) {
+		snprintf(why, whylen, "records a namespace of %" PRIu64 " bytes, only %zu mapped",
+			 s->ns_size, map_size);
+		return false;
+	}
+	if (s->data_offset < VT_META_SIZE || !is_aligned(s->data_offset, RDAX_PAGE_SIZE) ||
+	    s->data_size == 0 || !is_aligned(s->data_size, RDAX_PAGE_SIZE) ||
+	    __builtin_add_overflow(s->data_offset, s->data_size, &data_end) ||
+	    data_end > s->ns_size) {
+		snprintf(why, whylen,
+			 "bad data area (offset %" PRIu64 ", size %" PRIu64 ", namespace %" PRIu64
+			 ")",
+			 s->data_offset, s->data_size, s->ns_size);
+		return false;
+	}
+
+	const struct vt_volume *sorted[VT_CAPACITY];
+	for (unsigned i = 0; i < s->count; i++) {
+		const struct vt_volume *v = &s->vols[i];
+		const char *reason = vt_volume_check(s, v);
+		if (!reason && v->create_generation > s->generation)
+			reason = "created in a later generation";
+		if (reason) {
+			snprintf(why, whylen, "entry %u (\"%.*s\", offset %" PRIu64 ", size %" PRIu64
+					      "): %s",
+				 i, VT_NAME_SIZE - 1, v->name, v->ns_offset, v->size, reason);
+			return false;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			if (strcmp(s->vols[j].name, v->name) == 0) {
+				snprintf(why, whylen, "entries %u and %u share the name \"%s\"", j,
+					 i, v->name);
+				return false;
+			}
+		}
+		sorted[i] = v;
+	}
+	qsort(sorted, s->count, sizeof(sorted[0]), cmp_by_offset);
+	for (unsigned i = 1; i < s->count; i++) {
+		if (sorted[i - 1]->ns_offset + sorted[i - 1]->size > sorted[i]->ns_offset) {
+			snprintf(why, whylen, "volumes \"%s\" and \"%s\" overlap", sorted[i - 1]->name,
+				 sorted[i]->name);
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * vt_slot_check -- decode and check @slot of @p into @s; the reason for
+ * anything but VT_SLOT_VALID goes to @why
+ */
+static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
+					 struct vt_state *s, char *why, size_t whylen)
+{
+	const uint8_t *src = slot_base(p, slot);
+	struct vt_header_media h;
+	memcpy(&h, src, sizeof(h));
+
+	if (memcmp(h.magic, VT_MAGIC, VT_MAGIC_LEN) != 0) {
+		snprintf(why, whylen, "no rdax magic");
+		return VT_SLOT_NO_MAGIC;
+	}
+	unsigned version = le16toh(h.version);
+	if (version != VT_VERSION) {
+		snprintf(why, whylen, "format version %u (this build reads %u)", version,
+			 VT_VERSION);
+		return VT_SLOT_BAD_VERSION;
+	}
+	uint32_t header_size = le32toh(h.header_size), entry_size = le32toh(h.entry_size);
+	uint32_t capacity = le32toh(h.capacity), count = le32toh(h.count);
+	if (header_size != VT_HEADER_SIZE || entry_size != VT_ENTRY_SIZE ||
+	    capacity != VT_CAPACITY || count > capacity) {
+		snprintf(why, whylen,
+			 "bad geometry (header %" PRIu32 " B, entry %" PRIu32 " B, capacity %" PRIu32
+			 ", count %" PRIu32 ")",
+			 header_size, entry_size, capacity, count);
+		return VT_SLOT_INVALID;
+	}
+
+	uint32_t stored = le32toh(h.crc);
+	struct vt_header_media hz = h;
+	hz.crc = 0;
+	uLong crc = crc32(0L, (const Bytef *)&hz, sizeof(hz));
+	crc = crc32(crc, src + VT_HEADER_SIZE, (uInt)((size_t)count * VT_ENTRY_SIZE));
+	if ((uint32_t)crc != stored) {
+		snprintf(why, whylen, "crc mismatch (stored %08" PRIx32 ", computed %08" PRIx32
+				      ", generation %" PRIu64 ")",
+			 stored, (uint32_t)crc, le64toh(h.generation));
+		return VT_SLOT_INVALID;
+	}
+
+	memset(s, 0, offsetof(struct vt_state, vols));
+	s->generation = le64toh(h.generation);
+	memcpy(s->ns_uuid, h.ns_uuid, VT_UUID_SIZE);
+	s->ns_size = le64toh(h.ns_size);
+	s->data_offset = le64toh(h.data_offset);
+	s->data_size = le64toh(h.data_size);
+	s->count = count;
+	for (unsigned i = 0; i < count; i++) {
+		struct vt_entry_media e;
+		memcpy(&e, src + VT_HEADER_SIZE + (size_t)i * VT_ENTRY_SIZE, sizeof(e));
+		struct vt_volume *v = &s->vols[i];
+		if (!(le32toh(e.flags) & VT_ENTRY_IN_USE)) {
+			snprintf(why, whylen, "entry %u below the count is not in use", i);
+			return VT_SLOT_INVALID;
+		}
+		if (memchr(e.name, '\0', VT_NAME_SIZE) == NULL) {
+			snprintf(why, whylen, "entry %u: name not terminated", i);
+			return VT_SLOT_INVALID;
+		}
+		memcpy(v->name, e.name, VT_NAME_SIZE);
+		v->size = le64toh(e.size);
+		v->ns_offset = le64toh(e.ns_offset);
+		memcpy(v->uuid, e.uuid, VT_UUID_SIZE);
+		v->create_generation = le64toh(e.create_generation);
+	}
+	if (!vt_state_check(s, p->size, why, whylen))
+		return VT_SLOT_INVALID;
+	return VT_SLOT_VALID;
+}
+
+/* vt_has_magic -- whether @slot starts with the rdax magic, valid or not */
+static bool vt_has_magic(const struct persist *p, unsigned slot)
+{
+	return memcmp(slot_base(p, slot), VT_MAGIC, VT_MAGIC_LEN) == 0;
+}
+
+/*
+ * vt_write_state -- encode @s and write it into @slot (vt_slot_write).
+ * Returns 0 or -ENOMEM.
+ */
+static int vt_write_state(const struct persist *p, unsigned slot, const struct vt_state *s)
+{
+	size_t len = vt_encoded_len(s->count);
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	vt_encode(s, buf);
+	vt_slot_write(p, slot, buf, len);
+	free(buf);
+	return 0;
+}
+
+int vol_table_format(const struct persist *p, bool force)
+{
+	if (!p || !p->base)
+		return -EINVAL;
+	if (p->size < VT_MIN_SIZE) {
+		LOG_ERROR("format: %zu bytes is too small (at least %llu: metadata + one 2 MiB block)",
+			  p->size, (unsigned long long)VT_MIN_SIZE);
+		return -EINVAL;
+	}
+
+	int ret;
+	struct vt_state *s = malloc(sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+
+	if (!force && (vt_has_magic(p, 0) || vt_has_magic(p, 1))) {
+		LOG_ERROR("format refused: the namespace holds rdax metadata (copy %s); force "
+			  "to overwrite it",
+			  vt_has_magic(p, 0) ? (vt_has_magic(p, 1) ? "A and B" : "A") : "B");
+		ret = -EEXIST;
+		goto out_free;
+	}
+
+	/* the slot holding the newest valid state is overwritten last */
+	uint64_t newest_gen = 0;
+	int newest = -1;
+	char why[256];
+	for (unsigned slot = 0; slot < 2; slot++) {
+		if (vt_slot_check(p, slot, s, why, sizeof(why)) == VT_SLOT_VALID &&
+		    s->generation >= newest_gen) {
+			newest_gen = s->generation;
+			newest = (int)slot;
+		}
+	}
+	unsigned first = newest == 0 ? 1 : (newest == 1 ? 0 : 1);
+
+	memset(s, 0, sizeof(*s));
+	ret = fill_random(s->ns_uuid, VT_UUID_SIZE);
+	if (ret)
+		goto out_free;
+	s->generation = newest_gen + 1;
+	s->ns_size = p->size;
+	s->data_offset = VT_META_SIZE;
+	s->data_size = align_down(p->size, RDAX_PAGE_SIZE) - VT_META_SIZE;
+
+	ret = vt_write_state(p, first, s);
+	if (ret)
+		goto out_free;
+	s->generation++;
+	ret = vt_write_state(p, 1 - first, s);
+	if (ret)
+		goto out_free;
+	LOG_INFO("formatted: size=%zu data_offset=%llu data_size=%llu generation=%" PRIu64 "%s",
+		 p->size, (unsigned long long)VT_META_SIZE, (unsigned long long)s->data_size,
+		 s->generation, force ? " (forced)" : "");
+out_free:
+	free(s);
+	return ret;
+}
+
+int vol_table_load(const struct persist *p, struct vol_table **out)
+{
+	if (!p || !p->base || !out)
+		return -EINVAL;
+	if (p->size < VT_META_SIZE) {
+		LOG_ERROR("load: %zu bytes cannot hold rdax metadata (%llu)", p->size,
+			  (unsigned long long)VT_META_SIZE);
+		return -RDAX_E_NOT_RDAX;
+	}
+
+	int ret;
+	struct vt_state *s[2] = { malloc(sizeof(struct vt_state)), NULL };
+	struct vol_table *t = malloc(sizeof(*t));
+	if (!s[0] || !t) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	s[1] = &t->st;
+
+	enum vt_slot_result r[2];
+	char why[2][256];
+	for (unsigned slot = 0; slot < 2; slot++)
+		r[slot] = vt_slot_check(p, slot, s[slot], why[slot], sizeof(why[slot]));
+
+	if (r[0] == VT_SLOT_NO_MAGIC && r[1] == VT_SLOT_NO_MAGIC) {
+		LOG_ERROR("load: not an rdax namespace (neither metadata copy has the magic)");
+		ret = -RDAX_E_NOT_RDAX;
+		goto err_free;
+	}
+	if (r[0] == VT_SLOT_BAD_VERSION || r[1] == VT_SLOT_BAD_VERSION) {
+		LOG_ERROR("load: unsupported metadata version: copy A: %s; copy B: %s",
+			  r[0] == VT_SLOT_VALID ? "valid" : why[0],
+			  r[1] == VT_SLOT_VALID ? "valid" : why[1]);
+		ret = -RDAX_E_VERSION;
+		goto err_free;
+	}
+	if (r[0] != VT_SLOT_VALID && r[1] != VT_SLOT_VALID) {
+		LOG_ERROR("load: no valid metadata copy: copy A: %s; copy B: %s", why[0], why[1]);
+		ret = -RDAX_E_BAD_METADATA;
+		goto err_free;
+	}
+
+	unsigned use;
+	if (r[0] == VT_SLOT_VALID && r[1] == VT_SLOT_VALID)
+		use = s[1]->generation > s[0]->generation ? 1 : 0;
+	else
+		use = r[0] == VT_SLOT_VALID ? 0 : 1;
+	unsigned other = 1 - use;
+	if (r[other] != VT_SLOT_VALID)
+		LOG_WARN("load: metadata copy %c is invalid (%s); using copy %c", slot_name(other),
+			 why[other], slot_name(use));
+	else if (s[0]->generation == s[1]->generation)
+		LOG_WARN("load: both copies have generation %" PRIu64 "; using copy A",
+			 s[0]->generation);
+
+	if (use == 0)
+		t->st = *s[0];
+	t->p = p;
+	t->slot = use;
+	t->other_valid = r[other] == VT_SLOT_VALID;
+	free(s[0]);
+	LOG_INFO("load: copy %c, generation %" PRIu64 ", %u volumes, data area %" PRIu64
+		 " bytes at %" PRIu64,
+		 slot_name(use), t->st.generation, t->st.count, t->st.data_size, t->st.data_offset);
+	*out = t;
+	return 0;
+
+err_free:
+	free(s[0]);
+	free(t);
+	return ret;
+}
+
+void vol_table_delete(struct vol_table **tp)
+{
+	if (!tp || !*tp)
+		return;
+	free(*tp);
+	*tp = NULL;
+}
+
+uint64_t vol_table_generation(const struct vol_table *t)
+{
+	return t->st.generation;
+}
+
+uint64_t vol_table_data_offset(const struct vol_table *t)
+{
+	return t->st.data_offset;
+}
+
+uint64_t vol_table_data_size(const struct vol_table *t)
+{
+	return t->st.data_size;
+}
+
+const uint8_t *vol_table_ns_uuid(const struct vol_table *t)
+{
+	return t->st.ns_uuid;
+}
+
+unsigned vol_table_count(const struct vol_table *t)
+{
+	return t->st.count;
+}
+
+const struct vt_volume *vol_table_get(const struct vol_table *t, unsigned i)
+{
+	return i < t->st.count ? &t->st.vols[i] : NULL;
+}
+
+int vol_table_find(const struct vol_table *t, const char *name)
+{
+	if (!t || !name)
+		return -EINVAL;
+	for (unsigned i = 0; i < t->st.count; i++)
+		if (strcmp(t->st.vols[i].name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+bool vol_table_other_slot_valid(const struct vol_table *t)
+{
+	return t->other_valid;
+}
+
+/*
+ * vt_commit -- write @next, generation + 1, into the slot not holding the
+ * current state (the current one in the in-place test mode) and make it
+ * the current state. Returns 0 or -ENOMEM (nothing written).
+ */
+static int vt_commit(struct vol_table *t, struct vt_state *next)
+{
+	unsigned target = commit_in_place ? t->slot : 1 - t->slot;
+	next->generation = t->st.generation + 1;
+	int ret = vt_write_state(t->p, target, next);
+	if (ret)
+		return ret;
+	if (target != t->slot)
+		t->other_valid = true; /* the old slot keeps the previous state */
+	t->slot = target;
+	memcpy(&t->st, next, offsetof(struct vt_state, vols) +
+				     (size_t)next->count * sizeof(next->vols[0]));
+	LOG_DEBUG("commit: copy %c, generation %" PRIu64 ", %u volumes", slot_name(target),
+		  t->st.generation, t->st.count);
+	return 0;
+}
+
+/* vt_state_dup -- a heap copy of the current state for building the next one */
+static struct vt_state *vt_state_dup(const struct vol_table *t)
+{
+	struct vt_state *s = malloc(sizeof(*s));
+	if (s)
+		memcpy(s, &t->st, offsetof(struct vt_state, vols) +
+					  (size_t)t->st.count * sizeof(t->st.vols[0]));
+	return s;
+}
+
+int vol_table_add(struct vol_table *t, const char *name, uint64_t ns_offset, uint64_t size,
+		  struct vt_volume *out)
+{
+	if (!t || vt_name_valid(name) != 0)
+		return -EINVAL;
+
+	struct vt_volume v = { 0 };
+	strcpy(v.name, name); /* length checked by vt_name_valid */
+	v.size = size;
+	v.ns_offset = ns_offset;
+	const char *reason = vt_volume_check(&t->st, &v);
+	if (reason) {
+		LOG_ERROR("add \"%s\" (offset %" PRIu64 ", size %" PRIu64 "): %s", name, ns_offset,
+			  size, reason);
+		return -EINVAL;
+	}
+	if (vol_table_find(t, name) >= 0)
+		return -EEXIST;
+	for (unsigned i = 0; i < t->st.count; i++) {
+		const struct vt_volume *o = &t->st.vols[i];
+		if (ns_offset < o->ns_offset + o->size && o->ns_offset < ns_offset + size) {
+			LOG_ERROR("add \"%s\" (offset %" PRIu64 ", size %" PRIu64
+				  "): overlaps \"%s\" (offset %" PRIu64 ", size %" PRIu64 ")",
+				  name, ns_offset, size, o->name, o->ns_offset, o->size);
+			return -EBUSY;
+		}
+	}
+	if (t->st.count >= VT_CAPACITY) {
+		LOG_ERROR("add \"%s\": the volume table is full (%u entries)", name, VT_CAPACITY);
+		return -ENOSPC;
+	}
+
+	int ret = fill_random(v.uuid, VT_UUID_SIZE);
+	if (ret)
+		return ret;
+	v.create_generation = t->st.generation + 1;
+
+	struct vt_state *next = vt_state_dup(t);
+	if (!next)
+		return -ENOMEM;
+	next->vols[next->count++] = v;
+	ret = vt_commit(t, next);
+	free(next);
+	if (ret == 0 && out)
+		*out = v;
+	return ret;
+}
+
+int vol_table_remove(struct vol_table *t, const char *name)
+{
+	if (!t || !name)
+		return -EINVAL;
+	int idx = vol_table_find(t, name);
+	if (idx < 0)
+		return idx;
+
+	struct vt_state *next = vt_state_dup(t);
+	if (!next)
+		return -ENOMEM;
+	memmove(&next->vols[idx], &next->vols[idx + 1],
+		(size_t)(next->count - (unsigned)idx - 1) * sizeof(next->vols[0]));
+	next->count--;
+	int ret = vt_commit(t, next);
+	free(next);
+	return ret;
+}
+
+int vol_table_rewrite(struct vol_table *t)
+{
+	if (!t)
+		return -EINVAL;
+	struct vt_state *next = vt_state_dup(t);
+	if (!next)
+		return -ENOMEM;
+	int ret = vt_commit(t, next);
+	free(next);
+	return ret;
+}

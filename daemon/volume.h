@@ -49,7 +49,13 @@ struct volume_stats {
 	uint64_t fsync_bytes;
 };
 
-/* volume_new -- in-memory volume over [ns_offset, ns_offset + size) of @ns (namespace.c) */
+/*
+ * volume_new -- in-memory volume over [ns_offset, ns_offset + size) of @ns
+ * (namespace.c), clean, flush mode FLUSH_TRACKED; its dirty tree locates
+ * page i at dloc_make(ns->id, ns_offset / 4096 + i).
+ * Returns 0, -EINVAL (NULL, name, size 0 or unaligned, offset unaligned),
+ * -ERANGE/-EOVERFLOW (outside the mapping), -ENOMEM.
+ */
 int volume_new(struct ns *ns, const char *name, uint64_t ns_offset, uint64_t size,
 	       struct volume **out);
 /* volume_delete -- free it; drops dirty state without writing back */
@@ -57,7 +63,10 @@ void volume_delete(struct volume **vp);
 
 /*
  * volume_write -- copy @len bytes into the volume at @off (no flush) and mark
- * the range dirty. Returns 0, -EINVAL (NULL, len 0), -ERANGE/-EOVERFLOW.
+ * the range dirty (stores first, then the mark, so an fsync racing the write
+ * either sees the mark or runs after it). Returns 0, -EINVAL (NULL, len 0),
+ * -ERANGE/-EOVERFLOW, -ENOMEM (the mark failed: the bytes may have landed
+ * but are not tracked; the write must be reported as failed).
  */
 int volume_write(struct volume *v, uint64_t off, const void *buf, uint64_t len);
 
@@ -79,7 +88,15 @@ int volume_mark_written(struct volume *v, uint64_t off, uint64_t len);
  */
 int volume_discard(struct volume *v, uint64_t off, uint64_t len);
 
-/* volume_stats_get -- sizes, dirty state and fsync counters */
+/* volume_stats_get -- sizes, dirty state and fsync counters (NULL arguments: no-op) */
 void volume_stats_get(struct volume *v, struct volume_stats *out);
+
+/*
+ * volume_set_flush_mode -- the mode FLUSH_DEFAULT means for this volume:
+ * FLUSH_TRACKED or FLUSH_HAMMER. In memory only (a reopened namespace
+ * starts TRACKED). Stored atomically; an fsync already running keeps the
+ * mode it read. Returns 0 or -EINVAL.
+ */
+int volume_set_flush_mode(struct volume *v, enum flush_mode mode);
 
 #endif

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * vol_table.h -- a namespace's on-media metadata: superblock + volume table
+ *
+ * The first 2 MiB of a namespace hold two copies ("slots") of the metadata;
+ * the data area that volumes are carved from follows.
+ *
+ *  namespace offset
+ *  0        slot A: header (256 B) | entries[0 .. count) (128 B each) | unused
+ *  1 MiB    slot B: same layout
+ *  2 MiB    data area (data_offset), data_size bytes, to the end of the namespace
+ *
+ * Header (all integers little-endian):
+ *
+ *  off  size  field
+ *    0     8  magic: "RDAXNS" + u16 format version (1); one aligned 8-byte
+ *             word, so magic and version are written together
+ *    8     4  header size (256)
+ *   12     4  entry size (128)
+ *   16     8  generation: +1 per committed update
+ *   24     4  crc32 (zlib) over the header with this field zero, then
+ *             entries[0 .. count)
+ *   28     4  volume count (entries in use, kept contiguous from 0)
+ *   32    16  namespace uuid (random, set by format)
+ *   48     8  namespace size in bytes
+ *   56     8  data offset (2 MiB)
+ *   64     8  data size
+ *   72     4  table capacity (1024 entries)
+ *   76   180  reserved, zero
+ *
+ * Entry:
+ *
+ *  off  size  field
+ *    0    64  name, NUL-terminated, [A-Za-z0-9._-], not starting with '.' or '-'
+ *   64     8  size in bytes (multiple of 4 KiB, > 0)
+ *   72     8  namespace offset of the data (4 KiB aligned, inside the data area)
+ *   80     4  flags (VT_ENTRY_IN_USE)
+ *   84     4  reserved, zero
+ *   88    16  volume uuid (random)
+ *  104     8  generation that created the volume
+ *  112    16  reserved, zero
+ *
+ * Only the first `count` entries are part of a slot's state and covered by
+ * its crc; a commit writes header + those entries and nothing else, so an
+ * update costs a few cache lines, not the whole 128 KiB table.
+ *
+ * Loading: both slots are checked (magic, version, sizes, crc, then sanity:
+ * every entry inside the data area, 4 KiB-aligned, non-overlapping, names
+ * valid and unique); the valid slot with the highest generation wins.
+ *
+ * Committing an update writes the new state, generation + 1, into the slot
+ * that does NOT hold the current state: first the slot's first cache line is
+ * cleared (its magic disappears), then header lines 1-3 and the entries are
+ * written and fenced, then line 0 (magic, version, generation, crc) is
+ * written and fenced. A power cut at any instant leaves the current slot
+ * untouched, so the namespace loads the old state, or the new one once the
+ * new slot is complete. Clearing line 0 first means a slot being written
+ * never shows the magic unless it is complete: format of a fresh device,
+ * where the other slot holds nothing, stays "not rdax" until a slot is whole.
+ *
+ * Thread safety: none; the namespace lock serialises every call.
+ */
+#ifndef RDAX_VOL_TABLE_H
+#define RDAX_VOL_TABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "persist.h"
+
+#define VT_MAGIC "RDAXNS" /* 6 bytes, followed by the u16 version */
+#define VT_MAGIC_LEN 6
+#define VT_VERSION 1
+#define VT_META_SIZE (2ULL << 20) /* the metadata area */
+#define VT_SLOT_SIZE (1ULL << 20)
+#define VT_HEADER_SIZE 256
+#define VT_ENTRY_SIZE 128
+#define VT_CAPACITY 1024 /* entries per table: 256 + 1024 * 128 B fits a slot */
+#define VT_NAME_SIZE 64	 /* name field, NUL included */
+#define VT_UUID_SIZE 16
+
+#define VT_ENTRY_IN_USE 0x1U
+
+struct vol_table;
+
+/* One volume as the table records it (host byte order). */
+struct vt_volume {
+	char name[VT_NAME_SIZE];
+	uint64_t size;
+	uint64_t ns_offset;
+	uint8_t uuid[VT_UUID_SIZE];
+	uint64_t create_generation;
+};
+
+/* vt_name_valid -- the on-media name rule (namespace.h); 0 or -EINVAL */
+int vt_name_valid(const char *name);
+
+/*
+ * vol_table_format -- write fresh metadata (no volumes, new namespace uuid)
+ * to both slots of @p. Refuses with -EEXIST when either slot carries the rdax
+ * magic, unless @force. The first slot written is the one not holding the
+ * newest valid state, with a generation above every valid one found, so a
+ * power cut during a forced format leaves the old state or the new one.
+ * Returns 0, -EINVAL (mapping smaller than NS_MIN_SIZE), -EEXIST, -errno.
+ */
+int vol_table_format(const struct persist *p, bool force);
+
+/*
+ * vol_table_load -- check both slots of @p and load the newest valid one.
+ * Returns 0, -RDAX_E_NOT_RDAX (neither slot has the magic), -RDAX_E_VERSION
+ * (a slot has the magic and a version this build does not know),
+ * -RDAX_E_BAD_METADATA (slots with the magic, none valid), -ENOMEM. What
+ * failed in each slot is logged.
+ */
+int vol_table_load(const struct persist *p, struct vol_table **out);
+
+/* vol_table_delete -- free the in-memory copy; accepts NULL; sets *tp = NULL */
+void vol_table_delete(struct vol_table **tp);
+
+/* Accessors of the loaded state. */
+uint64_t vol_table_generation(const struct vol_table *t);
+uint64_t vol_table_data_offset(const struct vol_table *t);
+uint64_t vol_table_data_size(const struct vol_table *t);
+const uint8_t *vol_table_ns_uuid(const struct vol_table *t);
+unsigned vol_table_count(const struct vol_table *t);
+/* vol_table_get -- entry @i (< count); its position changes on remove */
+const struct vt_volume *vol_table_get(const struct vol_table *t, unsigned i);
+/* vol_table_find -- index of the entry named @name, or -ENOENT */
+int vol_table_find(const struct vol_table *t, const char *name);
+
+/*
+ * vol_table_other_slot_valid -- whether the slot not holding the current
+ * state passed its checks at load (or was written since). A namespace
+ * whose second copy is invalid should be repaired with vol_table_rewrite().
+ */
+bool vol_table_other_slot_valid(const struct vol_table *t);
+
+/*
+ * vol_table_add -- commit a new volume (uuid and create generation filled
+ * in); *out (may be NULL) gets the entry as committed. Checks everything the
+ * loader checks first, so what is written always loads.
+ * Returns 0, -EINVAL (name, size, alignment, outside the data area), -EEXIST
+ * (name), -EBUSY (overlaps a volume), -ENOSPC (table full).
+ */
+int vol_table_add(struct vol_table *t, const char *name, uint64_t ns_offset, uint64_t size,
+		  struct vt_volume *out);
+
+/* vol_table_remove -- commit the table without @name; 0 or -ENOENT, -EINVAL */
+int vol_table_remove(struct vol_table *t, const char *name);
+
+/* vol_table_rewrite -- commit the unchanged state (repairs the other slot) */
+int vol_table_rewrite(struct vol_table *t);
+
+/*
+ * Test only: commit into the slot holding the current state, in place,
+ * instead of the other one -- breaks crash atomicity on purpose, so the
+ * metadata crash test can show its check catches a torn update.
+ */
+void vol_table_test_set_commit_in_place(bool on);
+
+#endif
