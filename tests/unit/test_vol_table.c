@@ -1,0 +1,444 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_vol_table.c -- the on-media metadata: format, load, commit, damage
+ *
+ * Every test works on a SIM mapping of a fresh file, so "the media" is the
+ * file: damage is done through the mapping and flushed, a reload re-maps.
+ * The byte offsets used to damage a slot are the layout of vol_table.h.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "checked.h"
+#include "errors.h"
+#include "persist.h"
+#include "vol_table.h"
+
+#define NS_SIZE (64ULL << 20)
+#define MiB (1ULL << 20)
+
+/* layout of vol_table.h */
+#define OFF_VERSION 6
+#define OFF_GENERATION 16
+#define OFF_CRC 24
+#define OFF_COUNT 28
+#define OFF_ENTRY_OFFSET 72
+
+struct fx {
+	char dir[256];
+	char path[512];
+	struct persist p;
+	struct vol_table *t;
+};
+
+static int fx_setup(void **state)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	assert_non_null(fx);
+	const char *tmp = getenv("TMPDIR");
+	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-vt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	assert_non_null(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	assert_int_equal(persist_create(fx->path, NS_SIZE, PERSIST_SIM, &fx->p), 0);
+	vol_table_test_set_commit_in_place(false);
+	*state = fx;
+	return 0;
+}
+
+static int fx_teardown(void **state)
+{
+	struct fx *fx = *state;
+	vol_table_delete(&fx->t);
+	persist_unmap(&fx->p);
+	unlink(fx->path);
+	rmdir(fx->dir);
+	free(fx);
+	return 0;
+}
+
+/* reload -- drop the in-memory table and the mapping, map again, load */
+static int reload(struct fx *fx)
+{
+	vol_table_delete(&fx->t);
+	persist_unmap(&fx->p);
+	assert_int_equal(persist_map(fx->path, PERSIST_SIM, &fx->p), 0);
+	return vol_table_load(&fx->p, &fx->t);
+}
+
+static uint8_t *slot(struct fx *fx, unsigned s)
+{
+	return (uint8_t *)fx->p.base + s * VT_SLOT_SIZE;
+}
+
+/* poke -- change bytes of the media, durably */
+static void poke(struct fx *fx, uint64_t off, const void *src, size_t len)
+{
+	memcpy((uint8_t *)fx->p.base + off, src, len);
+	persist_range(&fx->p, (uint8_t *)fx->p.base + off, len);
+}
+
+static void flip_byte(struct fx *fx, uint64_t off)
+{
+	uint8_t b = ((uint8_t *)fx->p.base)[off] ^ 0x40;
+	poke(fx, off, &b, 1);
+}
+
+/* fix_crc -- recompute a slot's crc, so sanity checks behind it are reached */
+static void fix_crc(struct fx *fx, unsigned s)
+{
+	uint8_t *b = slot(fx, s);
+	uint32_t count;
+	memcpy(&count, b + OFF_COUNT, 4);
+	count = le32toh(count);
+	uint8_t hdr[VT_HEADER_SIZE];
+	memcpy(hdr, b, sizeof(hdr));
+	memset(hdr + OFF_CRC, 0, 4);
+	uLong crc = crc32(0L, hdr, sizeof(hdr));
+	crc = crc32(crc, b + VT_HEADER_SIZE, count * VT_ENTRY_SIZE);
+	uint32_t le = htole32((uint32_t)crc);
+	poke(fx, s * VT_SLOT_SIZE + OFF_CRC, &le, 4);
+}
+
+static uint64_t slot_generation(struct fx *fx, unsigned s)
+{
+	uint64_t g;
+	memcpy(&g, slot(fx, s) + OFF_GENERATION, 8);
+	return le64toh(g);
+}
+
+/* format_and_load -- fresh metadata, loaded into fx->t */
+static void format_and_load(struct fx *fx)
+{
+	assert_int_equal(vol_table_format(&fx->p, false), 0);
+	assert_int_equal(reload(fx), 0);
+}
+
+static void vol_table_format__fresh_loads_empty(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_count(fx->t), 0);
+	assert_int_equal(vol_table_data_offset(fx->t), VT_META_SIZE);
+	assert_int_equal(vol_table_data_size(fx->t), NS_SIZE - VT_META_SIZE);
+	assert_true(vol_table_other_slot_valid(fx->t)); /* both copies written */
+	assert_int_equal(vol_table_generation(fx->t), 2);
+	assert_int_equal(slot_generation(fx, 0) + slot_generation(fx, 1), 3);
+	static const uint8_t zero_uuid[VT_UUID_SIZE];
+	assert_memory_not_equal(vol_table_ns_uuid(fx->t), zero_uuid, VT_UUID_SIZE);
+}
+
+static void vol_table_format__refuses_rdax_unless_forced(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	uint8_t uuid[VT_UUID_SIZE];
+	memcpy(uuid, vol_table_ns_uuid(fx->t), sizeof(uuid));
+	uint64_t gen = vol_table_generation(fx->t);
+
+	assert_int_equal(vol_table_format(&fx->p, false), -EEXIST);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_count(fx->t), 1); /* untouched */
+
+	/* one copy with the magic is enough to refuse */
+	uint8_t zero[64] = { 0 };
+	poke(fx, 0, zero, sizeof(zero));
+	assert_int_equal(vol_table_format(&fx->p, false), -EEXIST);
+
+	assert_int_equal(vol_table_format(&fx->p, true), 0);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_count(fx->t), 0);
+	assert_memory_not_equal(vol_table_ns_uuid(fx->t), uuid, sizeof(uuid));
+	assert_true(vol_table_generation(fx->t) > gen); /* beats every old copy */
+	assert_true(vol_table_other_slot_valid(fx->t));
+}
+
+static void vol_table_format__too_small(void **state)
+{
+	struct fx *fx = *state;
+	struct persist small = fx->p;
+	small.size = 4 * MiB - 4096;
+	assert_int_equal(vol_table_format(&small, false), -EINVAL);
+	assert_int_equal(vol_table_format(NULL, false), -EINVAL);
+	assert_int_equal(reload(fx), -RDAX_E_NOT_RDAX); /* nothing written */
+}
+
+static void vol_table_add__commits_alternate_slots(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	uint64_t gen = vol_table_generation(fx->t);
+
+	struct vt_volume a, b;
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, 2 * MiB, &a), 0);
+	assert_int_equal(a.create_generation, gen + 1);
+	assert_int_equal(vol_table_add(fx->t, "b.2_x-y", 8 * MiB, 4096, &b), 0);
+	assert_memory_not_equal(a.uuid, b.uuid, VT_UUID_SIZE);
+	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+	/* the two copies hold the last two generations */
+	uint64_t g0 = slot_generation(fx, 0), g1 = slot_generation(fx, 1);
+	assert_true((g0 == gen + 2 && g1 == gen + 1) || (g1 == gen + 2 && g0 == gen + 1));
+
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+	assert_int_equal(vol_table_count(fx->t), 2);
+	const struct vt_volume *v = vol_table_get(fx->t, (unsigned)vol_table_find(fx->t, "b.2_x-y"));
+	assert_non_null(v);
+	assert_int_equal(v->ns_offset, 8 * MiB);
+	assert_int_equal(v->size, 4096);
+	assert_memory_equal(v->uuid, b.uuid, VT_UUID_SIZE);
+	assert_int_equal(v->create_generation, b.create_generation);
+	assert_null(vol_table_get(fx->t, 2));
+}
+
+static void vol_table_remove__compacts_and_reloads(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
+	assert_int_equal(vol_table_add(fx->t, "c", VT_META_SIZE + 2 * MiB, MiB, NULL), 0);
+	assert_int_equal(vol_table_remove(fx->t, "a"), 0);
+	assert_int_equal(vol_table_remove(fx->t, "a"), -ENOENT);
+	assert_int_equal(vol_table_remove(fx->t, NULL), -EINVAL);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_count(fx->t), 2);
+	assert_int_equal(vol_table_find(fx->t, "a"), -ENOENT);
+	assert_true(vol_table_find(fx->t, "b") >= 0);
+	assert_true(vol_table_find(fx->t, "c") >= 0);
+	/* the freed range can be used again */
+	assert_int_equal(vol_table_add(fx->t, "d", VT_META_SIZE, MiB, NULL), 0);
+}
+
+static void vol_table_add__rejects_bad_entries(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	uint64_t end = VT_META_SIZE + vol_table_data_size(fx->t);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	uint64_t gen = vol_table_generation(fx->t);
+
+	assert_int_equal(vol_table_add(NULL, "x", VT_META_SIZE + MiB, MiB, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, NULL, VT_META_SIZE + MiB, MiB, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "", VT_META_SIZE + MiB, MiB, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, ".x", VT_META_SIZE + MiB, MiB, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x/y", VT_META_SIZE + MiB, MiB, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + MiB, 0, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + MiB, 100, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + 512, 4096, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x", 0, 4096, NULL), -EINVAL); /* metadata */
+	assert_int_equal(vol_table_add(fx->t, "x", end - 4096, 8192, NULL), -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "x", align_down(UINT64_MAX, 4096), 8192, NULL),
+			 -EINVAL);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE + MiB, MiB, NULL), -EEXIST);
+	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + MiB - 4096, 8192, NULL),
+			 -EBUSY);
+	assert_int_equal(vol_table_generation(fx->t), gen); /* nothing committed */
+	assert_int_equal(vol_table_count(fx->t), 1);
+}
+
+static void vol_table_add__table_full(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	char name[32];
+	for (unsigned i = 0; i < VT_CAPACITY; i++) {
+		snprintf(name, sizeof(name), "v%u", i);
+		assert_int_equal(vol_table_add(fx->t, name, VT_META_SIZE + i * 4096ULL, 4096, NULL),
+				 0);
+	}
+	assert_int_equal(vol_table_add(fx->t, "one-more", VT_META_SIZE + VT_CAPACITY * 4096ULL,
+				       4096, NULL),
+			 -ENOSPC);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_count(fx->t), VT_CAPACITY);
+}
+
+static void vol_table_load__newest_copy_torn_uses_the_other(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
+	uint64_t gen = vol_table_generation(fx->t);
+	unsigned newest = slot_generation(fx, 0) == gen ? 0 : 1;
+
+	/* tear the newest copy: one byte of its second entry */
+	flip_byte(fx, newest * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + 3);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen - 1); /* the state before "b" */
+	assert_int_equal(vol_table_count(fx->t), 1);
+	assert_false(vol_table_other_slot_valid(fx->t));
+
+	/* rewrite repairs the torn copy */
+	assert_int_equal(vol_table_rewrite(fx->t), 0);
+	assert_int_equal(reload(fx), 0);
+	assert_true(vol_table_other_slot_valid(fx->t));
+	assert_int_equal(vol_table_count(fx->t), 1);
+	assert_int_equal(vol_table_generation(fx->t), gen);
+}
+
+static void vol_table_load__older_copy_torn_keeps_newest(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	uint64_t gen = vol_table_generation(fx->t);
+	unsigned older = slot_generation(fx, 0) == gen ? 1 : 0;
+	flip_byte(fx, older * VT_SLOT_SIZE + 40); /* namespace uuid */
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen);
+	assert_int_equal(vol_table_count(fx->t), 1);
+	assert_false(vol_table_other_slot_valid(fx->t));
+}
+
+static void vol_table_load__both_copies_bad(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	flip_byte(fx, OFF_GENERATION);
+	flip_byte(fx, VT_SLOT_SIZE + 100);
+	assert_int_equal(reload(fx), -RDAX_E_BAD_METADATA);
+	assert_null(fx->t);
+}
+
+static void vol_table_load__crc_catches_every_header_byte(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	/* any byte of the header after the magic/version word, in copy A */
+	for (uint64_t off = 8; off < VT_HEADER_SIZE; off += 13) {
+		flip_byte(fx, off);
+		flip_byte(fx, VT_SLOT_SIZE + off);
+		assert_int_equal(reload(fx), -RDAX_E_BAD_METADATA);
+		flip_byte(fx, off);
+		flip_byte(fx, VT_SLOT_SIZE + off);
+	}
+	assert_int_equal(reload(fx), 0);
+}
+
+static void vol_table_load__sane_crc_insane_contents(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
+
+	/* make "b" overlap "a" in both copies' second entry; crc recomputed */
+	for (unsigned s = 0; s < 2; s++) {
+		uint32_t count;
+		memcpy(&count, slot(fx, s) + OFF_COUNT, 4);
+		if (le32toh(count) < 2) { /* the older copy holds "a" only: drop it */
+			flip_byte(fx, s * VT_SLOT_SIZE + 1);
+			continue;
+		}
+		uint64_t off = htole64(VT_META_SIZE + MiB / 2);
+		poke(fx, s * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + OFF_ENTRY_OFFSET,
+		     &off, 8);
+		fix_crc(fx, s);
+	}
+	assert_int_equal(reload(fx), -RDAX_E_BAD_METADATA);
+}
+
+static void vol_table_load__unknown_version(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	uint16_t v2 = htole16(2);
+	poke(fx, VT_SLOT_SIZE + OFF_VERSION, &v2, 2); /* copy B only: still refused */
+	assert_int_equal(reload(fx), -RDAX_E_VERSION);
+	assert_int_equal(vol_table_format(&fx->p, false), -EEXIST);
+}
+
+static void vol_table_load__garbage_and_zeros_not_rdax(void **state)
+{
+	struct fx *fx = *state;
+	assert_int_equal(reload(fx), -RDAX_E_NOT_RDAX); /* zeros */
+	uint8_t *junk = malloc(VT_META_SIZE);
+	assert_non_null(junk);
+	srand(7);
+	for (size_t i = 0; i < VT_META_SIZE; i++)
+		junk[i] = (uint8_t)rand();
+	poke(fx, 0, junk, VT_META_SIZE);
+	free(junk);
+	assert_int_equal(reload(fx), -RDAX_E_NOT_RDAX);
+	/* the magic on junk: a version we do not know, then bad metadata */
+	poke(fx, 0, VT_MAGIC, VT_MAGIC_LEN);
+	assert_int_equal(reload(fx), -RDAX_E_VERSION); /* junk version */
+	uint16_t v1 = htole16(VT_VERSION);
+	poke(fx, OFF_VERSION, &v1, 2);
+	assert_int_equal(reload(fx), -RDAX_E_BAD_METADATA);
+}
+
+static void vol_table_load__mapping_smaller_than_recorded(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	vol_table_delete(&fx->t);
+	struct persist shrunk = fx->p;
+	shrunk.size = NS_SIZE / 2;
+	assert_int_equal(vol_table_load(&shrunk, &fx->t), -RDAX_E_BAD_METADATA);
+	shrunk.size = MiB;
+	assert_int_equal(vol_table_load(&shrunk, &fx->t), -RDAX_E_NOT_RDAX);
+	assert_int_equal(vol_table_load(NULL, &fx->t), -EINVAL);
+	assert_int_equal(vol_table_load(&fx->p, NULL), -EINVAL);
+	assert_null(fx->t);
+}
+
+static void vt_name_valid__rules(void **state)
+{
+	char max[VT_NAME_SIZE], over[VT_NAME_SIZE + 1];
+	memset(max, 'a', sizeof(max) - 1);
+	max[sizeof(max) - 1] = '\0';
+	memset(over, 'a', sizeof(over) - 1);
+	over[sizeof(over) - 1] = '\0';
+	assert_int_equal(vt_name_valid("a"), 0);
+	assert_int_equal(vt_name_valid("Vol_1.2-x"), 0);
+	assert_int_equal(vt_name_valid("_x"), 0);
+	assert_int_equal(vt_name_valid(max), 0);
+	assert_int_equal(vt_name_valid(over), -EINVAL);
+	assert_int_equal(vt_name_valid(""), -EINVAL);
+	assert_int_equal(vt_name_valid(NULL), -EINVAL);
+	assert_int_equal(vt_name_valid(".hidden"), -EINVAL);
+	assert_int_equal(vt_name_valid("-opt"), -EINVAL);
+	assert_int_equal(vt_name_valid("a b"), -EINVAL);
+	assert_int_equal(vt_name_valid("a/b"), -EINVAL);
+	assert_int_equal(vt_name_valid("caf\xc3\xa9"), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
+		T(vol_table_format__fresh_loads_empty),
+		T(vol_table_format__refuses_rdax_unless_forced),
+		T(vol_table_format__too_small),
+		T(vol_table_add__commits_alternate_slots),
+		T(vol_table_remove__compacts_and_reloads),
+		T(vol_table_add__rejects_bad_entries),
+		T(vol_table_add__table_full),
+		T(vol_table_load__newest_copy_torn_uses_the_other),
+		T(vol_table_load__older_copy_torn_keeps_newest),
+		T(vol_table_load__both_copies_bad),
+		T(vol_table_load__crc_catches_every_header_byte),
+		T(vol_table_load__sane_crc_insane_contents),
+		T(vol_table_load__unknown_version),
+		T(vol_table_load__garbage_and_zeros_not_rdax),
+		T(vol_table_load__mapping_smaller_than_recorded),
+		T(vt_name_valid__rules),
+#undef T
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
