@@ -882,8 +882,10 @@ void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n)
 
 int dtree_lookup(struct dtree *t, uint64_t index, uint64_t *first, uint64_t *entry)
 {
-	if (!t || index >= t->npages)
-		return t ? -ENOENT : -EINVAL;
+	if (!t || index >= t->npages) {
+		LOG_ERROR("dtree_lookup(index=%" PRIu64 "): no tree or beyond the volume", index);
+		return -EINVAL;
+	}
 	struct dtree_node *n;
 	unsigned off;
 	uint64_t f = 0;
@@ -972,6 +974,16 @@ void dtree_stats_get(struct dtree *t, struct dtree_stats *out)
 uint64_t dtree_npages(const struct dtree *t)
 {
 	return t ? t->npages : 0;
+}
+
+unsigned dtree_waiters(struct dtree *t)
+{
+	if (!t)
+		return 0;
+	pthread_mutex_lock(&t->lock);
+	unsigned n = t->waiters;
+	pthread_mutex_unlock(&t->lock);
+	return n;
 }
 
 size_t dtree_node_size(void)

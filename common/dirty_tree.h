@@ -275,6 +275,12 @@ uint64_t dtree_npages(const struct dtree *t);
  */
 int dtree_check(struct dtree *t);
 
+/*
+ * dtree_waiters -- threads now blocked in this tree waiting for an entry
+ * lock to be released; lets a test know a blocking call really waits.
+ */
+unsigned dtree_waiters(struct dtree *t);
+
 /* dtree_node_size -- bytes of one tree node (tests of memory per page) */
 size_t dtree_node_size(void);
 
