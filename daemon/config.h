@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * config.h -- rdaxd settings: command-line flags and the config file
+ *
+ * Both sources use the same names. The config file has one "key = value"
+ * per line (keys are the long flag names without "--"), '#' starts a comment
+ * (a whole line, or the rest of a line after whitespace). Flags given on the
+ * command line add to the file's list settings (namespace, listen) and
+ * override its single-valued ones.
+ *
+ * Thread safety: none; used by main() before any thread starts, and by tests.
+ */
+#ifndef RDAXD_CONFIG_H
+#define RDAXD_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "persist.h"
+#include "volume.h"
+
+#define CONFIG_DEFAULT_PORT 7470
+#define CONFIG_DEFAULT_LISTEN "tcp://127.0.0.1:7470"
+#define CONFIG_DEFAULT_NS_NAME "default.ns"
+#define CONFIG_DEFAULT_NS_SIZE (1ULL << 30)
+#define CONFIG_MAX_THREADS 1024
+#define CONFIG_MAX_NAMESPACES 256
+#define CONFIG_MAX_LISTENS 64
+/* Longest accepted token file, in bytes (after the trailing newline is stripped). */
+#define CONFIG_TOKEN_MAX 4096
+/* Room for one error message: "<source>: <flag> '<value>': <reason>". */
+#define CONFIG_ERR_MAX 512
+
+/* One --namespace PATH[,size=SIZE][,mode=auto|sim]. */
+struct config_namespace {
+	char *path;
+	uint64_t size; /* 0: the namespace must exist; else create it at this size if missing */
+	enum persist_mode mode;
+};
+
+/* One --listen tcp://HOST:PORT. */
+struct config_listen {
+	char *uri;  /* as given */
+	char *host; /* without the brackets of an IPv6 literal */
+	uint16_t port;
+};
+
+struct config {
+	struct config_namespace *namespaces;
+	unsigned nnamespaces;
+	struct config_listen *listens;
+	unsigned nlistens;
+	unsigned threads; /* 0 until config_finish(): the number of CPUs */
+	enum log_level log_level;
+	char *pidfile;	   /* NULL: none */
+	char *token_file;  /* NULL: clients need no token */
+	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
+	uint32_t max_payload;
+	char *config_path; /* --config, NULL if none */
+	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need creating) */
+
+	/* rdaxd --format PATH [--force]: format and exit */
+	char *format_path;
+	bool force;
+
+	bool help;
+	bool version;
+};
+
+/* config_init -- empty lists and the default single values */
+void config_init(struct config *c);
+
+/* config_free -- release everything config_* allocated; leaves an empty config */
+void config_free(struct config *c);
+
+/*
+ * config_parse_args -- apply argv (argv[0] is skipped): first the file named
+ * by --config (if any), then every flag in order on top of it. Stops early
+ * for --help and --version. Does not fill in defaults (config_finish()).
+ * On error, @err gets one line naming the flag, the value and the reason.
+ * Returns 0 or -EINVAL (also for an unreadable config file).
+ */
+int config_parse_args(struct config *c, int argc, char *const argv[], char *err, size_t errlen);
+
+/*
+ * config_load_file -- apply every "key = value" line of @path. Errors name
+ * the file and the line. Returns 0, -EINVAL, or -errno if @path cannot be read.
+ */
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+
+/*
+ * config_set -- apply one setting by its long name ("namespace", "threads",
+ * ...; '_' is accepted for '-'). @from names the source in errors ("--" for
+ * a flag, "FILE:LINE: " for the config file). Returns 0 or -EINVAL.
+ */
+int config_set(struct config *c, const char *key, const char *value, const char *from,
+	       char *err, size_t errlen);
+
+/*
+ * config_finish -- fill in what was not given: the default namespace
+ * (<datadir>/default.ns, size=1G, mode=auto), the default listen address
+ * and the thread count (number of CPUs). Checks the combination of
+ * settings (e.g. --force only with --format). Creates nothing on disk.
+ * Returns 0 or -EINVAL (@err says why).
+ */
+int config_finish(struct config *c, char *err, size_t errlen);
+
+/*
+ * config_default_datadir -- $RDAX_DATA_DIR, else /var/lib/rdax for root,
+ * else $XDG_DATA_HOME/rdax or $HOME/.local/share/rdax. *out is malloc'd.
+ * Returns 0, -ENOENT (no HOME for a non-root user), -ENOMEM.
+ */
+int config_default_datadir(char **out);
+
+/* config_parse_size -- "4096", "64K", "1G", "2T", "1GiB" (binary units) -> bytes; 0 or -EINVAL/-ERANGE */
+int config_parse_size(const char *s, uint64_t *out);
+
+/* config_parse_namespace -- "PATH[,size=SIZE][,mode=auto|sim]"; 0 or -EINVAL (@err says why) */
+int config_parse_namespace(const char *spec, struct config_namespace *out, char *err,
+			   size_t errlen);
+
+/* config_parse_listen -- "tcp://HOST:PORT" (HOST may be [IPv6]); 0 or -EINVAL (@err says why) */
+int config_parse_listen(const char *uri, struct config_listen *out, char *err, size_t errlen);
+
+/*
+ * config_token_load -- the token file's contents without its trailing
+ * newline(s) ("\n" or "\r\n"). *out is malloc'd, *len its length (> 0).
+ * Returns 0, -errno, -EINVAL (empty), -RDAX_E_TOO_BIG (> CONFIG_TOKEN_MAX).
+ */
+int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen);
+
+/* config_format_size -- "1.0 GiB", "512.0 MiB", "4096 B" into @buf */
+const char *config_format_size(uint64_t bytes, char *buf, size_t len);
+
+/* config_usage -- the --help text */
+void config_usage(FILE *f);
+
+#endif

@@ -1,0 +1,1059 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* dispatch.c -- decode, validate and answer requests, transport-independent */
+#include "dispatch.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "checked.h"
+#include "errors.h"
+#include "fsync.h"
+#include "log.h"
+#include "rdax.pb-c.h"
+
+#define STATUS_MSG_MAX 256
+
+/* Body of every request type. */
+static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
+	[FRAME_HELLO] = &rdax__hello_request__descriptor,
+	[FRAME_VOLUME_CREATE] = &rdax__volume_create_request__descriptor,
+	[FRAME_VOLUME_DELETE] = &rdax__volume_delete_request__descriptor,
+	[FRAME_VOLUME_LIST] = &rdax__volume_list_request__descriptor,
+	[FRAME_VOLUME_INFO] = &rdax__volume_info_request__descriptor,
+	[FRAME_VOLUME_OPEN] = &rdax__volume_open_request__descriptor,
+	[FRAME_VOLUME_CLOSE] = &rdax__volume_close_request__descriptor,
+	[FRAME_WRITE] = &rdax__write_request__descriptor,
+	[FRAME_READ] = &rdax__read_request__descriptor,
+	[FRAME_FSYNC] = &rdax__fsync_request__descriptor,
+	[FRAME_DISCARD] = &rdax__discard_request__descriptor,
+	[FRAME_STAT] = &rdax__stat_request__descriptor,
+};
+
+/* The request, decoded: one member per type, all share base. */
+union request {
+	ProtobufCMessage *base;
+	Rdax__HelloRequest *hello;
+	Rdax__VolumeCreateRequest *create;
+	Rdax__VolumeDeleteRequest *del;
+	Rdax__VolumeInfoRequest *info;
+	Rdax__VolumeOpenRequest *open;
+	Rdax__VolumeCloseRequest *close;
+	Rdax__WriteRequest *write;
+	Rdax__ReadRequest *read;
+	Rdax__FsyncRequest *fsync;
+	Rdax__DiscardRequest *discard;
+	Rdax__StatRequest *stat;
+};
+
+enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
+
+/* A job: the public part, the request's arguments and, after run, its result. */
+struct job {
+	struct dispatch_job pub;
+	enum job_kind kind;
+	const struct dispatch_env *env;
+	uint16_t type; /* request type */
+	uint64_t request_id;
+
+	/* arguments */
+	uint32_t hold; /* handle held by the job (write, fsync, discard) */
+	struct volume *v;
+	uint64_t off, len;
+	enum flush_mode mode;
+	char name[NS_VOLUME_NAME_MAX + 1];
+	uint64_t size;
+	bool has_ns_id;
+	uint32_t ns_id;
+	struct session *teardown;
+
+	/* result */
+	int code;
+	char msg[STATUS_MSG_MAX];
+	uint64_t written_back;
+	struct dispatch_reply reply; /* packed on the pool thread when it needs only the store */
+};
+
+/* job_of -- the job around its public part */
+static struct job *job_of(struct dispatch_job *pub)
+{
+	return (struct job *)((char *)pub - offsetof(struct job, pub));
+}
+
+/* job_of_task -- the job around its pool task */
+static struct job *job_of_task(struct fsync_task *t)
+{
+	return job_of((struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task)));
+}
+
+/* code_wire -- the positive Status.code of a negative return code */
+static uint32_t code_wire(int code)
+{
+	return (uint32_t)(code < 0 ? -code : code);
+}
+
+/* reply_pack -- pack @m as the body of @r; 0, -RDAX_E_TOO_BIG, -ENOMEM */
+static int reply_pack(const ProtobufCMessage *m, struct dispatch_reply *r)
+{
+	size_t n = protobuf_c_message_get_packed_size(m);
+	if (n > DISPATCH_MAX_REPLY_BODY)
+		return -RDAX_E_TOO_BIG;
+	uint8_t *b = malloc(n ? n : 1);
+	if (!b)
+		return -ENOMEM;
+	protobuf_c_message_pack(m, b);
+	r->body = b;
+	r->body_len = (uint32_t)n;
+	return 0;
+}
+
+/*
+ * reply_status -- a reply that carries only a status, packed as StatusReply
+ * (every reply type starts with the same field 1, see dispatch.h). @fmt NULL:
+ * the generic message of @code. Returns 0 or -ENOMEM (no body).
+ */
+static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...)
+{
+	char msg[STATUS_MSG_MAX];
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__StatusReply rep = RDAX__STATUS_REPLY__INIT;
+	st.code = code_wire(code);
+	if (code) {
+		if (fmt) {
+			va_list ap;
+			va_start(ap, fmt);
+			vsnprintf(msg, sizeof(msg), fmt, ap);
+			va_end(ap);
+		} else {
+			snprintf(msg, sizeof(msg), "%s", rdax_strerror(code));
+		}
+		st.message = msg;
+	}
+	rep.status = &st;
+	return reply_pack(&rep.base, r);
+}
+
+/* out_init -- an empty result for request @h */
+static void out_init(struct dispatch_out *out, uint16_t type, uint64_t request_id)
+{
+	memset(out, 0, sizeof(*out));
+	out->reply.type = (uint16_t)(type | FRAME_REPLY);
+	out->reply.request_id = request_id;
+}
+
+/*
+ * out_error -- answer with an error status; @close ends the connection after
+ * it. Out of memory for the reply: close without one.
+ */
+static void out_error(struct dispatch_out *out, bool close, int code, const char *msg)
+{
+	out->action = close ? DISPATCH_CLOSE : DISPATCH_REPLY;
+	if (reply_status(&out->reply, code, "%s", msg))
+		out->action = DISPATCH_CLOSE;
+}
+
+/* fmt_msg -- format a status message into @buf (STATUS_MSG_MAX bytes); returns @buf */
+static const char *fmt_msg(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *fmt_msg(char *buf, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, STATUS_MSG_MAX, fmt, ap);
+	va_end(ap);
+	return buf;
+}
+
+/* out_ok -- a success reply that carries only the status */
+static void out_ok(struct dispatch_out *out)
+{
+	out->action = DISPATCH_REPLY;
+	if (reply_status(&out->reply, 0, NULL))
+		out->action = DISPATCH_CLOSE;
+}
+
+/* out_reply -- a packed success reply; on failure an error reply instead */
+static void out_reply(struct dispatch_out *out, const ProtobufCMessage *m)
+{
+	int ret = reply_pack(m, &out->reply);
+	if (ret == 0) {
+		out->action = DISPATCH_REPLY;
+		return;
+	}
+	out_error(out, false, ret,
+		  ret == -RDAX_E_TOO_BIG ? "reply larger than 16 MiB" : "out of memory");
+}
+
+bool dispatch_token_equal(const uint8_t *want, size_t want_len, const uint8_t *got,
+			  size_t got_len)
+{
+	/* time depends only on the configured length, never on where a mismatch is */
+	volatile uint8_t diff = want_len != got_len;
+	for (size_t i = 0; i < want_len; i++) {
+		uint8_t g = i < got_len ? got[i] : 0;
+		diff |= (uint8_t)(want[i] ^ g);
+	}
+	return diff == 0;
+}
+
+/* printable -- @s with anything but printable ASCII replaced by '?', for logs */
+static const char *printable(const char *s, char *buf, size_t len)
+{
+	size_t i = 0;
+	for (; s && s[i] && i + 1 < len; i++)
+		buf[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
+int dispatch_header(const struct dispatch_env *env, const uint8_t raw[FRAME_HEADER_SIZE],
+		    struct frame_header *h, struct dispatch_out *out)
+{
+	char m[STATUS_MSG_MAX];
+	frame_header_decode(raw, h);
+	int ret = frame_header_check(h, env->max_body, env->max_payload);
+	if (ret == 0)
+		return 0;
+
+	if (h->magic != FRAME_MAGIC)
+		fmt_msg(m, "bad frame magic %#" PRIx32 " (expected %#x)", h->magic, FRAME_MAGIC);
+	else if (h->version != FRAME_VERSION)
+		fmt_msg(m, "frame version %u not supported (this daemon speaks %u)", h->version,
+			FRAME_VERSION);
+	else if (h->type & FRAME_REPLY)
+		fmt_msg(m, "a reply frame (type %#x) sent as a request", h->type);
+	else if (h->type == 0 || h->type >= FRAME_TYPE_MAX)
+		fmt_msg(m, "unknown request type %u", h->type);
+	else if (h->body_len > env->max_body)
+		fmt_msg(m, "body of %" PRIu32 " bytes exceeds max_body %" PRIu32, h->body_len,
+			env->max_body);
+	else if (h->payload_len > 0 && h->type != FRAME_WRITE)
+		fmt_msg(m, "a %s request carries a payload (%" PRIu32 " bytes)",
+			frame_type_name(h->type), h->payload_len);
+	else
+		fmt_msg(m, "payload of %" PRIu32 " bytes exceeds max_payload %" PRIu32,
+			h->payload_len, env->max_payload);
+
+	out_init(out, 0, h->request_id);
+	out_error(out, true, ret, m);
+	return ret;
+}
+
+/* job_new -- a job for request @h in @pool; NULL if out of memory */
+static struct job *job_new(const struct dispatch_env *env, const struct frame_header *h,
+			   enum dispatch_pool pool, bool ordered, void (*run)(struct fsync_task *))
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return NULL;
+	j->kind = JOB_REQUEST;
+	j->env = env;
+	j->type = h->type;
+	j->request_id = h->request_id;
+	j->pub.pool = pool;
+	j->pub.ordered = ordered;
+	j->pub.task.run = run;
+	j->reply.type = (uint16_t)(h->type | FRAME_REPLY);
+	j->reply.request_id = h->request_id;
+	return j;
+}
+
+/* out_job -- hand @j to the transport; NULL (out of memory) answers ENOMEM */
+static void out_job(struct dispatch_out *out, struct job *j)
+{
+	if (!j) {
+		out_error(out, false, -ENOMEM, "out of memory");
+		return;
+	}
+	out->action = DISPATCH_JOB;
+	out->job = &j->pub;
+}
+
+/* ---- pool side: what each job does (pool thread) ---- */
+
+/* persist_method_wire -- persist.h's method as the protocol's enum */
+static Rdax__PersistMethod persist_method_wire(enum persist_method m)
+{
+	switch (m) {
+	case PERSIST_METHOD_CPU_CACHE_FLUSH:
+		return RDAX__PERSIST_METHOD__PERSIST_CPU_CACHE_FLUSH;
+	case PERSIST_METHOD_FENCE_ONLY:
+		return RDAX__PERSIST_METHOD__PERSIST_FENCE_ONLY;
+	case PERSIST_METHOD_MSYNC:
+		return RDAX__PERSIST_METHOD__PERSIST_MSYNC;
+	case PERSIST_METHOD_SIM:
+		return RDAX__PERSIST_METHOD__PERSIST_SIM;
+	}
+	return RDAX__PERSIST_METHOD__PERSIST_MSYNC;
+}
+
+/* run_hello -- the HelloReply: limits and every namespace with its free space */
+static void run_hello(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	const struct dispatch_env *env = j->env;
+	unsigned n = store_namespace_count(env->store);
+	Rdax__NamespaceInfo *infos = calloc(n ? n : 1, sizeof(*infos));
+	Rdax__NamespaceInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	if (!infos || !ptrs) {
+		j->code = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct ns *ns = store_namespace(env->store, i);
+		uint64_t total = 0;
+		ns_free_bytes(ns, &total, NULL);
+		rdax__namespace_info__init(&infos[i]);
+		infos[i].id = ns->id;
+		infos[i].path = ns->path;
+		infos[i].size = ns->persist.size;
+		infos[i].free_bytes = total;
+		infos[i].persist_method = persist_method_wire(ns->persist.method);
+		infos[i].mode = (char *)persist_mode_name(ns->persist.mode);
+		ptrs[i] = &infos[i];
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__HelloReply rep = RDAX__HELLO_REPLY__INIT;
+	rep.status = &st;
+	rep.has_protocol_version = 1;
+	rep.protocol_version = FRAME_VERSION;
+	rep.has_max_payload = 1;
+	rep.max_payload = env->max_payload;
+	rep.has_max_body = 1;
+	rep.max_body = env->max_body;
+	rep.n_namespaces = n;
+	rep.namespaces = ptrs;
+	rep.server_version = (char *)env->server_version;
+	rep.n_transports = env->ntransports;
+	rep.transports = (char **)env->transports;
+	j->code = reply_pack(&rep.base, &j->reply);
+out_free:
+	free(ptrs);
+	free(infos);
+}
+
+/* run_create -- place and create a volume */
+static void run_create(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	struct store *store = j->env->store;
+	j->code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
+				      &j->ns_id);
+	switch (j->code) {
+	case 0:
+		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
+			 j->size, j->ns_id);
+		break;
+	case -EEXIST:
+		fmt_msg(j->msg, "volume \"%s\" already exists", j->name);
+		break;
+	case -ENOENT:
+		fmt_msg(j->msg, "no namespace %" PRIu32 " (this daemon serves %u)", j->ns_id,
+			store_namespace_count(store));
+		break;
+	case -ENOSPC: {
+		uint64_t largest = 0;
+		uint32_t where = 0;
+		if (j->has_ns_id) {
+			ns_free_bytes(store_namespace(store, j->ns_id), NULL, &largest);
+			where = j->ns_id;
+		} else {
+			store_largest_free(store, &largest, &where);
+		}
+		fmt_msg(j->msg,
+			"no room for volume \"%s\" of %" PRIu64 " bytes: the largest free extent "
+			"is %" PRIu64 " bytes (namespace %" PRIu32 "), or the volume table is full",
+			j->name, j->size, largest, where);
+		break;
+	}
+	default:
+		fmt_msg(j->msg, "create volume \"%s\": %s", j->name, rdax_strerror(j->code));
+		break;
+	}
+}
+
+/* run_delete -- remove a volume that nobody has open */
+static void run_delete(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	j->code = store_volume_delete(j->env->store, j->name);
+	if (j->code == -EBUSY)
+		fmt_msg(j->msg, "volume \"%s\" is open; close it on every connection first",
+			j->name);
+	else if (j->code == -ENOENT)
+		fmt_msg(j->msg, "no volume \"%s\"", j->name);
+	else if (j->code)
+		fmt_msg(j->msg, "delete volume \"%s\": %s", j->name, rdax_strerror(j->code));
+}
+
+/* volume_info_wire -- fill a VolumeInfo message from the engine's volume_info */
+static void volume_info_wire(const struct volume_info *in, Rdax__VolumeInfo *out)
+{
+	rdax__volume_info__init(out);
+	out->name = (char *)in->name;
+	out->size = in->size;
+	out->namespace_id = in->ns_id;
+	out->namespace_offset = in->ns_offset;
+}
+
+/* run_list -- every volume of every namespace */
+static void run_list(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	struct volume_info *vols = NULL;
+	unsigned n = 0;
+	j->code = store_volume_list(j->env->store, &vols, &n);
+	if (j->code)
+		return;
+	Rdax__VolumeInfo *infos = calloc(n ? n : 1, sizeof(*infos));
+	Rdax__VolumeInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	if (!infos || !ptrs) {
+		j->code = -ENOMEM;
+		goto out_free;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		volume_info_wire(&vols[i], &infos[i]);
+		ptrs[i] = &infos[i];
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__VolumeListReply rep = RDAX__VOLUME_LIST_REPLY__INIT;
+	rep.status = &st;
+	rep.n_volumes = n;
+	rep.volumes = ptrs;
+	j->code = reply_pack(&rep.base, &j->reply);
+	if (j->code == -RDAX_E_TOO_BIG)
+		fmt_msg(j->msg, "the list of %u volumes exceeds the largest reply (%u bytes)", n,
+			DISPATCH_MAX_REPLY_BODY);
+out_free:
+	free(ptrs);
+	free(infos);
+	free(vols);
+}
+
+/* run_info -- one volume by name */
+static void run_info(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	struct volume_info vi;
+	j->code = store_volume_info(j->env->store, j->name, &vi);
+	if (j->code == -ENOENT) {
+		fmt_msg(j->msg, "no volume \"%s\"", j->name);
+		return;
+	}
+	if (j->code)
+		return;
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__VolumeInfo info;
+	Rdax__VolumeInfoReply rep = RDAX__VOLUME_INFO_REPLY__INIT;
+	volume_info_wire(&vi, &info);
+	rep.status = &st;
+	rep.volume = &info;
+	j->code = reply_pack(&rep.base, &j->reply);
+}
+
+/* run_open -- count an opener; the handle is made on the loop (dispatch_job_finish) */
+static void run_open(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	j->code = store_volume_open(j->env->store, j->name, &j->v);
+	if (j->code == -ENOENT)
+		fmt_msg(j->msg, "no volume \"%s\"", j->name);
+}
+
+/* run_close -- drop the opener of a handle the client closed */
+static void run_close(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	store_volume_close(j->env->store, &j->v);
+	j->code = 0;
+}
+
+/* run_fsync -- FSYNC, and WRITE with fsync: write back and fence */
+static void run_fsync(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	j->code = fsync_range(j->v, j->off, j->len, j->mode, &j->written_back);
+	if (j->code)
+		fmt_msg(j->msg, "fsync of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
+			j->v->name, j->off, j->len, rdax_strerror(j->code));
+}
+
+/* run_discard -- hole punch, durable before the reply */
+static void run_discard(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	j->code = volume_discard(j->v, j->off, j->len);
+	if (j->code)
+		fmt_msg(j->msg, "discard of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
+			j->v->name, j->off, j->len, rdax_strerror(j->code));
+}
+
+/* run_teardown -- close a finished connection's volumes and free its session */
+static void run_teardown(struct fsync_task *t)
+{
+	struct job *j = job_of_task(t);
+	session_delete(&j->teardown);
+}
+
+/* ---- loop side ---- */
+
+/* fsync_mode -- the flush mode of an fsync: hammer if asked or configured */
+static enum flush_mode fsync_mode(const struct dispatch_env *env, bool hammer)
+{
+	return hammer || env->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT;
+}
+
+/* range_error -- the status message of a failed range_check */
+static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
+			       const struct volume *v)
+{
+	if (code == -EOVERFLOW)
+		return fmt_msg(m, "offset %" PRIu64 " + length %" PRIu64 " overflows", off, len);
+	return fmt_msg(m,
+		       "range [%" PRIu64 ", %" PRIu64 " + %" PRIu64 ") is outside volume \"%s\" "
+		       "(%" PRIu64 " bytes)",
+		       off, off, len, v->name, v->size);
+}
+
+/* check_handle -- the volume of @handle on this session, or the error */
+static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m)
+{
+	int ret = session_handle_get(s, handle, v);
+	if (ret)
+		fmt_msg(m, "handle %" PRIu32 " is not open on this connection", handle);
+	return ret;
+}
+
+/* check_name -- a valid volume name, or -EINVAL */
+static int check_name(const char *name, char *m)
+{
+	char buf[NS_VOLUME_NAME_MAX + 2];
+	if (ns_volume_name_valid(name) == 0)
+		return 0;
+	fmt_msg(m,
+		"invalid volume name \"%s\": 1 to %d of A-Z a-z 0-9 . _ -, not starting with . "
+		"or -",
+		printable(name, buf, sizeof(buf)), NS_VOLUME_NAME_MAX);
+	return -EINVAL;
+}
+
+/*
+ * validate_request -- every check of a decoded request, in one place, before
+ * anything acts on it. Returns 0 (with *vp the volume of handle requests)
+ * or the error, with its message in @m and *close set when the connection
+ * must end after the reply.
+ */
+static int validate_request(const struct dispatch_env *env, struct session *s,
+			    const struct frame_header *h, union request req, struct volume **vp,
+			    char *m, bool *close)
+{
+	struct volume *v = NULL;
+	uint64_t off, len;
+	int ret;
+
+	*close = false;
+	if (h->type != FRAME_HELLO && !s->hello_done) {
+		*close = true;
+		fmt_msg(m, "HELLO must be the first request (got %s)", frame_type_name(h->type));
+		return -RDAX_E_PROTOCOL;
+	}
+	switch (h->type) {
+	case FRAME_HELLO:
+		if (req.hello->protocol_version != FRAME_VERSION) {
+			*close = true;
+			fmt_msg(m, "protocol version %" PRIu32 " not supported (this daemon speaks %u)",
+				req.hello->protocol_version, FRAME_VERSION);
+			return -RDAX_E_VERSION;
+		}
+		if (env->token &&
+		    (!req.hello->has_token ||
+		     !dispatch_token_equal(env->token, env->token_len, req.hello->token.data,
+					   req.hello->token.len))) {
+			*close = true;
+			fmt_msg(m, req.hello->has_token ? "wrong access token"
+							: "this daemon needs an access token");
+			return -RDAX_E_ACCESS;
+		}
+		return 0;
+	case FRAME_VOLUME_CREATE:
+		ret = check_name(req.create->name, m);
+		if (ret)
+			return ret;
+		if (req.create->size == 0 || !is_aligned(req.create->size, RDAX_PAGE_SIZE)) {
+			fmt_msg(m, "volume size %" PRIu64 " is not a positive multiple of %llu",
+				req.create->size, RDAX_PAGE_SIZE);
+			return -EINVAL;
+		}
+		return 0;
+	case FRAME_VOLUME_DELETE:
+		return check_name(req.del->name, m);
+	case FRAME_VOLUME_INFO:
+		return check_name(req.info->name, m);
+	case FRAME_VOLUME_OPEN:
+		ret = check_name(req.open->name, m);
+		if (ret)
+			return ret;
+		if (s->nopen >= SESSION_MAX_HANDLES) {
+			fmt_msg(m, "%d volumes open on this connection already", SESSION_MAX_HANDLES);
+			return -RDAX_E_TOO_BIG;
+		}
+		return 0;
+	case FRAME_VOLUME_LIST:
+		return 0;
+	case FRAME_VOLUME_CLOSE:
+		return check_handle(s, req.close->handle, &v, m);
+	case FRAME_STAT:
+		ret = check_handle(s, req.stat->handle, &v, m);
+		break;
+	case FRAME_WRITE:
+		ret = check_handle(s, req.write->handle, &v, m);
+		if (ret)
+			return ret;
+		off = req.write->offset;
+		len = h->payload_len;
+		if (len == 0) {
+			fmt_msg(m, "WRITE without data (payload_len 0)");
+			return -EINVAL;
+		}
+		ret = range_check(off, len, v->size);
+		if (ret)
+			range_error(m, ret, off, len, v);
+		break;
+	case FRAME_READ:
+		ret = check_handle(s, req.read->handle, &v, m);
+		if (ret)
+			return ret;
+		off = req.read->offset;
+		len = req.read->length;
+		if (len == 0) {
+			fmt_msg(m, "READ of length 0");
+			return -EINVAL;
+		}
+		if (len > env->max_payload) {
+			fmt_msg(m, "READ of %" PRIu64 " bytes exceeds max_payload %" PRIu32, len,
+				env->max_payload);
+			return -RDAX_E_TOO_BIG;
+		}
+		ret = range_check(off, len, v->size);
+		if (ret)
+			range_error(m, ret, off, len, v);
+		break;
+	case FRAME_FSYNC:
+		ret = check_handle(s, req.fsync->handle, &v, m);
+		if (ret)
+			return ret;
+		off = req.fsync->has_offset ? req.fsync->offset : 0;
+		len = req.fsync->has_length ? req.fsync->length : 0;
+		/* length 0: to the end; the offset must still lie inside (or at the end) */
+		ret = range_check(off, len, v->size);
+		if (ret)
+			range_error(m, ret, off, len, v);
+		break;
+	case FRAME_DISCARD:
+		ret = check_handle(s, req.discard->handle, &v, m);
+		if (ret)
+			return ret;
+		off = req.discard->offset;
+		len = req.discard->length;
+		if (len == 0) {
+			fmt_msg(m, "DISCARD of length 0");
+			return -EINVAL;
+		}
+		ret = range_check(off, len, v->size);
+		if (ret)
+			range_error(m, ret, off, len, v);
+		break;
+	default:
+		*close = true;
+		fmt_msg(m, "unknown request type %u", h->type);
+		return -RDAX_E_PROTOCOL;
+	}
+	if (ret == 0)
+		*vp = v;
+	return ret;
+}
+
+/* act_stat -- the counters of an open volume, on the loop (takes only the tree lock) */
+static void act_stat(struct dispatch_out *out, struct volume *v)
+{
+	struct volume_stats vs;
+	volume_stats_get(v, &vs);
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__StatReply rep = RDAX__STAT_REPLY__INIT;
+	rep.status = &st;
+	rep.has_size = rep.has_dirty_bytes = rep.has_entries_4k = rep.has_entries_2m = 1;
+	rep.has_entries_1g = rep.has_tree_bytes = rep.has_fsyncs = rep.has_fsync_bytes = 1;
+	rep.size = vs.size;
+	rep.dirty_bytes = vs.dirty_bytes;
+	rep.entries_4k = vs.entries[DTREE_SIZE_4K];
+	rep.entries_2m = vs.entries[DTREE_SIZE_2M];
+	rep.entries_1g = vs.entries[DTREE_SIZE_1G];
+	rep.tree_bytes = vs.tree_bytes;
+	rep.fsyncs = vs.fsyncs;
+	rep.fsync_bytes = vs.fsync_bytes;
+	out_reply(out, &rep.base);
+}
+
+/* act_read -- answer from the mapping: the reply holds the handle until it is sent */
+static void act_read(struct dispatch_out *out, struct session *s, Rdax__ReadRequest *rq)
+{
+	struct volume *v;
+	if (session_handle_hold(s, rq->handle, &v)) {
+		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+		return;
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__ReadReply rep = RDAX__READ_REPLY__INIT;
+	rep.status = &st;
+	if (reply_pack(&rep.base, &out->reply)) {
+		session_handle_release(s, rq->handle);
+		out_error(out, false, -ENOMEM, "out of memory");
+		return;
+	}
+	out->action = DISPATCH_REPLY;
+	out->reply.payload = v->data + rq->offset;
+	out->reply.payload_len = rq->length;
+	out->reply.hold = rq->handle;
+	out->reply.volume = v;
+	out->reply.offset = rq->offset;
+}
+
+/* act_write -- accept the payload straight into the mapping, the handle held meanwhile */
+static void act_write(struct dispatch_out *out, struct session *s, const struct frame_header *h,
+		      Rdax__WriteRequest *rq)
+{
+	struct volume *v;
+	if (session_handle_hold(s, rq->handle, &v)) {
+		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+		return;
+	}
+	out->action = DISPATCH_PAYLOAD;
+	out->payload_dst = v->data + rq->offset;
+	out->payload_len = h->payload_len;
+	out->write = (struct dispatch_write){
+		.request_id = h->request_id,
+		.hold = rq->handle,
+		.v = v,
+		.offset = rq->offset,
+		.len = h->payload_len,
+		.fsync = rq->has_fsync && rq->fsync,
+	};
+}
+
+/* act_held_job -- a job on an open volume (fsync, discard), holding its handle */
+static void act_held_job(const struct dispatch_env *env, struct dispatch_out *out,
+			 struct session *s, const struct frame_header *h, uint32_t handle,
+			 uint64_t off, uint64_t len, bool hammer)
+{
+	bool fsync = h->type == FRAME_FSYNC;
+	struct job *j = job_new(env, h, DISPATCH_POOL_FSYNC, !fsync,
+				fsync ? run_fsync : run_discard);
+	if (!j) {
+		out_job(out, NULL);
+		return;
+	}
+	if (session_handle_hold(s, handle, &j->v)) {
+		free(j);
+		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+		return;
+	}
+	j->hold = handle;
+	j->off = off;
+	j->len = len;
+	j->mode = fsync_mode(env, hammer);
+	out_job(out, j);
+}
+
+/* act_named_job -- a metadata job on a volume name (create, delete, info, open) */
+static void act_named_job(const struct dispatch_env *env, struct dispatch_out *out,
+			  const struct frame_header *h, const char *name,
+			  void (*run)(struct fsync_task *))
+{
+	struct job *j = job_new(env, h, DISPATCH_POOL_META, true, run);
+	if (j)
+		snprintf(j->name, sizeof(j->name), "%s", name);
+	out_job(out, j);
+}
+
+/* act -- carry out a validated request */
+static void act(const struct dispatch_env *env, struct session *s, const struct frame_header *h,
+		union request req, struct volume *v, struct dispatch_out *out)
+{
+	struct job *j;
+	switch (h->type) {
+	case FRAME_HELLO: {
+		char client[64];
+		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
+			  printable(req.hello->client_name, client, sizeof(client)));
+		out_job(out, job_new(env, h, DISPATCH_POOL_META, true, run_hello));
+		return;
+	}
+	case FRAME_VOLUME_CREATE:
+		act_named_job(env, out, h, req.create->name, run_create);
+		if (out->action == DISPATCH_JOB) {
+			j = job_of(out->job);
+			j->size = req.create->size;
+			j->has_ns_id = req.create->has_namespace_id;
+			j->ns_id = req.create->namespace_id;
+		}
+		return;
+	case FRAME_VOLUME_DELETE:
+		act_named_job(env, out, h, req.del->name, run_delete);
+		return;
+	case FRAME_VOLUME_INFO:
+		act_named_job(env, out, h, req.info->name, run_info);
+		return;
+	case FRAME_VOLUME_OPEN:
+		act_named_job(env, out, h, req.open->name, run_open);
+		return;
+	case FRAME_VOLUME_LIST:
+		out_job(out, job_new(env, h, DISPATCH_POOL_META, true, run_list));
+		return;
+	case FRAME_VOLUME_CLOSE: {
+		struct volume *closed = NULL;
+		j = job_new(env, h, DISPATCH_POOL_META, true, run_close);
+		if (!j) {
+			out_job(out, NULL);
+			return;
+		}
+		session_handle_close(s, req.close->handle, &closed);
+		if (!closed) {
+			/* a reply or fsync in flight holds it: the last release closes it */
+			free(j);
+			out_ok(out);
+			return;
+		}
+		j->v = closed;
+		out_job(out, j);
+		return;
+	}
+	case FRAME_STAT:
+		act_stat(out, v);
+		return;
+	case FRAME_READ:
+		act_read(out, s, req.read);
+		return;
+	case FRAME_WRITE:
+		act_write(out, s, h, req.write);
+		return;
+	case FRAME_FSYNC:
+		act_held_job(env, out, s, h, req.fsync->handle,
+			     req.fsync->has_offset ? req.fsync->offset : 0,
+			     req.fsync->has_length ? req.fsync->length : 0,
+			     req.fsync->has_hammer && req.fsync->hammer);
+		return;
+	case FRAME_DISCARD:
+		act_held_job(env, out, s, h, req.discard->handle, req.discard->offset,
+			     req.discard->length, false);
+		return;
+	}
+}
+
+void dispatch_request(const struct dispatch_env *env, struct session *s,
+		      const struct frame_header *h, const uint8_t *body, struct dispatch_out *out)
+{
+	static const uint8_t empty[1];
+	char m[STATUS_MSG_MAX];
+	bool close;
+
+	out_init(out, h->type, h->request_id);
+	union request req;
+	req.base = protobuf_c_message_unpack(request_desc[h->type], NULL, h->body_len,
+					     body ? body : empty);
+	if (!req.base) {
+		LOG_WARN("%s: %s request %" PRIu64 ": body of %" PRIu32
+			 " bytes does not decode; closing",
+			 s->peer, frame_type_name(h->type), h->request_id, h->body_len);
+		out_error(out, true, -RDAX_E_PROTOCOL,
+			  fmt_msg(m, "%s request body does not decode", frame_type_name(h->type)));
+		return;
+	}
+
+	struct volume *v = NULL;
+	int ret = validate_request(env, s, h, req, &v, m, &close);
+	if (ret) {
+		if (close)
+			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
+				 frame_type_name(h->type), h->request_id, m);
+		else
+			LOG_DEBUG("%s: %s request %" PRIu64 " refused: %s", s->peer,
+				  frame_type_name(h->type), h->request_id, m);
+		out_error(out, close, ret, m);
+		/* a refused WRITE's payload is read and dropped before the next frame */
+		if (out->action == DISPATCH_REPLY && h->payload_len > 0) {
+			out->action = DISPATCH_PAYLOAD;
+			out->payload_dst = NULL;
+			out->payload_len = h->payload_len;
+		}
+	} else {
+		act(env, s, h, req, v, out);
+	}
+	protobuf_c_message_free_unpacked(req.base, NULL);
+}
+
+void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
+			   struct dispatch_write *w, struct dispatch_out *out)
+{
+	out_init(out, FRAME_WRITE, w->request_id);
+	int ret = volume_mark_written(w->v, w->offset, w->len);
+	if (ret) {
+		/* cannot happen for a validated range; never acknowledge what is not tracked */
+		char m[STATUS_MSG_MAX];
+		LOG_ERROR("%s: volume_mark_written(%s, %" PRIu64 ", %" PRIu32 ") failed: %s",
+			  s->peer, w->v->name, w->offset, w->len, rdax_strerror(ret));
+		session_handle_release(s, w->hold);
+		out_error(out, false, ret, fmt_msg(m, "write not recorded: %s", rdax_strerror(ret)));
+		return;
+	}
+	if (w->fsync) {
+		struct frame_header h = { .type = FRAME_WRITE, .request_id = w->request_id };
+		struct job *j = job_new(env, &h, DISPATCH_POOL_FSYNC, false, run_fsync);
+		if (!j) {
+			session_handle_release(s, w->hold);
+			out_job(out, NULL);
+			return;
+		}
+		/* the job takes over the payload's hold */
+		j->hold = w->hold;
+		j->v = w->v;
+		j->off = w->offset;
+		j->len = w->len;
+		j->mode = fsync_mode(env, false);
+		out_job(out, j);
+		return;
+	}
+	session_handle_release(s, w->hold);
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__WriteReply rep = RDAX__WRITE_REPLY__INIT;
+	rep.status = &st;
+	out_reply(out, &rep.base);
+}
+
+void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_t received)
+{
+	if (!w->hold)
+		return;
+	if (received > 0)
+		volume_mark_written(w->v, w->offset, received);
+	session_handle_release(s, w->hold);
+	w->hold = 0;
+}
+
+/* finish_open -- the opened volume gets its handle on this session */
+static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
+			struct dispatch_out *out)
+{
+	uint32_t handle;
+	int ret = session_handle_add(s, j->v, &handle);
+	if (ret) {
+		store_volume_close(env->store, &j->v);
+		out_error(out, false, ret,
+			  ret == -RDAX_E_TOO_BIG ? "too many volumes open on this connection"
+						 : "out of memory");
+		return;
+	}
+	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->v->name, handle);
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__VolumeOpenReply rep = RDAX__VOLUME_OPEN_REPLY__INIT;
+	rep.status = &st;
+	rep.has_handle = 1;
+	rep.handle = handle;
+	rep.has_size = 1;
+	rep.size = j->v->size;
+	out_reply(out, &rep.base);
+}
+
+void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
+			 struct dispatch_job *pub, struct dispatch_out *out)
+{
+	struct job *j = job_of(pub);
+	out_init(out, j->type, j->request_id);
+	if (j->kind == JOB_TEARDOWN) {
+		out->action = DISPATCH_NONE;
+		free(j);
+		return;
+	}
+	if (j->hold)
+		session_handle_release(s, j->hold);
+
+	if (j->code) {
+		if (j->type == FRAME_VOLUME_OPEN && j->v)
+			store_volume_close(env->store, &j->v);
+		dispatch_reply_release(NULL, &j->reply);
+		out_error(out, false, j->code, j->msg[0] ? j->msg : rdax_strerror(j->code));
+		free(j);
+		return;
+	}
+	switch (j->type) {
+	case FRAME_HELLO:
+		s->hello_done = true;
+		/* fall through */
+	case FRAME_VOLUME_LIST:
+	case FRAME_VOLUME_INFO:
+		out->action = DISPATCH_REPLY;
+		out->reply.body = j->reply.body;
+		out->reply.body_len = j->reply.body_len;
+		break;
+	case FRAME_VOLUME_OPEN:
+		finish_open(env, s, j, out);
+		break;
+	case FRAME_WRITE: {
+		Rdax__Status st = RDAX__STATUS__INIT;
+		Rdax__WriteReply rep = RDAX__WRITE_REPLY__INIT;
+		rep.status = &st;
+		rep.has_written_back = 1;
+		rep.written_back = j->written_back;
+		out_reply(out, &rep.base);
+		break;
+	}
+	case FRAME_FSYNC: {
+		Rdax__Status st = RDAX__STATUS__INIT;
+		Rdax__FsyncReply rep = RDAX__FSYNC_REPLY__INIT;
+		rep.status = &st;
+		rep.has_written_back = 1;
+		rep.written_back = j->written_back;
+		out_reply(out, &rep.base);
+		break;
+	}
+	default: /* create, delete, close, discard */
+		out_ok(out);
+		break;
+	}
+	free(j);
+}
+
+struct dispatch_job *dispatch_teardown_job(struct session **sp)
+{
+	struct job *j = calloc(1, sizeof(*j));
+	if (!j) {
+		session_delete(sp);
+		return NULL;
+	}
+	j->kind = JOB_TEARDOWN;
+	j->teardown = *sp;
+	*sp = NULL;
+	j->pub.pool = DISPATCH_POOL_META;
+	j->pub.ordered = true;
+	j->pub.task.run = run_teardown;
+	return &j->pub;
+}
+
+void dispatch_reply_release(struct session *s, struct dispatch_reply *r)
+{
+	free(r->body);
+	r->body = NULL;
+	r->body_len = 0;
+	if (r->hold && s)
+		session_handle_release(s, r->hold);
+	r->hold = 0;
+	r->payload = NULL;
+	r->payload_len = 0;
+}

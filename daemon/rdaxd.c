@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rdaxd.c -- the rdax daemon: serve PMEM volumes over TCP
+ *
+ * Threads:
+ *  - main: parses the configuration, opens the namespaces, then runs the
+ *    accept loop (libev default loop): the listening sockets and the
+ *    SIGTERM/SIGINT watchers. Every other thread blocks all signals.
+ *  - N workers (--threads): one libev loop each; every connection lives on
+ *    exactly one of them (assigned round-robin) and is never touched by
+ *    another thread.
+ *  - the fsync pool (max(2, N) threads): fsyncs and discards, which block
+ *    on write-back, fences and per-volume serialisation.
+ *  - the metadata pool (2 threads): hello, volume create/delete/open/close/
+ *    list/info, connection teardown -- everything that takes namespace locks.
+ *  Pools hand results back to the connection's worker with ev_async.
+ *
+ * Shutdown (SIGTERM/SIGINT): stop accepting; every connection stops reading,
+ * its requests in flight (fsyncs included) finish and their replies go out;
+ * then the pools and workers stop, every namespace is closed (ns_close
+ * writes back everything dirty), the pidfile is removed, exit 0.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "config.h"
+#include "conn_tcp.h"
+#include "dispatch.h"
+#include "errors.h"
+#include "faults.h"
+#include "frame.h"
+#include "fsync_pool.h"
+#include "log.h"
+#include "namespace.h"
+#include "server_tcp.h"
+#include "store.h"
+#include "worker.h"
+
+#ifndef RDAX_VERSION
+#define RDAX_VERSION "unknown"
+#endif
+
+/* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
+#define RDAXD_META_THREADS 2
+
+static const char *const rdaxd_transports[] = { "tcp" };
+
+/* fail -- one error line on stderr (and in the log); returns the exit code */
+static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "rdaxd: %s\n", msg);
+	return code;
+}
+
+/* mkdir_p -- create @dir and its missing parents with @mode; 0 or -errno */
+static int mkdir_p(const char *dir, mode_t mode)
+{
+	char *copy = strdup(dir);
+	if (!copy)
+		return -ENOMEM;
+	int ret = 0;
+	for (char *p = copy + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		if (mkdir(copy, mode) < 0 && errno != EEXIST) {
+			ret = -errno;
+			break;
+		}
+		*p = saved;
+		if (saved == '\0')
+			break;
+	}
+	free(copy);
+	return ret;
+}
+
+/* run_format -- rdaxd --format PATH [--force] */
+static int run_format(const struct config *cfg)
+{
+	const char *path = cfg->format_path;
+	int ret = ns_format(path, cfg->force);
+	switch (ret) {
+	case 0: {
+		struct stat st;
+		char size[32] = "?";
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			config_format_size((uint64_t)st.st_size, size, sizeof(size));
+		printf("rdaxd: formatted %s (%s)\n", path, size);
+		return 0;
+	}
+	case -EEXIST:
+		return fail(1,
+			    "%s holds rdax data; add --force to format it anyway (this destroys "
+			    "all its volumes)",
+			    path);
+	case -ENOENT:
+		return fail(1,
+			    "%s does not exist; --format needs a devdax device or an existing "
+			    "file (to create an emulated namespace: rdaxd --namespace %s,size=SIZE)",
+			    path, path);
+	case -EINVAL:
+		return fail(1, "%s cannot be formatted: too small (at least %llu MiB) or not a file "
+			       "or devdax device",
+			    path, NS_MIN_SIZE >> 20);
+	default:
+		return fail(1, "format %s: %s", path, rdax_strerror(ret));
+	}
+}
+
+/* pidfile_write -- "PID\n" into @path; 0 or -errno */
+static int pidfile_write(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	char buf[32];
+	int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	int ret = write(fd, buf, (size_t)n) == n ? 0 : -EIO;
+	if (close(fd) < 0 && ret == 0)
+		ret = -errno;
+	return ret;
+}
+
+/* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
+static void ready_line(const struct server_tcp *srv, const struct store *store, char *buf,
+		       size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
+	for (unsigned i = 0; i < srv->nlisteners && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+				      srv->listeners[i].uri);
+	unsigned count = store_namespace_count(store);
+	if (n < len)
+		n += (size_t)snprintf(buf + n, len - n, " (%u namespace%s: ", count,
+				      count == 1 ? "" : "s");
+	for (unsigned i = 0; i < count && n < len; i++) {
+		struct ns *ns = store_namespace(store, i);
+		char size[32];
+		n += (size_t)snprintf(buf + n, len - n, "%s%s, %s, method %s", i ? "; " : "",
+				      ns->path, config_format_size(ns->persist.size, size,
+								   sizeof(size)),
+				      persist_method_name(ns->persist.method));
+	}
+	if (n < len)
+		snprintf(buf + n, len - n, ")");
+}
+
+/* on_signal -- SIGTERM/SIGINT: leave the accept loop, main() shuts down */
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	LOG_INFO("signal %d: shutting down", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/* The daemon's parts, in the order they are made. */
+struct daemon {
+	uint8_t *token;
+	size_t token_len;
+	struct store *store;
+	struct dispatch_env env;
+	struct fsync_pool *pool_fsync, *pool_meta;
+	struct conn_tcp_shared shared;
+	struct worker **workers;
+	unsigned nworkers;
+	struct server_tcp *srv;
+	bool served; /* the accept loop ran: connections may exist */
+	bool pidfile_written;
+};
+
+/* daemon_open_namespaces -- every --namespace, with the engine's reason on failure */
+static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	if (cfg->ns_defaulted) {
+		char *dir = strdup(cfg->namespaces[0].path);
+		if (!dir)
+			return fail(1, "out of memory");
+		char *slash = strrchr(dir, '/');
+		if (slash && slash != dir) {
+			*slash = '\0';
+			int ret = mkdir_p(dir, geteuid() == 0 ? 0755 : 0700);
+			if (ret) {
+				free(dir);
+				return fail(1,
+					    "cannot create the data directory %s: %s (set "
+					    "RDAX_DATA_DIR or give --namespace)",
+					    cfg->namespaces[0].path, strerror(-ret));
+			}
+		}
+		free(dir);
+	}
+	int ret = store_new(&d->store);
+	if (ret)
+		return fail(1, "out of memory");
+	for (unsigned i = 0; i < cfg->nnamespaces; i++) {
+		const struct config_namespace *n = &cfg->namespaces[i];
+		ret = store_namespace_add(d->store, n->path, n->size, n->mode, err, sizeof(err));
+		if (ret) {
+			LOG_ERROR("%s", err);
+			return fail(1, "%s", err);
+		}
+	}
+	return 0;
+}
+
+/* daemon_start -- pools, workers, listeners; 0 or an exit code */
+static int daemon_start(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	d->env = (struct dispatch_env){
+		.store = d->store,
+		.max_payload = cfg->max_payload,
+		.max_body = FRAME_DEFAULT_MAX_BODY,
+		.token = d->token,
+		.token_len = d->token_len,
+		.flush_mode = cfg->flush_mode,
+		.server_version = RDAX_VERSION,
+		.transports = rdaxd_transports,
+		.ntransports = sizeof(rdaxd_transports) / sizeof(rdaxd_transports[0]),
+	};
+	unsigned nfsync = cfg->threads < 2 ? 2 : cfg->threads;
+	int ret = fsync_pool_new("fsync", nfsync, &d->pool_fsync);
+	if (ret == 0)
+		ret = fsync_pool_new("meta", RDAXD_META_THREADS, &d->pool_meta);
+	if (ret)
+		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
+	d->shared = (struct conn_tcp_shared){
+		.env = &d->env,
+		.pool_fsync = d->pool_fsync,
+		.pool_meta = d->pool_meta,
+	};
+
+	d->workers = calloc(cfg->threads, sizeof(*d->workers));
+	if (!d->workers)
+		return fail(1, "out of memory");
+	for (; d->nworkers < cfg->threads; d->nworkers++) {
+		ret = worker_new(d->nworkers, &d->workers[d->nworkers]);
+		if (ret)
+			return fail(1, "cannot create worker %u: %s", d->nworkers, strerror(-ret));
+	}
+	ret = server_tcp_new(ev_default_loop(0), d->workers, d->nworkers, &d->shared, &d->srv);
+	if (ret)
+		return fail(1, "cannot set up the TCP server: %s", strerror(-ret));
+	for (unsigned i = 0; i < cfg->nlistens; i++) {
+		ret = server_tcp_listen(d->srv, cfg->listens[i].host, cfg->listens[i].port, err,
+					sizeof(err));
+		if (ret) {
+			LOG_ERROR("%s", err);
+			return fail(1, "%s", err);
+		}
+	}
+	for (unsigned i = 0; i < d->nworkers; i++) {
+		ret = worker_start(d->workers[i]);
+		if (ret)
+			return fail(1, "cannot start worker %u: %s", i, strerror(-ret));
+	}
+	server_tcp_start(d->srv);
+	return 0;
+}
+
+/*
+ * daemon_stop -- undo daemon_start and daemon_open_namespaces, whatever got
+ * done: connections drained, pools (their queued tasks run), workers, then
+ * the namespaces closed with everything dirty written back.
+ */
+static void daemon_stop(struct daemon *d, const struct config *cfg)
+{
+	if (d->served)
+		server_tcp_shutdown(d->srv);
+	fsync_pool_delete(&d->pool_fsync);
+	fsync_pool_delete(&d->pool_meta);
+	for (unsigned i = 0; i < d->nworkers; i++)
+		worker_stop(d->workers[i]);
+	server_tcp_delete(&d->srv);
+	for (unsigned i = 0; i < d->nworkers; i++)
+		worker_delete(&d->workers[i]);
+	free(d->workers);
+	store_delete(&d->store);
+	if (d->pidfile_written && unlink(cfg->pidfile) < 0)
+		LOG_WARN("remove pidfile %s: %s", cfg->pidfile, strerror(errno));
+	free(d->token);
+}
+
+/* run_daemon -- serve until SIGTERM/SIGINT; the exit code */
+static int run_daemon(const struct config *cfg)
+{
+	struct daemon d = { 0 };
+	char err[CONFIG_ERR_MAX];
+	int code = 0;
+
+	/* a peer that goes away must not kill us: sends use MSG_NOSIGNAL, and for good measure */
+	signal(SIGPIPE, SIG_IGN);
+	struct ev_loop *loop = ev_default_loop(0);
+	if (!loop)
+		return fail(1, "cannot create the event loop");
+
+	if (cfg->token_file) {
+		int ret = config_token_load(cfg->token_file, &d.token, &d.token_len, err,
+					    sizeof(err));
+		if (ret)
+			return fail(1, "%s", err);
+	}
+	code = daemon_open_namespaces(&d, cfg);
+	if (code)
+		goto out_stop;
+	code = daemon_start(&d, cfg);
+	if (code)
+		goto out_stop;
+
+	if (cfg->pidfile) {
+		int ret = pidfile_write(cfg->pidfile);
+		if (ret) {
+			code = fail(1, "cannot write pidfile %s: %s", cfg->pidfile, strerror(-ret));
+			goto out_stop;
+		}
+		d.pidfile_written = true;
+	}
+
+	ev_signal sigterm, sigint;
+	ev_signal_init(&sigterm, on_signal, SIGTERM);
+	ev_signal_start(loop, &sigterm);
+	ev_signal_init(&sigint, on_signal, SIGINT);
+	ev_signal_start(loop, &sigint);
+
+	char line[2048];
+	ready_line(d.srv, d.store, line, sizeof(line));
+	LOG_INFO("%s (%u threads, flush mode %s, max payload %" PRIu32 "%s)", line, cfg->threads,
+		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked", cfg->max_payload,
+		 d.token ? ", token required" : "");
+	printf("%s\n", line);
+	fflush(stdout);
+
+	d.served = true;
+	ev_run(loop, 0);
+
+	ev_signal_stop(loop, &sigterm);
+	ev_signal_stop(loop, &sigint);
+out_stop:
+	daemon_stop(&d, cfg);
+	if (code == 0)
+		LOG_INFO("stopped");
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	struct config cfg;
+	char err[CONFIG_ERR_MAX];
+	int code;
+
+	config_init(&cfg);
+	if (config_parse_args(&cfg, argc, argv, err, sizeof(err))) {
+		code = fail(2, "%s (see rdaxd --help)", err);
+		goto out;
+	}
+	if (cfg.help) {
+		config_usage(stdout);
+		code = 0;
+		goto out;
+	}
+	if (cfg.version) {
+		printf("rdaxd %s\n", RDAX_VERSION);
+		code = 0;
+		goto out;
+	}
+	if (config_finish(&cfg, err, sizeof(err))) {
+		code = fail(2, "%s (see rdaxd --help)", err);
+		goto out;
+	}
+	log_set_level(cfg.log_level);
+	if (faults_from_env()) {
+		code = fail(2, "RDAX_FAULTS names an unknown fault (see the log)");
+		goto out;
+	}
+	code = cfg.format_path ? run_format(&cfg) : run_daemon(&cfg);
+out:
+	config_free(&cfg);
+	return code;
+}

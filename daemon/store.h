@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * store.h -- the set of namespaces one daemon serves
+ *
+ * Volume names are unique across the daemon, so a client names a volume
+ * without saying where it lives. A new volume goes to the namespace with the
+ * largest free extent unless the request names one. Namespace ids are the
+ * positions in the order the namespaces were added (0, 1, ...).
+ *
+ * Each namespace path is held with an exclusive flock(2) on a separate
+ * descriptor for as long as it is served, so a second daemon (or a second
+ * --namespace naming the same file) is refused instead of mapping it twice.
+ *
+ * Thread safety: store_namespace_add() and store_delete() run before and
+ * after the namespaces are shared. Every other function may be called from
+ * any thread; the store mutex serialises the name lookups with creates and
+ * deletes (lock order: store->lock, then ns->lock inside the engine). The
+ * metadata functions block on namespace locks and I/O: rdaxd calls them
+ * from its pool threads, never from an event loop.
+ */
+#ifndef RDAXD_STORE_H
+#define RDAXD_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "namespace.h"
+#include "volume.h"
+
+struct store_ns {
+	struct ns *ns;
+	int lock_fd; /* holds the flock; -1 if none */
+};
+
+struct store {
+	pthread_mutex_t lock; /* name lookups vs create/delete across namespaces */
+	struct store_ns *nss;
+	unsigned count;
+};
+
+/* store_new -- an empty store; 0 or -ENOMEM */
+int store_new(struct store **out);
+
+/*
+ * store_delete -- ns_close() every namespace (writes back everything dirty),
+ * release the locks, free. Nothing may use the store any more. Accepts NULL.
+ */
+void store_delete(struct store **sp);
+
+/*
+ * store_namespace_add -- serve the namespace at @path with the next id.
+ * A missing @path is created as a file of @create_size bytes and formatted
+ * (ns_create) when @create_size > 0; an existing one is opened (ns_open) and
+ * never formatted. Refuses a path already served (same file), a namespace
+ * held by another process, and a namespace holding a volume whose name
+ * another served namespace already has. @err gets one line: the engine's
+ * reason and what to do. Returns 0, -ENOENT, -EBUSY, -EEXIST, or the
+ * engine's code (-RDAX_E_NOT_RDAX, ...).
+ */
+int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
+			enum persist_mode mode, char *err, size_t errlen);
+
+/* store_namespace_count -- how many namespaces are served */
+unsigned store_namespace_count(const struct store *s);
+
+/* store_namespace -- the namespace with id @id, NULL if none */
+struct ns *store_namespace(const struct store *s, uint32_t id);
+
+/*
+ * store_volume_create -- create volume @name of @size bytes in namespace
+ * *@ns_id, or (NULL) in the one with the largest free extent; *placed (may be
+ * NULL) gets the namespace id used. Returns 0, -EINVAL (name, size),
+ * -EEXIST (the name exists in any namespace), -ENOENT (no namespace *ns_id),
+ * -ENOSPC, -ENOMEM.
+ */
+int store_volume_create(struct store *s, const char *name, uint64_t size, const uint32_t *ns_id,
+			uint32_t *placed);
+
+/* store_volume_delete -- remove volume @name; 0, -EINVAL, -ENOENT, -EBUSY (open somewhere) */
+int store_volume_delete(struct store *s, const char *name);
+
+/* store_volume_open -- count an opener of volume @name; 0, -EINVAL, -ENOENT */
+int store_volume_open(struct store *s, const char *name, struct volume **out);
+
+/* store_volume_close -- drop an opener taken by store_volume_open; sets *vp = NULL */
+void store_volume_close(struct store *s, struct volume **vp);
+
+/* store_volume_info -- where volume @name lives; 0, -EINVAL, -ENOENT */
+int store_volume_info(struct store *s, const char *name, struct volume_info *out);
+
+/*
+ * store_volume_list -- every volume of every namespace (namespace order,
+ * then table order) in a malloc'd array (*out NULL when there are none).
+ * Returns 0, -ENOMEM.
+ */
+int store_volume_list(struct store *s, struct volume_info **out, unsigned *count);
+
+/* store_largest_free -- the largest free extent of any namespace, and which (*ns_id may be NULL) */
+void store_largest_free(struct store *s, uint64_t *largest, uint32_t *ns_id);
+
+#endif
