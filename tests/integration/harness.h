@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * harness.h -- run the real rdaxd and the real rdax command from a test
+ *
+ * A test makes a temporary directory (hx_tmpdir_make), starts rdaxd on an
+ * emulated namespace inside it on a free loopback port (hx_daemon_start,
+ * which waits, bounded, for the "rdaxd: ready" line), drives it, and stops
+ * it with SIGTERM (hx_daemon_stop), which fails unless the daemon exits 0
+ * within a bound. hx_daemon_kill is the power cut (SIGKILL).
+ *
+ * The daemon's stderr (its log) goes to a file in the directory and is
+ * printed by hx_daemon_dump_log when something fails.
+ *
+ * Thread safety: a struct hx_daemon belongs to one thread. hx_daemon_start
+ * must be called from the main thread: the daemon gets PR_SET_PDEATHSIG,
+ * which fires when the forking *thread* exits, so a test that crashes never
+ * leaves a daemon behind. hx_cli may be called from any thread.
+ */
+#ifndef RDAX_TEST_HARNESS_H
+#define RDAX_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifndef RDAXD_PATH
+#error "RDAXD_PATH (the rdaxd binary) must be defined by the build"
+#endif
+#ifndef RDAX_CLI_PATH
+#error "RDAX_CLI_PATH (the rdax command) must be defined by the build"
+#endif
+
+/* Bounds; generous because ASan + UBSan on a shared 2-core machine is slow. */
+#define HX_READY_TIMEOUT_MS 60000
+#define HX_STOP_TIMEOUT_MS 60000
+#define HX_CLI_TIMEOUT_MS 120000
+
+struct hx_daemon_opts {
+	const char *ns_name;	  /* file in the directory; default "ns0" */
+	const char *ns_size;	  /* default "256M" */
+	const char *mode;	  /* "auto" (default) or "sim" */
+	const char *token_file;	  /* NULL: no token */
+	const char *flush_mode;	  /* NULL: the daemon's default */
+	const char *max_payload;  /* NULL: the daemon's default */
+	const char *faults;	  /* RDAX_FAULTS of the daemon, NULL: none */
+	const char *log_level;	  /* default "warn" */
+	unsigned threads;	  /* 0: 2 */
+	const char *extra_args[8]; /* more flags, NULL-terminated */
+};
+
+struct hx_daemon {
+	pid_t pid;	  /* 0 when not running */
+	int port;
+	char url[64];	  /* tcp://127.0.0.1:PORT */
+	char dir[256];
+	char ns_path[320];
+	char log_path[320];
+	char token_file[320]; /* empty: none */
+	char ready_line[256];
+	int out_fd;	  /* the daemon's stdout (a pipe), -1 when closed */
+	int exit_status;  /* wait status of the last exit, -1 if none */
+	struct hx_daemon_opts opts;
+};
+
+/* hx_tmpdir_make -- a fresh directory under $TMPDIR (or /tmp); 0 or -errno */
+int hx_tmpdir_make(const char *tag, char *out, size_t len);
+
+/* hx_tmpdir_remove -- remove the directory and everything in it (best effort) */
+void hx_tmpdir_remove(const char *dir);
+
+/* hx_free_port -- a loopback TCP port that was free a moment ago; > 0, or -errno */
+int hx_free_port(void);
+
+/*
+ * hx_daemon_start -- start rdaxd on DIR/ns_name with @opts (NULL: defaults)
+ * and wait for its ready line. A daemon that exits before it is ready is
+ * retried on another port once if its log says the address was in use.
+ * Returns 0, -ETIMEDOUT (no ready line within HX_READY_TIMEOUT_MS: killed),
+ * -ECHILD (it exited: its log is printed), -errno.
+ */
+int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon_opts *opts);
+
+/* hx_daemon_restart -- start again with the same directory and options (new port) */
+int hx_daemon_restart(struct hx_daemon *d);
+
+/*
+ * hx_daemon_stop -- SIGTERM, then wait up to HX_STOP_TIMEOUT_MS. Returns 0
+ * if it exited with status 0; -ETIMEDOUT (it was then killed), -ECHILD
+ * (exited non-zero or by a signal: the status is printed with its log).
+ */
+int hx_daemon_stop(struct hx_daemon *d);
+
+/* hx_daemon_kill -- SIGKILL (a power cut in sim mode) and reap; 0 or -errno */
+int hx_daemon_kill(struct hx_daemon *d);
+
+/* hx_daemon_alive -- true while the process has not exited (reaps it if it has) */
+bool hx_daemon_alive(struct hx_daemon *d);
+
+/* hx_daemon_dump_log -- print the last @max_bytes of the daemon's log on stderr */
+void hx_daemon_dump_log(const struct hx_daemon *d, size_t max_bytes);
+
+/* hx_write_file -- create @path with @len bytes of @data; 0 or -errno */
+int hx_write_file(const char *path, const void *data, size_t len);
+
+struct hx_run {
+	int status;	/* exit code; 128 + signal number if killed by a signal */
+	char *out;	/* stdout, NUL-terminated (malloc'd) */
+	size_t out_len;
+	char *err;	/* stderr, NUL-terminated (malloc'd) */
+	size_t err_len;
+};
+
+/* hx_run_free -- release the buffers of @r */
+void hx_run_free(struct hx_run *r);
+
+/*
+ * hx_run_argv -- run @argv (argv[0] is the program path) with @in_len bytes
+ * of @in on stdin, capturing stdout and stderr, bounded by
+ * HX_CLI_TIMEOUT_MS (killed after). Returns 0 (r filled) or -errno.
+ */
+int hx_run_argv(const char *const argv[], const void *in, size_t in_len, struct hx_run *r);
+
+/*
+ * hx_cli -- run "rdax --server URL [--token-file F] ARGS..." against @d;
+ * the argument list ends with NULL. The token file of the daemon, if any,
+ * is passed. Returns as hx_run_argv.
+ */
+int hx_cli(const struct hx_daemon *d, const void *in, size_t in_len, struct hx_run *r, ...)
+	__attribute__((sentinel));
+
+/* hx_cli_tok -- hx_cli with an explicit token file (NULL: none) instead of the daemon's */
+int hx_cli_tok(const struct hx_daemon *d, const char *token_file, const void *in, size_t in_len,
+	       struct hx_run *r, ...) __attribute__((sentinel));
+
+/* hx_pattern -- fill @buf with bytes that depend on @seed and on each byte's offset @off + i */
+void hx_pattern(void *buf, size_t len, uint64_t seed, uint64_t off);
+
+/* hx_splitmix64 -- the next value of a splitmix64 generator (state advanced) */
+uint64_t hx_splitmix64(uint64_t *state);
+
+/* hx_now_ms -- CLOCK_MONOTONIC in milliseconds */
+int64_t hx_now_ms(void);
+
+#endif
