@@ -1,0 +1,517 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_config.c -- rdaxd flags, config file, sizes, listen addresses, token file */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "errors.h"
+#include "frame.h"
+
+static char tmpdir[200];
+
+static int setup_tmpdir(void **state)
+{
+	const char *tmp = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/rdax-test-config-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmpdir(void **state)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* write_file -- @name in the temp dir with @text; returns the path (static buffer) */
+static const char *write_file(const char *name, const char *text, size_t len)
+{
+	static char path[300];
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	fclose(f);
+	return path;
+}
+
+/* parse -- config_parse_args on a NULL-terminated list of arguments */
+static int parse(struct config *c, char *err, ...)
+{
+	char *argv[32] = { "rdaxd" };
+	int argc = 1;
+	va_list ap;
+	va_start(ap, err);
+	for (char *a; (a = va_arg(ap, char *)) != NULL;)
+		argv[argc++] = a;
+	va_end(ap);
+	config_init(c);
+	return config_parse_args(c, argc, argv, err, CONFIG_ERR_MAX);
+}
+
+static void config_parse_size__units(void **state)
+{
+	uint64_t v;
+	assert_int_equal(config_parse_size("4096", &v), 0);
+	assert_int_equal(v, 4096);
+	assert_int_equal(config_parse_size("64K", &v), 0);
+	assert_int_equal(v, 64ULL << 10);
+	assert_int_equal(config_parse_size("3m", &v), 0);
+	assert_int_equal(v, 3ULL << 20);
+	assert_int_equal(config_parse_size("1G", &v), 0);
+	assert_int_equal(v, 1ULL << 30);
+	assert_int_equal(config_parse_size("2T", &v), 0);
+	assert_int_equal(v, 2ULL << 40);
+	assert_int_equal(config_parse_size("1GiB", &v), 0);
+	assert_int_equal(v, 1ULL << 30);
+	assert_int_equal(config_parse_size("0", &v), 0);
+	assert_int_equal(v, 0);
+}
+
+static void config_parse_size__bad(void **state)
+{
+	uint64_t v = 77;
+	const char *bad[] = { "", "G", "abc", "-1", "+1", " 1", "1 ", "1.5G", "1X", "1GB", "1Gi",
+			      "1KK", "0x10" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(config_parse_size(bad[i], &v), -EINVAL);
+	assert_int_equal(config_parse_size("16777216T", &v), -ERANGE); /* 2^64 */
+	assert_int_equal(config_parse_size("18446744073709551616", &v), -ERANGE);
+	assert_int_equal(config_parse_size(NULL, &v), -EINVAL);
+	assert_int_equal(v, 77); /* untouched on error */
+	assert_int_equal(config_parse_size("16777215T", &v), 0);
+	assert_int_equal(v, 16777215ULL << 40);
+}
+
+static void config_parse_namespace__options(void **state)
+{
+	struct config_namespace ns;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(config_parse_namespace("/dev/dax0.0", &ns, err, sizeof(err)), 0);
+	assert_string_equal(ns.path, "/dev/dax0.0");
+	assert_int_equal(ns.size, 0);
+	assert_int_equal(ns.mode, PERSIST_AUTO);
+	free(ns.path);
+
+	assert_int_equal(config_parse_namespace("/x/a.ns,size=8G,mode=sim", &ns, err, sizeof(err)),
+			 0);
+	assert_string_equal(ns.path, "/x/a.ns");
+	assert_int_equal(ns.size, 8ULL << 30);
+	assert_int_equal(ns.mode, PERSIST_SIM);
+	free(ns.path);
+
+	assert_int_equal(config_parse_namespace("b.ns,mode=auto,size=4M", &ns, err, sizeof(err)), 0);
+	assert_int_equal(ns.size, 4ULL << 20);
+	free(ns.path);
+}
+
+static void config_parse_namespace__bad(void **state)
+{
+	struct config_namespace ns = { .path = NULL };
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(config_parse_namespace("", &ns, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_namespace(",size=1G", &ns, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no path"));
+	assert_int_equal(config_parse_namespace("a,size=lots", &ns, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'lots'"));
+	assert_int_equal(config_parse_namespace("a,size=0", &ns, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_namespace("a,size=1M", &ns, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "minimum"));
+	assert_int_equal(config_parse_namespace("a,mode=fast", &ns, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "auto or sim"));
+	assert_int_equal(config_parse_namespace("a,colour=red", &ns, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "unknown option 'colour=red'"));
+	assert_null(ns.path);
+}
+
+static void config_parse_listen__forms(void **state)
+{
+	struct config_listen l;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(config_parse_listen("tcp://127.0.0.1:7470", &l, err, sizeof(err)), 0);
+	assert_string_equal(l.host, "127.0.0.1");
+	assert_int_equal(l.port, 7470);
+	assert_string_equal(l.uri, "tcp://127.0.0.1:7470");
+	free(l.host);
+	free(l.uri);
+	assert_int_equal(config_parse_listen("tcp://[::1]:0", &l, err, sizeof(err)), 0);
+	assert_string_equal(l.host, "::1");
+	assert_int_equal(l.port, 0);
+	free(l.host);
+	free(l.uri);
+	assert_int_equal(config_parse_listen("tcp://localhost:65535", &l, err, sizeof(err)), 0);
+	assert_string_equal(l.host, "localhost");
+	assert_int_equal(l.port, 65535);
+	free(l.host);
+	free(l.uri);
+}
+
+static void config_parse_listen__bad(void **state)
+{
+	struct config_listen l;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(config_parse_listen("127.0.0.1:7470", &l, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "tcp://HOST:PORT"));
+	assert_int_equal(config_parse_listen("rdma://10.0.0.1:7471", &l, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "transport 'rdma' is not supported"));
+	assert_int_equal(config_parse_listen("tcp://host", &l, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_listen("tcp://:7470", &l, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no host"));
+	assert_int_equal(config_parse_listen("tcp://h:70000", &l, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_listen("tcp://h:-1", &l, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_listen("tcp://h:", &l, err, sizeof(err)), -EINVAL);
+	assert_int_equal(config_parse_listen("tcp://::1:80", &l, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "brackets"));
+	assert_int_equal(config_parse_listen("tcp://[::1]80", &l, err, sizeof(err)), -EINVAL);
+}
+
+static void config_parse_args__flags(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--namespace", "a.ns,size=4M", "--namespace=b.ns,mode=sim",
+			       "--listen", "tcp://127.0.0.1:1", "--listen=tcp://[::1]:2",
+			       "--threads", "3", "--log-level=debug", "--pidfile", "/run/p",
+			       "--token-file", "/etc/t", "--flush-mode", "hammer",
+			       "--max-payload", "8M", NULL),
+			 0);
+	assert_int_equal(c.nnamespaces, 2);
+	assert_string_equal(c.namespaces[0].path, "a.ns");
+	assert_int_equal(c.namespaces[0].size, 4ULL << 20);
+	assert_string_equal(c.namespaces[1].path, "b.ns");
+	assert_int_equal(c.namespaces[1].mode, PERSIST_SIM);
+	assert_int_equal(c.nlistens, 2);
+	assert_int_equal(c.listens[1].port, 2);
+	assert_int_equal(c.threads, 3);
+	assert_int_equal(c.log_level, LOG_LEVEL_DEBUG);
+	assert_string_equal(c.pidfile, "/run/p");
+	assert_string_equal(c.token_file, "/etc/t");
+	assert_int_equal(c.flush_mode, FLUSH_HAMMER);
+	assert_int_equal(c.max_payload, 8U << 20);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.nnamespaces, 2); /* given: no default added */
+	assert_false(c.ns_defaulted);
+	config_free(&c);
+}
+
+static void config_parse_args__later_flag_wins(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--threads", "3", "--threads", "5", "--log-level", "error",
+			       "--log-level", "warn", NULL),
+			 0);
+	assert_int_equal(c.threads, 5);
+	assert_int_equal(c.log_level, LOG_LEVEL_WARN);
+	config_free(&c);
+}
+
+static void config_parse_args__bad(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--bogus", NULL), -EINVAL);
+	assert_string_equal(err, "unknown option '--bogus'");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--threads", NULL), -EINVAL);
+	assert_string_equal(err, "--threads needs a value");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--threads", "0", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--threads '0'"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--threads", "2x", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--threads", "99999", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--log-level", "loud", NULL), -EINVAL);
+	assert_non_null(strstr(err, "error, warn, info, debug"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--flush-mode", "lazy", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--max-payload", "512K", NULL), -EINVAL);
+	assert_non_null(strstr(err, "from 1M to 64M"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--max-payload", "65M", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--namespace", "x,size=big", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--namespace 'x,size=big'"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--listen", "udp://h:1", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "serve", NULL), -EINVAL);
+	assert_string_equal(err, "unexpected argument 'serve'");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "-t", "2", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--pidfile=", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--config", "/nonexistent/rdaxd.conf", NULL), -EINVAL);
+	assert_non_null(strstr(err, "/nonexistent/rdaxd.conf"));
+	config_free(&c);
+}
+
+static void config_parse_args__help_version(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	/* --help wins over anything else, even a bad --config */
+	assert_int_equal(parse(&c, err, "--config", "/nonexistent", "--help", NULL), 0);
+	assert_true(c.help);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "-h", NULL), 0);
+	assert_true(c.help);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--version", NULL), 0);
+	assert_true(c.version);
+	config_free(&c);
+}
+
+static void config_load_file__settings(void **state)
+{
+	static const char text[] = "# rdaxd test config\n"
+				   "\n"
+				   "namespace = /a.ns,size=4M\n"
+				   "  namespace=/b.ns   # a second one\n"
+				   "listen = tcp://127.0.0.1:9000\n"
+				   "threads = 4\n"
+				   "log_level = warn\n"
+				   "flush-mode = hammer\n"
+				   "max-payload = 2M\n"
+				   "pidfile = /run/rdax#1.pid\n";
+	const char *path = write_file("a.conf", text, sizeof(text) - 1);
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(c.nnamespaces, 2);
+	assert_string_equal(c.namespaces[1].path, "/b.ns");
+	assert_int_equal(c.nlistens, 1);
+	assert_int_equal(c.threads, 4);
+	assert_int_equal(c.log_level, LOG_LEVEL_WARN);
+	assert_int_equal(c.flush_mode, FLUSH_HAMMER);
+	assert_int_equal(c.max_payload, 2U << 20);
+	/* '#' inside a value, not after white space, is not a comment */
+	assert_string_equal(c.pidfile, "/run/rdax#1.pid");
+	config_free(&c);
+}
+
+static void config_load_file__errors_name_the_line(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	static const char unknown[] = "threads = 2\ncolour = blue\n";
+	const char *path = write_file("b.conf", unknown, sizeof(unknown) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "b.conf:2: unknown setting 'colour'"));
+	config_free(&c);
+
+	static const char noeq[] = "threads 2\n";
+	path = write_file("c.conf", noeq, sizeof(noeq) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "c.conf:1: expected 'key = value'"));
+	config_free(&c);
+
+	static const char badval[] = "\n\nthreads = many\n";
+	path = write_file("d.conf", badval, sizeof(badval) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "d.conf:3: threads 'many'"));
+	config_free(&c);
+
+	static const char novalue[] = "pidfile =\n";
+	path = write_file("e.conf", novalue, sizeof(novalue) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+
+	/* flags that make no sense in a file */
+	static const char nested[] = "config = /etc/other.conf\n";
+	path = write_file("f.conf", nested, sizeof(nested) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, "/nonexistent.conf", err, sizeof(err)), -ENOENT);
+	config_free(&c);
+}
+
+static void config_parse_args__flags_add_to_and_override_file(void **state)
+{
+	static const char text[] = "namespace = /file.ns\n"
+				   "listen = tcp://127.0.0.1:9000\n"
+				   "threads = 4\n"
+				   "log-level = warn\n";
+	const char *path = write_file("g.conf", text, sizeof(text) - 1);
+	char cpath[256];
+	snprintf(cpath, sizeof(cpath), "%s", path);
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	/* --config after the flags still applies first */
+	assert_int_equal(parse(&c, err, "--threads", "2", "--namespace", "/flag.ns", "--config",
+			       cpath, NULL),
+			 0);
+	assert_int_equal(c.threads, 2);
+	assert_int_equal(c.log_level, LOG_LEVEL_WARN);
+	assert_int_equal(c.nnamespaces, 2);
+	assert_string_equal(c.namespaces[0].path, "/file.ns");
+	assert_string_equal(c.namespaces[1].path, "/flag.ns");
+	assert_int_equal(c.nlistens, 1);
+	config_free(&c);
+}
+
+static void config_finish__defaults(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	setenv("RDAX_DATA_DIR", "/srv/rdax-test", 1);
+	assert_int_equal(parse(&c, err, NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_true(c.ns_defaulted);
+	assert_int_equal(c.nnamespaces, 1);
+	assert_string_equal(c.namespaces[0].path, "/srv/rdax-test/default.ns");
+	assert_int_equal(c.namespaces[0].size, 1ULL << 30);
+	assert_int_equal(c.namespaces[0].mode, PERSIST_AUTO);
+	assert_int_equal(c.nlistens, 1);
+	assert_string_equal(c.listens[0].host, "127.0.0.1");
+	assert_int_equal(c.listens[0].port, 7470);
+	assert_true(c.threads >= 1);
+	assert_int_equal(c.max_payload, FRAME_DEFAULT_MAX_PAYLOAD);
+	assert_int_equal(c.flush_mode, FLUSH_TRACKED);
+	assert_int_equal(c.log_level, LOG_LEVEL_INFO);
+	config_free(&c);
+	unsetenv("RDAX_DATA_DIR");
+}
+
+static void config_default_datadir__order(void **state)
+{
+	char *dir;
+	setenv("RDAX_DATA_DIR", "/d", 1);
+	assert_int_equal(config_default_datadir(&dir), 0);
+	assert_string_equal(dir, "/d");
+	free(dir);
+	unsetenv("RDAX_DATA_DIR");
+	setenv("XDG_DATA_HOME", "/xdg", 1);
+	setenv("HOME", "/home/u", 1);
+	assert_int_equal(config_default_datadir(&dir), 0);
+	assert_string_equal(dir, geteuid() == 0 ? "/var/lib/rdax" : "/xdg/rdax");
+	free(dir);
+	unsetenv("XDG_DATA_HOME");
+	assert_int_equal(config_default_datadir(&dir), 0);
+	assert_string_equal(dir, geteuid() == 0 ? "/var/lib/rdax" : "/home/u/.local/share/rdax");
+	free(dir);
+}
+
+static void config_finish__format_combinations(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--format", "/dev/dax0.0", "--force", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_string_equal(c.format_path, "/dev/dax0.0");
+	assert_true(c.force);
+	assert_int_equal(c.nnamespaces, 0); /* format mode: no default namespace */
+	config_free(&c);
+
+	assert_int_equal(parse(&c, err, "--format", "/x", "--listen", "tcp://h:1", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--format takes only"));
+	config_free(&c);
+
+	assert_int_equal(parse(&c, err, "--force", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--force only goes with --format"));
+	config_free(&c);
+}
+
+static void config_token_load__strips_newline(void **state)
+{
+	uint8_t *tok;
+	size_t len;
+	char err[CONFIG_ERR_MAX];
+	const char *path = write_file("t1", "s3cret\n", 7);
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
+	assert_int_equal(len, 6);
+	assert_memory_equal(tok, "s3cret", 6);
+	free(tok);
+	path = write_file("t2", "abc\r\n", 5);
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
+	assert_int_equal(len, 3);
+	free(tok);
+	/* inner white space and binary bytes are part of the token */
+	path = write_file("t3", "a b\0c", 5);
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(tok, "a b\0c", 5);
+	free(tok);
+}
+
+static void config_token_load__bad(void **state)
+{
+	uint8_t *tok = NULL;
+	size_t len;
+	char err[CONFIG_ERR_MAX];
+	const char *path = write_file("t4", "\n", 1);
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "is empty"));
+	char big[CONFIG_TOKEN_MAX + 1];
+	memset(big, 'x', sizeof(big));
+	path = write_file("t5", big, sizeof(big));
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), -RDAX_E_TOO_BIG);
+	path = write_file("t6", big, CONFIG_TOKEN_MAX);
+	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
+	assert_int_equal(len, CONFIG_TOKEN_MAX);
+	free(tok);
+	tok = NULL;
+	assert_int_equal(config_token_load("/nonexistent/token", &tok, &len, err, sizeof(err)),
+			 -ENOENT);
+	assert_null(tok);
+}
+
+static void config_format_size__units(void **state)
+{
+	char buf[32];
+	assert_string_equal(config_format_size(1ULL << 30, buf, sizeof(buf)), "1.0 GiB");
+	assert_string_equal(config_format_size(256ULL << 20, buf, sizeof(buf)), "256.0 MiB");
+	assert_string_equal(config_format_size(1536, buf, sizeof(buf)), "1.5 KiB");
+	assert_string_equal(config_format_size(100, buf, sizeof(buf)), "100 B");
+	assert_string_equal(config_format_size(3ULL << 40, buf, sizeof(buf)), "3.0 TiB");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(config_parse_size__units),
+		cmocka_unit_test(config_parse_size__bad),
+		cmocka_unit_test(config_parse_namespace__options),
+		cmocka_unit_test(config_parse_namespace__bad),
+		cmocka_unit_test(config_parse_listen__forms),
+		cmocka_unit_test(config_parse_listen__bad),
+		cmocka_unit_test(config_parse_args__flags),
+		cmocka_unit_test(config_parse_args__later_flag_wins),
+		cmocka_unit_test(config_parse_args__bad),
+		cmocka_unit_test(config_parse_args__help_version),
+		cmocka_unit_test(config_load_file__settings),
+		cmocka_unit_test(config_load_file__errors_name_the_line),
+		cmocka_unit_test(config_parse_args__flags_add_to_and_override_file),
+		cmocka_unit_test(config_finish__defaults),
+		cmocka_unit_test(config_default_datadir__order),
+		cmocka_unit_test(config_finish__format_combinations),
+		cmocka_unit_test(config_token_load__strips_newline),
+		cmocka_unit_test(config_token_load__bad),
+		cmocka_unit_test(config_format_size__units),
+	};
+	return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
+}
