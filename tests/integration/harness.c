@@ -7,6 +7,7 @@
 #include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -271,6 +272,16 @@ static int daemon_spawn(struct hx_daemon *d)
 	}
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (o->cpu_mask) {
+			/* before exec: every thread the daemon starts inherits it */
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			for (unsigned cpu = 0; cpu < 8 * sizeof(o->cpu_mask); cpu++)
+				if (o->cpu_mask & (1UL << cpu))
+					CPU_SET(cpu, &set);
+			if (sched_setaffinity(0, sizeof(set), &set) < 0)
+				dprintf(logfd, "harness: sched_setaffinity: %s\n", strerror(errno));
+		}
 		int nul = open("/dev/null", O_RDONLY);
 		dup2(nul, 0);
 		dup2(pipefd[1], 1);

@@ -46,6 +46,7 @@ struct hx_daemon_opts {
 	const char *faults;	  /* RDAX_FAULTS of the daemon, NULL: none */
 	const char *log_level;	  /* default "warn" */
 	unsigned threads;	  /* 0: 2 */
+	unsigned long cpu_mask;	  /* pin the daemon (all its threads) to these CPUs; 0: no pinning */
 	const char *extra_args[8]; /* more flags, NULL-terminated */
 };
 

@@ -374,7 +374,7 @@ static void io__unwritten_reads_zeros(void **state)
 		if (r.out[i] != 0)
 			fail_msg("byte %zu of a never-written range is 0x%02x", i, r.out[i]);
 	hx_run_free(&r);
-	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "read", "zeros", "1052672", "3M", NULL), 0);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "read", "zeros", "1052672", "3141632", NULL), 0);
 	ok("read", &r);
 	for (size_t i = 0; i < r.out_len; i++)
 		assert_int_equal(r.out[i], 0);
@@ -469,9 +469,9 @@ static void volume__delete_open_is_ebusy(void **state)
 	struct hx_run r;
 	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "volume", "delete", "held", NULL), 0);
 	one_line_error("volume delete (open)", &r, 1);
-	if (!strcasestr(r.err, "busy")) {
+	if (!strcasestr(r.err, "busy") && !strcasestr(r.err, "open")) {
 		show("volume delete (open)", &r);
-		fail_msg("EBUSY expected in the message");
+		fail_msg("EBUSY (busy / open) expected in the message");
 	}
 	hx_run_free(&r);
 	/* data intact, and the holder still works */

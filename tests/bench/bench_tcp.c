@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench_tcp.c -- rdax over TCP loopback, next to the TCP floor of the same run
+ *
+ *   bench_tcp [--mode sim|auto] [--iters N] [--seconds S] [--threads N]
+ *             [--client-cpu C] [--daemon-cpu D] [--dir DIR]
+ *
+ * Starts its own rdaxd (default: sim mode -- the power-fail simulator, a
+ * flush is a pwrite of the flushed lines into the page cache, no disk I/O;
+ * --mode auto maps the file with libpmem, which on a plain file means
+ * msync) on a fresh namespace file in a temporary directory, pins the
+ * daemon (all its threads) to one CPU and this program to another, and
+ * measures over loopback:
+ *   - QD1 4 KiB write + fsync, two RPCs: latency p50/p99
+ *   - QD1 4 KiB durable write (WRITE with fsync), one RPC: p50/p99
+ *   - 4 KiB write IOPS at QD32 (asynchronous API)
+ *   - 1 MiB write throughput at QD8 (asynchronous API)
+ * and, in the same run with the same pinning, the TCP floor: a 64-byte
+ * ping-pong between two threads of this program (round-trip p50/p99, and
+ * its rate), and a one-way 1 MiB-message stream (bandwidth). Each rdax
+ * figure is printed with its ratio to the matching floor figure.
+ *
+ * A benchmark, not a test: it prints one table and never passes or fails
+ * on the numbers (exit status only reports that something did not run).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "librdax.h"
+
+#define VOL_SIZE (256ULL << 20)
+#define SMALL 4096
+#define BIG (1U << 20)
+
+struct opts {
+	const char *mode;
+	unsigned iters;
+	double seconds;
+	unsigned threads;
+	int client_cpu, daemon_cpu;
+	const char *dir;
+};
+
+static double now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* pct -- the @p-th percentile of @n sorted samples */
+static double pct(const double *v, unsigned n, double p)
+{
+	unsigned i = (unsigned)(p / 100.0 * (n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+static int pin_self(int cpu)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) < 0 ? -errno : 0;
+}
+
+static void die(const char *what, int ret)
+{
+	fprintf(stderr, "bench_tcp: %s: %s\n", what, rdax_strerror(ret));
+	exit(1);
+}
+
+/* --- the TCP floor ------------------------------------------------------ */
+
+struct floor_srv {
+	int lfd;
+	int cpu;
+	int mode; /* 0: ping-pong echo of 64 bytes, 1: sink of a stream */
+};
+
+static int read_full(int fd, void *buf, size_t len)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = read(fd, p, len);
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* floor_server -- accept one connection; echo 64-byte messages, or sink a stream + ack */
+static void *floor_server(void *arg)
+{
+	struct floor_srv *s = arg;
+	pin_self(s->cpu);
+	int fd = accept(s->lfd, NULL, NULL);
+	if (fd < 0)
+		return NULL;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (s->mode == 0) {
+		char b[64];
+		while (read_full(fd, b, sizeof(b)) == 0 && write_full(fd, b, sizeof(b)) == 0)
+			;
+	} else {
+		uint8_t *b = malloc(BIG);
+		/* each 1 MiB message is acknowledged with 64 bytes, like a write reply */
+		while (b && read_full(fd, b, BIG) == 0 && write_full(fd, b, 64) == 0)
+			;
+		free(b);
+	}
+	close(fd);
+	return NULL;
+}
+
+static int floor_connect(struct floor_srv *s, pthread_t *th)
+{
+	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	if (bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s->lfd, 1) < 0 ||
+	    getsockname(s->lfd, (struct sockaddr *)&a, &alen) < 0)
+		return -1;
+	pthread_create(th, NULL, floor_server, s);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return -1;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+/* floor_pingpong -- 64-byte round trips: p50 and p99 in microseconds, rate = 1 / mean */
+static void floor_pingpong(const struct opts *o, double *p50, double *p99, double *rate)
+{
+	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 0 };
+	pthread_t th;
+	int fd = floor_connect(&s, &th);
+	if (fd < 0) {
+		perror("bench_tcp: floor connect");
+		exit(1);
+	}
+	unsigned n = o->iters * 2;
+	double *lat = malloc(n * sizeof(double));
+	char b[64] = { 0 };
+	for (unsigned i = 0; i < n / 10; i++) /* warm up */
+		if (write_full(fd, b, 64) || read_full(fd, b, 64))
+			exit(1);
+	double t0 = now_us();
+	for (unsigned i = 0; i < n; i++) {
+		double t = now_us();
+		if (write_full(fd, b, 64) || read_full(fd, b, 64))
+			exit(1);
+		lat[i] = now_us() - t;
+	}
+	*rate = n / ((now_us() - t0) / 1e6);
+	close(fd);
+	pthread_join(th, NULL);
+	close(s.lfd);
+	qsort(lat, n, sizeof(double), cmp_double);
+	*p50 = pct(lat, n, 50);
+	*p99 = pct(lat, n, 99);
+	free(lat);
+}
+
+/* floor_stream -- 1 MiB messages, 8 in flight, each acked with 64 bytes: MiB/s */
+static double floor_stream(const struct opts *o)
+{
+	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 1 };
+	pthread_t th;
+	int fd = floor_connect(&s, &th);
+	if (fd < 0)
+		exit(1);
+	uint8_t *b = calloc(1, BIG);
+	char ack[64];
+	unsigned inflight = 0;
+	uint64_t sent = 0;
+	double t0 = now_us(), end = t0 + o->seconds * 1e6;
+	/* two threads would be needed to keep 8 messages truly in flight over one
+	 * blocking socket; the kernel buffers make 8 sends ahead of the acks close */
+	while (now_us() < end) {
+		while (inflight < 8) {
+			if (write_full(fd, b, BIG))
+				exit(1);
+			inflight++;
+			sent++;
+		}
+		if (read_full(fd, ack, 64))
+			exit(1);
+		inflight--;
+	}
+	while (inflight--)
+		if (read_full(fd, ack, 64))
+			exit(1);
+	double secs = (now_us() - t0) / 1e6;
+	close(fd);
+	pthread_join(th, NULL);
+	close(s.lfd);
+	free(b);
+	return (double)sent * BIG / secs / (1 << 20);
+}
+
+/* --- rdax --------------------------------------------------------------- */
+
+static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool durable,
+			    double *p50, double *p99)
+{
+	uint8_t buf[SMALL];
+	memset(buf, 0x5a, sizeof(buf));
+	double *lat = malloc(o->iters * sizeof(double));
+	uint64_t rng = 12345;
+	for (unsigned i = 0; i < o->iters + o->iters / 10; i++) {
+		uint64_t off = (hx_splitmix64(&rng) % (VOL_SIZE / SMALL)) * SMALL;
+		double t = now_us();
+		int ret;
+		if (durable) {
+			ret = rdax_write(v, off, buf, SMALL, RDAX_WRITE_FSYNC);
+		} else {
+			ret = rdax_write(v, off, buf, SMALL, 0);
+			if (!ret)
+				ret = rdax_fsync(v, off, SMALL, NULL);
+		}
+		if (ret)
+			die("write/fsync", ret);
+		if (i >= o->iters / 10) /* the first tenth warms up */
+			lat[i - o->iters / 10] = now_us() - t;
+	}
+	qsort(lat, o->iters, sizeof(double), cmp_double);
+	*p50 = pct(lat, o->iters, 50);
+	*p99 = pct(lat, o->iters, 99);
+	free(lat);
+}
+
+/* async_writes -- @qd writes of @bs bytes in flight for o->seconds: ops/s */
+static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const struct opts *o,
+			   size_t bs, unsigned qd)
+{
+	uint8_t *buf = malloc(bs);
+	memset(buf, 0xa5, bs);
+	struct rdax_completion comp[64];
+	uint64_t done = 0, next = 0, slots = VOL_SIZE / bs;
+	double t0 = now_us(), end = t0 + o->seconds * 1e6;
+	bool stop = false;
+	while (!stop || rdax_inflight(c) > 0) {
+		while (!stop && rdax_inflight(c) < qd) {
+			uint64_t off = (next++ * 7919 % slots) * bs; /* scattered, no overlap in flight */
+			int ret = rdax_submit_write(v, off, buf, bs, 0, next);
+			if (ret == -EAGAIN)
+				break;
+			if (ret)
+				die("submit write", ret);
+		}
+		int n = rdax_wait_completions(c, comp, 64, 1, -1);
+		if (n < 0)
+			die("wait completions", n);
+		for (int i = 0; i < n; i++)
+			if (comp[i].status)
+				die("async write", comp[i].status);
+		done += (uint64_t)n;
+		if (!stop && now_us() >= end)
+			stop = true;
+	}
+	double secs = (now_us() - t0) / 1e6;
+	free(buf);
+	/* leave nothing dirty for the next measurement */
+	int ret = rdax_fsync(v, 0, 0, NULL);
+	if (ret)
+		die("fsync", ret);
+	return (double)done / secs;
+}
+
+/* daemon_cpus -- the CPUs the daemon's threads last ran on, as a list "1" or "0,1" */
+static void daemon_cpus(pid_t pid, char *out, size_t len)
+{
+	char path[64];
+	unsigned long seen = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+	unsigned threads = 0;
+	while (dir && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		char sp[600], line[1024];
+		snprintf(sp, sizeof(sp), "%s/%s/stat", path, de->d_name);
+		FILE *f = fopen(sp, "r");
+		if (!f)
+			continue;
+		if (fgets(line, sizeof(line), f)) {
+			/* field 39 (processor), counted after the ")" that ends the name */
+			char *p = strrchr(line, ')');
+			int field = 2, cpu = -1;
+			char *save = NULL;
+			for (char *t = strtok_r(p ? p + 1 : line, " ", &save); t;
+			     t = strtok_r(NULL, " ", &save)) {
+				if (++field == 39) {
+					cpu = atoi(t);
+					break;
+				}
+			}
+			if (cpu >= 0 && cpu < 64)
+				seen |= 1UL << cpu;
+		}
+		fclose(f);
+		threads++;
+	}
+	if (dir)
+		closedir(dir);
+	size_t o = (size_t)snprintf(out, len, "%u threads, on CPU", threads);
+	for (int cpu = 0; cpu < 64 && o < len; cpu++)
+		if (seen & (1UL << cpu))
+			o += (size_t)snprintf(out + o, len - o, " %d", cpu);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: bench_tcp [--mode sim|auto] [--iters N] [--seconds S] "
+			"[--threads N] [--client-cpu C] [--daemon-cpu D] [--dir DIR]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "mode", required_argument, NULL, 'm' },	{ "iters", required_argument, NULL, 'i' },
+		{ "seconds", required_argument, NULL, 's' },	{ "threads", required_argument, NULL, 't' },
+		{ "client-cpu", required_argument, NULL, 'c' }, { "daemon-cpu", required_argument, NULL, 'd' },
+		{ "dir", required_argument, NULL, 'D' },	{ NULL, 0, NULL, 0 },
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct opts o = { .mode = "sim", .iters = 5000, .seconds = 3, .threads = 1,
+			  .client_cpu = 0, .daemon_cpu = ncpu > 1 ? 1 : 0 };
+	int c;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'm': o.mode = optarg; break;
+		case 'i': o.iters = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 's': o.seconds = atof(optarg); break;
+		case 't': o.threads = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'c': o.client_cpu = atoi(optarg); break;
+		case 'd': o.daemon_cpu = atoi(optarg); break;
+		case 'D': o.dir = optarg; break;
+		default: usage();
+		}
+	}
+	if ((strcmp(o.mode, "sim") && strcmp(o.mode, "auto")) || o.iters < 10 || o.seconds <= 0 ||
+	    o.threads == 0 || o.client_cpu < 0 || o.daemon_cpu < 0 || o.client_cpu >= ncpu ||
+	    o.daemon_cpu >= ncpu)
+		usage();
+
+	char dir[256];
+	int ret = o.dir ? (snprintf(dir, sizeof(dir), "%s", o.dir), 0)
+			: hx_tmpdir_make("bench", dir, sizeof(dir));
+	if (ret)
+		die("temporary directory", ret);
+	if (pin_self(o.client_cpu))
+		fprintf(stderr, "bench_tcp: cannot pin the client to CPU %d\n", o.client_cpu);
+	struct hx_daemon d;
+	struct hx_daemon_opts dopts = { .ns_size = "1G", .mode = o.mode, .threads = o.threads,
+					.cpu_mask = 1UL << o.daemon_cpu };
+	if (hx_daemon_start(&d, dir, &dopts) != 0) {
+		fprintf(stderr, "bench_tcp: rdaxd did not start\n");
+		return 1;
+	}
+	struct rdax_conn_opts *co;
+	rdax_conn_opts_new(&co);
+	rdax_conn_opts_set_queue_depth(co, 64);
+	struct rdax_conn *conn;
+	if ((ret = rdax_connect(d.url, co, &conn)))
+		die("connect", ret);
+	rdax_conn_opts_delete(&co);
+	struct rdax_volume *v;
+	if ((ret = rdax_volume_create(conn, "bench", VOL_SIZE, RDAX_NAMESPACE_ANY)) ||
+	    (ret = rdax_volume_open(conn, "bench", &v)))
+		die("volume", ret);
+	/* touch the whole volume once so no measurement pays first-touch page faults */
+	uint8_t *fill = calloc(1, BIG);
+	for (uint64_t off = 0; off < VOL_SIZE; off += BIG)
+		if ((ret = rdax_write(v, off, fill, BIG, 0)))
+			die("prefill", ret);
+	free(fill);
+	if ((ret = rdax_fsync(v, 0, 0, NULL)))
+		die("prefill fsync", ret);
+
+	double f50, f99, frate;
+	floor_pingpong(&o, &f50, &f99, &frate);
+	double fbw = floor_stream(&o);
+
+	double wf50, wf99, dw50, dw99;
+	lat_write_fsync(v, &o, false, &wf50, &wf99);
+	lat_write_fsync(v, &o, true, &dw50, &dw99);
+	double iops = async_writes(conn, v, &o, SMALL, 32);
+	double bw = async_writes(conn, v, &o, BIG, 8) * BIG / (1 << 20);
+
+	char where[256];
+	daemon_cpus(d.pid, where, sizeof(where));
+	int ccpu = sched_getcpu();
+
+	printf("bench_tcp: rdaxd in %s mode on a 1 GiB file namespace (%s), --threads %u, "
+	       "TCP loopback, volume of %llu MiB\n",
+	       o.mode,
+	       strcmp(o.mode, "sim") == 0 ? "flush = pwrite of the lines into the page cache"
+					  : "libpmem on a plain file: msync",
+	       o.threads, (unsigned long long)(VOL_SIZE >> 20));
+	printf("bench_tcp: client pinned to CPU %d (running on CPU %d); daemon pinned to CPU %d "
+	       "(%s); floor server thread pinned to CPU %d\n",
+	       o.client_cpu, ccpu, o.daemon_cpu, where, o.daemon_cpu);
+	printf("bench_tcp: %u samples per latency, %.1f s per throughput figure; one run, "
+	       "no pass/fail\n\n",
+	       o.iters, o.seconds);
+	printf("%-44s %14s %14s %9s\n", "measurement", "rdax", "TCP floor", "ratio");
+	printf("%-44s %14s %14.1f %9s\n", "64 B ping-pong round trip p50 (us)", "-", f50, "1.00");
+	printf("%-44s %14s %14.1f %9s\n", "64 B ping-pong round trip p99 (us)", "-", f99, "1.00");
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB write + fsync (2 RPCs) p50 (us)", wf50,
+	       f50, wf50 / f50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB write + fsync (2 RPCs) p99 (us)", wf99,
+	       f99, wf99 / f99);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p50 (us)", dw50, f50,
+	       dw50 / f50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p99 (us)", dw99, f99,
+	       dw99 / f99);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD32 4 KiB writes (IOPS; floor: QD1 pings/s)", iops,
+	       frate, iops / frate);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
+	       fbw, bw / fbw);
+
+	rdax_volume_close(&v);
+	rdax_disconnect(&conn);
+	ret = hx_daemon_stop(&d);
+	if (!o.dir)
+		hx_tmpdir_remove(dir);
+	return ret == 0 ? 0 : 1;
+}
