@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -44,6 +46,7 @@ struct world {
 	uint8_t *expect;    /* what "canary" must hold */
 	uint8_t *got;
 	uint64_t round;
+	struct wconn stalled; /* a client that never reads its replies, open until the stop */
 };
 
 static struct world W;
@@ -98,6 +101,7 @@ static int group_setup(void **state)
 {
 	(void)state;
 	memset(&W, 0, sizeof(W));
+	W.stalled.fd = -1;
 	if (hx_tmpdir_make("badinput", W.dir, sizeof(W.dir)) < 0)
 		return -1;
 	struct hx_daemon_opts o = { .ns_size = "64M", .max_payload = "1M", .threads = 2 };
@@ -135,8 +139,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
 	(void)state;
-	wire_close(&W.witness);
+	/* stop with the witness connected and a client that never reads its replies */
 	int ret = hx_daemon_stop(&W.d);
+	wire_close(&W.witness);
+	wire_close(&W.stalled);
 	if (ret == 0)
 		hx_tmpdir_remove(W.dir);
 	else
@@ -647,6 +653,212 @@ static void conn__close_with_open_handles(void **state)
 	check_world();
 }
 
+/* zero lengths are refused (WRITE without payload, READ/DISCARD of 0 bytes), fsync at the end is fine */
+static void range__zero_lengths_and_the_end(void **state)
+{
+	(void)state;
+	struct wconn c;
+	uint32_t h = attacker_open(&c);
+	expect_code(wire_write(&c, h, 4096, NULL, 0, false), EINVAL);
+	still_usable(&c, h, 4096);
+	uint8_t b[1];
+	expect_code(wire_read(&c, h, 4096, 0, b), EINVAL);
+	expect_code(wire_discard(&c, h, 4096, 0), EINVAL);
+	still_usable(&c, h, 0);
+	expect_code(wire_fsync(&c, h, CANARY_SIZE, 0), 0); /* offset == size: nothing to do */
+	expect_code(wire_fsync(&c, h, CANARY_SIZE + 1, 0), ERANGE);
+	expect_code(wire_fsync(&c, h, CANARY_SIZE - 1, 0), 0);
+	still_usable(&c, h, CANARY_SIZE - 4096);
+	wire_close(&c);
+	check_world();
+}
+
+/* a second HELLO is answered like the first; the connection keeps its handles */
+static void hello__second(void **state)
+{
+	(void)state;
+	struct wconn c;
+	uint32_t h = attacker_open(&c);
+	expect_code(wire_hello(&c, NULL, 0), 0);
+	still_usable(&c, h, 0);
+	wire_close(&c);
+	check_world();
+}
+
+/* 1024 handles per connection; the next open is refused and the connection stays usable */
+static void handle__limit_per_connection(void **state)
+{
+	(void)state;
+	struct wconn c;
+	attacker(&c, true);
+	uint32_t h = 0, first = 0;
+	for (int i = 0; i < 1024; i++) {
+		int ret = wire_open(&c, i % 2 ? "canary" : "scratch", &h, NULL);
+		if (ret != 0)
+			fail_msg("open #%d: %d", i, ret);
+		if (i == 1)
+			first = h;
+	}
+	expect_code(wire_open(&c, "canary", &h, NULL), RDAX_E_TOO_BIG);
+	still_usable(&c, first, 0);
+	/* closing one makes room for one */
+	expect_code(wire_close_volume(&c, first), 0);
+	expect_code(wire_open(&c, "canary", &h, NULL), 0);
+	still_usable(&c, h, 4096);
+	wire_close(&c);
+	check_world();
+}
+
+/* pipelined READ then overlapping WRITE: the READ returns the data from before the WRITE */
+static void pipeline__read_then_write_in_order(void **state)
+{
+	(void)state;
+	const uint32_t len = 512 << 10;
+	struct wconn c;
+	attacker(&c, true);
+	uint32_t h;
+	expect_code(wire_create(&c, "pipe", 1 << 20), 0);
+	expect_code(wire_open(&c, "pipe", &h, NULL), 0);
+	uint8_t *a = malloc(len), *b = malloc(len);
+	assert_non_null(a);
+	assert_non_null(b);
+	hx_pattern(a, len, 501, 0);
+	hx_pattern(b, len, 502, 0);
+	expect_code(wire_write(&c, h, 0, a, len, false), 0);
+	size_t rl, wl;
+	uint8_t *rb = wire_body_read(h, 0, len, &rl);
+	uint8_t *wb = wire_body_write(h, 0, false, &wl);
+	/* READ(0), WRITE(0, b), READ(0), all sent before any reply is read */
+	assert_int_equal(wire_send_frame(&c, FRAME_READ, 1001, rb, rl, NULL, 0), 0);
+	assert_int_equal(wire_send_frame(&c, FRAME_WRITE, 1002, wb, wl, b, len), 0);
+	assert_int_equal(wire_send_frame(&c, FRAME_READ, 1003, rb, rl, NULL, 0), 0);
+	free(rb);
+	free(wb);
+	struct wreply r;
+	for (uint64_t id = 1001; id <= 1003; id++) {
+		assert_int_equal(wire_recv(&c, &r), 0);
+		assert_int_equal(r.h.request_id, id); /* no fsync among them: in request order */
+		expect_code(wreply_status(&r, NULL, 0), 0);
+		if (id == 1001) {
+			assert_int_equal(r.h.payload_len, len);
+			if (memcmp(r.payload, a, len) != 0)
+				fail_msg("a READ returned data of a WRITE pipelined after it");
+		} else if (id == 1003) {
+			assert_int_equal(r.h.payload_len, len);
+			if (memcmp(r.payload, b, len) != 0)
+				fail_msg("a READ does not see the WRITE pipelined before it");
+		}
+		wreply_free(&r);
+	}
+	/* DISCARD then WRITE then READ, pipelined */
+	size_t dl;
+	uint8_t *db = wire_body_discard(h, 0, len, &dl);
+	wb = wire_body_write(h, 4096, false, &wl);
+	rb = wire_body_read(h, 0, 8192, &rl);
+	assert_int_equal(wire_send_frame(&c, FRAME_DISCARD, 2001, db, dl, NULL, 0), 0);
+	assert_int_equal(wire_send_frame(&c, FRAME_WRITE, 2002, wb, wl, a + 4096, 100), 0);
+	assert_int_equal(wire_send_frame(&c, FRAME_READ, 2003, rb, rl, NULL, 0), 0);
+	free(db);
+	free(wb);
+	free(rb);
+	for (uint64_t id = 2001; id <= 2003; id++) {
+		assert_int_equal(wire_recv(&c, &r), 0);
+		assert_int_equal(r.h.request_id, id);
+		expect_code(wreply_status(&r, NULL, 0), 0);
+		if (id == 2003) {
+			uint8_t want[8192] = { 0 };
+			memcpy(want + 4096, a + 4096, 100);
+			assert_int_equal(r.h.payload_len, 8192);
+			assert_memory_equal(r.payload, want, 8192);
+		}
+		wreply_free(&r);
+	}
+	expect_code(wire_close_volume(&c, h), 0);
+	expect_code(wire_delete(&c, "pipe"), 0);
+	free(a);
+	free(b);
+	wire_close(&c);
+	check_world();
+}
+
+/*
+ * flood__never_reads_replies -- a client pipelines READs of 1 MiB and never
+ * reads a reply; the daemon must bound what it queues (it stops reading the
+ * connection) and keep serving others. The client stays connected until the
+ * daemon is stopped at the end (the stop must still exit 0).
+ */
+static void flood__never_reads_replies(void **state)
+{
+	(void)state;
+	struct wconn *c = &W.stalled;
+	uint32_t h = attacker_open(c);
+	size_t rl;
+	uint8_t *rb = wire_body_read(h, 0, MAX_PAYLOAD, &rl);
+	struct frame_header fh = { FRAME_MAGIC, FRAME_VERSION, FRAME_READ, 0, (uint32_t)rl, 0 };
+	uint8_t frame[FRAME_HEADER_SIZE + 64];
+	assert_true(rl <= 64);
+	unsigned sent = 0;
+	/* send until the socket takes nothing more for a second (the daemon stopped reading) */
+	for (;;) {
+		fh.request_id = 5000 + sent;
+		frame_header_encode(&fh, frame);
+		memcpy(frame + FRAME_HEADER_SIZE, rb, rl);
+		size_t len = FRAME_HEADER_SIZE + rl, off = 0;
+		while (off < len) {
+			struct pollfd p = { .fd = c->fd, .events = POLLOUT };
+			if (poll(&p, 1, 1000) <= 0)
+				goto stalled;
+			ssize_t n = send(c->fd, frame + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && errno != EAGAIN)
+				fail_msg("flood: send: %s", strerror(errno));
+			if (n > 0)
+				off += (size_t)n;
+		}
+		if (++sent == 200000)
+			break;
+	}
+stalled:
+	free(rb);
+	fprintf(stderr, "flood: %u READs of 1 MiB sent before the daemon stopped reading\n", sent);
+	/* 128 in flight + what the socket buffers hold: far fewer than 200000 */
+	assert_true(sent < 200000);
+	check_world();
+	/* a second flooder that then disconnects with everything queued */
+	struct wconn d;
+	h = attacker_open(&d);
+	rb = wire_body_read(h, 0, MAX_PAYLOAD, &rl);
+	for (int i = 0; i < 300; i++)
+		if (wire_send_frame(&d, FRAME_READ, 9000 + (uint64_t)i, rb, rl, NULL, 0) < 0)
+			break;
+	free(rb);
+	wire_close(&d);
+	check_world();
+}
+
+/* many connections at once, idle, some without HELLO */
+static void conns__many_idle(void **state)
+{
+	(void)state;
+	enum { N = 300 };
+	struct wconn *c = calloc(N, sizeof(*c));
+	assert_non_null(c);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(wire_connect(&c[i], W.d.port), 0);
+		if (i % 3 == 0)
+			assert_int_equal(wire_hello(&c[i], NULL, 0), 0);
+	}
+	check_world();
+	for (int i = 0; i < N; i += 3) {
+		uint32_t h;
+		assert_int_equal(wire_open(&c[i], "canary", &h, NULL), 0);
+		still_usable(&c[i], h, (uint64_t)(i % 1000) * 4096);
+	}
+	for (int i = 0; i < N; i++)
+		wire_close(&c[i]);
+	free(c);
+	check_world();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -669,6 +881,12 @@ int main(void)
 		cmocka_unit_test(handle__bogus),
 		cmocka_unit_test(handle__from_another_connection),
 		cmocka_unit_test(conn__close_with_open_handles),
+		cmocka_unit_test(range__zero_lengths_and_the_end),
+		cmocka_unit_test(hello__second),
+		cmocka_unit_test(handle__limit_per_connection),
+		cmocka_unit_test(pipeline__read_then_write_in_order),
+		cmocka_unit_test(conns__many_idle),
+		cmocka_unit_test(flood__never_reads_replies),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
