@@ -395,17 +395,18 @@ static uint64_t __dtree_load(struct dtree *t, uint64_t index, struct dtree_node 
 }
 
 /*
- * __dtree_range_start -- where a range walk from page @index begins: the
- * first page of the entry covering @index if there is one (so a range
- * starting inside a huge entry includes it), else @index.
+ * __dtree_range_start -- where a walk over [index, end) begins: the first
+ * page of the entry covering @index if there is one (so a range starting
+ * inside a huge entry includes it), else @index. An empty range stays
+ * empty: a walk that stopped at @end inside a huge entry is done.
  * Context: t->lock held.
  */
-static uint64_t __dtree_range_start(struct dtree *t, uint64_t index)
+static uint64_t __dtree_range_start(struct dtree *t, uint64_t index, uint64_t end)
 {
 	struct dtree_node *n;
 	unsigned off;
 	uint64_t first;
-	if (index >= t->npages)
+	if (index >= end || index >= t->npages)
 		return index;
 	return __dtree_load(t, index, &n, &off, &first) ? first : index;
 }
@@ -727,7 +728,7 @@ long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned 
 	long tagged = 0;
 	struct dtree_pos pos;
 	pthread_mutex_lock(&t->lock);
-	uint64_t s = __dtree_range_start(t, *index);
+	uint64_t s = __dtree_range_start(t, *index, end);
 	while ((unsigned long)tagged < batch) {
 		if (!__dtree_find(t, s, end, DTREE_DIRTY, &pos)) {
 			s = end;
@@ -751,7 +752,7 @@ static unsigned __dtree_gang(struct dtree *t, uint64_t *index, uint64_t end, uns
 {
 	unsigned n = 0;
 	struct dtree_pos pos;
-	uint64_t s = __dtree_range_start(t, *index);
+	uint64_t s = __dtree_range_start(t, *index, end);
 	while (n < max) {
 		if (!__dtree_find(t, s, end, what, &pos)) {
 			s = end;
@@ -812,7 +813,7 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 	unsigned n = 0;
 	struct dtree_pos pos;
 	pthread_mutex_lock(&t->lock);
-	uint64_t s = __dtree_range_start(t, *index);
+	uint64_t s = __dtree_range_start(t, *index, end);
 	while (n < max) {
 		if (!__dtree_find(t, s, end, DTREE_TOWRITE, &pos)) {
 			s = end;
@@ -829,7 +830,7 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 				break;
 			}
 			__dtree_wait(t);
-			s = __dtree_range_start(t, s);
+			s = __dtree_range_start(t, s, end);
 			continue;
 		}
 		uint64_t locked = dentry_lock(pos.entry);
@@ -927,11 +928,11 @@ uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end)
 	unsigned batch = 0;
 	struct dtree_pos pos;
 	pthread_mutex_lock(&t->lock);
-	uint64_t s = __dtree_range_start(t, first);
+	uint64_t s = __dtree_range_start(t, first, end);
 	while (__dtree_find(t, s, end, DTREE_FIND_ANY, &pos)) {
 		if (dentry_is_locked(pos.entry)) {
 			__dtree_wait(t);
-			s = __dtree_range_start(t, s);
+			s = __dtree_range_start(t, s, end);
 			continue;
 		}
 		s = pos.index + entry_pages(pos.entry);
@@ -944,7 +945,7 @@ uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end)
 			batch = 0;
 			pthread_mutex_unlock(&t->lock);
 			pthread_mutex_lock(&t->lock);
-			s = __dtree_range_start(t, s);
+			s = __dtree_range_start(t, s, end);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -539,6 +539,19 @@ static void dtree_tag_towrite__starts_inside_huge(void **state)
 	assert_int_equal(dtree_tag_towrite(t, &idx, 1301, 10), 1);
 	assert_int_equal(idx, 1301);
 	assert_true(dtree_get_mark(t, 1024, DTREE_TOWRITE));
+	/* stopped at the end, inside the entry: the next call is done, not a repeat */
+	assert_int_equal(dtree_tag_towrite(t, &idx, 1301, 10), 0);
+	assert_int_equal(idx, 1301);
+	struct dtree_item it[2];
+	idx = 1100;
+	assert_int_equal(dtree_gang_lookup(t, &idx, 1200, DTREE_TOWRITE, it, 2), 1);
+	assert_int_equal(idx, 1200);
+	assert_int_equal(dtree_gang_lookup(t, &idx, 1200, DTREE_TOWRITE, it, 2), 0);
+	idx = 1100;
+	assert_int_equal(dtree_claim_towrite(t, &idx, 1200, it, 2), 1);
+	assert_int_equal(idx, 1200);
+	assert_int_equal(dtree_claim_towrite(t, &idx, 1200, it + 1, 1), 0);
+	dtree_release(t, it, 1);
 	/* a huge entry beyond the end of the range is not included */
 	mark_pages(t, 2048, 512);
 	idx = 1536;
