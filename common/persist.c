@@ -104,7 +104,8 @@ static int persist_map_sim(const char *path, int fd, size_t size, struct persist
 	void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
 	if (base == MAP_FAILED) {
 		int ret = -errno;
-		LOG_ERROR("mmap(%s, size=%zu, MAP_PRIVATE) failed: %s", path, size, strerror(errno));
+		LOG_ERROR("mmap(%s, size=%zu, MAP_PRIVATE) failed: %s", path, size,
+			  strerror(errno));
 		return ret;
 	}
 	out->base = base;
@@ -142,7 +143,7 @@ int persist_map(const char *path, enum persist_mode mode, struct persist *out)
 	if (!path || !out || (mode != PERSIST_AUTO && mode != PERSIST_SIM))
 		return -EINVAL;
 
-	struct persist p = { .fd = -1, .mode = mode };
+	struct persist p = {.fd = -1, .mode = mode};
 	struct stat st;
 	int ret;
 

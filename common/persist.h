@@ -43,14 +43,14 @@ enum persist_method {
 };
 
 struct persist {
-	void *base;	  /* start of the mapping */
-	size_t size;	  /* bytes mapped */
-	int fd;		  /* regular files: open O_RDWR (SIM: written on flush; both
-			   * modes: hole punching, fdatasync); devdax: -1 */
+	void *base;  /* start of the mapping */
+	size_t size; /* bytes mapped */
+	int fd;	     /* regular files: open O_RDWR (SIM: written on flush; both
+		      * modes: hole punching, fdatasync); devdax: -1 */
 	enum persist_mode mode;
 	enum persist_method method;
-	bool is_pmem;	  /* pmem_is_pmem() of the mapping (AUTO only) */
-	bool is_devdax;	  /* a device dax character device */
+	bool is_pmem;	/* pmem_is_pmem() of the mapping (AUTO only) */
+	bool is_devdax; /* a device dax character device */
 	bool is_regular_file;
 };
 

@@ -126,8 +126,8 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 			goto err_free_volumes;
 	}
 
-	LOG_INFO("opened namespace %s: id=%" PRIu32 ", %u volumes, data %" PRIu64 " bytes",
-		 path, id, ns->nvolumes, ns->data_size);
+	LOG_INFO("opened namespace %s: id=%" PRIu32 ", %u volumes, data %" PRIu64 " bytes", path,
+		 id, ns->nvolumes, ns->data_size);
 	*out = ns;
 	return 0;
 
@@ -145,8 +145,7 @@ err_free_ns:
 	return ret;
 }
 
-int ns_create(const char *path, uint64_t size, enum persist_mode mode, uint32_t id,
-	      struct ns **out)
+int ns_create(const char *path, uint64_t size, enum persist_mode mode, uint32_t id, struct ns **out)
 {
 	if (!path || !out || id > DLOC_NS_MAX || (mode != PERSIST_AUTO && mode != PERSIST_SIM))
 		return -EINVAL;
@@ -233,7 +232,7 @@ static int __ns_free_extents(struct ns *ns, struct extent **out, unsigned *n)
 	}
 	for (unsigned i = 0; i < count; i++) {
 		const struct vt_volume *tv = vol_table_get(ns->table, i);
-		used[i] = (struct extent){ tv->ns_offset, tv->size };
+		used[i] = (struct extent){tv->ns_offset, tv->size};
 	}
 	qsort(used, count, sizeof(*used), cmp_extent);
 
@@ -242,7 +241,7 @@ static int __ns_free_extents(struct ns *ns, struct extent **out, unsigned *n)
 	for (unsigned i = 0; i <= count; i++) {
 		uint64_t next = i < count ? used[i].off : end;
 		if (next > pos)
-			free_ext[nfree++] = (struct extent){ pos, next - pos };
+			free_ext[nfree++] = (struct extent){pos, next - pos};
 		if (i < count)
 			pos = used[i].off + used[i].len;
 	}
@@ -295,7 +294,7 @@ static void ns_largest(const struct extent *ext, unsigned n, uint64_t *total, ui
  */
 static int __ns_place(struct ns *ns, const char *name, uint64_t size, uint64_t *off)
 {
-	static const uint64_t aligns[] = { RDAX_PUD_SIZE, RDAX_PMD_SIZE, RDAX_PAGE_SIZE };
+	static const uint64_t aligns[] = {RDAX_PUD_SIZE, RDAX_PMD_SIZE, RDAX_PAGE_SIZE};
 	unsigned first = size >= RDAX_PUD_SIZE ? 0 : (size >= RDAX_PMD_SIZE ? 1 : 2);
 	struct extent *ext;
 	unsigned n;

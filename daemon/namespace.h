@@ -129,7 +129,7 @@ struct volume_info {
 	uint64_t size;
 	uint64_t ns_offset; /* where its data starts in the namespace */
 	uint32_t ns_id;
-	uint8_t uuid[16];	 /* the volume's uuid in the table */
+	uint8_t uuid[16];    /* the volume's uuid in the table */
 	unsigned open_count; /* openers at the time of the call */
 };
 

@@ -150,7 +150,7 @@ static void vt_encode(const struct vt_state *s, uint8_t *buf)
 	size_t len = vt_encoded_len(s->count);
 	memset(buf, 0, len);
 
-	struct vt_header_media h = { 0 };
+	struct vt_header_media h = {0};
 	memcpy(h.magic, VT_MAGIC, VT_MAGIC_LEN);
 	h.version = htole16(VT_VERSION);
 	h.header_size = htole32(VT_HEADER_SIZE);
@@ -167,7 +167,7 @@ static void vt_encode(const struct vt_state *s, uint8_t *buf)
 
 	for (unsigned i = 0; i < s->count; i++) {
 		const struct vt_volume *v = &s->vols[i];
-		struct vt_entry_media e = { 0 };
+		struct vt_entry_media e = {0};
 		memcpy(e.name, v->name, VT_NAME_SIZE);
 		e.size = htole64(v->size);
 		e.ns_offset = htole64(v->ns_offset);
@@ -258,9 +258,9 @@ static bool vt_state_check(const struct vt_state *s, size_t map_size, char *why,
 		if (!reason && v->create_generation > s->generation)
 			reason = "created in a later generation";
 		if (reason) {
-			snprintf(why, whylen, "entry %u (\"%.*s\", offset %" PRIu64 ", size %" PRIu64
-					      "): %s",
-				 i, VT_NAME_SIZE - 1, v->name, v->ns_offset, v->size, reason);
+			snprintf(why, whylen,
+				 "entry %u (\"%.*s\", offset %" PRIu64 ", size %" PRIu64 "): %s", i,
+				 VT_NAME_SIZE - 1, v->name, v->ns_offset, v->size, reason);
 			return false;
 		}
 		for (unsigned j = 0; j < i; j++) {
@@ -275,8 +275,8 @@ static bool vt_state_check(const struct vt_state *s, size_t map_size, char *why,
 	qsort(sorted, s->count, sizeof(sorted[0]), cmp_by_offset);
 	for (unsigned i = 1; i < s->count; i++) {
 		if (sorted[i - 1]->ns_offset + sorted[i - 1]->size > sorted[i]->ns_offset) {
-			snprintf(why, whylen, "volumes \"%s\" and \"%s\" overlap", sorted[i - 1]->name,
-				 sorted[i]->name);
+			snprintf(why, whylen, "volumes \"%s\" and \"%s\" overlap",
+				 sorted[i - 1]->name, sorted[i]->name);
 			return false;
 		}
 	}
@@ -287,8 +287,8 @@ static bool vt_state_check(const struct vt_state *s, size_t map_size, char *why,
  * vt_slot_check -- decode and check @slot of @p into @s; the reason for
  * anything but VT_SLOT_VALID goes to @why
  */
-static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
-					 struct vt_state *s, char *why, size_t whylen)
+static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot, struct vt_state *s,
+					 char *why, size_t whylen)
 {
 	const uint8_t *src = slot_base(p, slot);
 	struct vt_header_media h;
@@ -309,8 +309,8 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 	if (header_size != VT_HEADER_SIZE || entry_size != VT_ENTRY_SIZE ||
 	    capacity != VT_CAPACITY || count > capacity) {
 		snprintf(why, whylen,
-			 "bad geometry (header %" PRIu32 " B, entry %" PRIu32 " B, capacity %" PRIu32
-			 ", count %" PRIu32 ")",
+			 "bad geometry (header %" PRIu32 " B, entry %" PRIu32
+			 " B, capacity %" PRIu32 ", count %" PRIu32 ")",
 			 header_size, entry_size, capacity, count);
 		return VT_SLOT_INVALID;
 	}
@@ -321,8 +321,9 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 	uLong crc = crc32(0L, (const Bytef *)&hz, sizeof(hz));
 	crc = crc32(crc, src + VT_HEADER_SIZE, (uInt)((size_t)count * VT_ENTRY_SIZE));
 	if ((uint32_t)crc != stored) {
-		snprintf(why, whylen, "crc mismatch (stored %08" PRIx32 ", computed %08" PRIx32
-				      ", generation %" PRIu64 ")",
+		snprintf(why, whylen,
+			 "crc mismatch (stored %08" PRIx32 ", computed %08" PRIx32
+			 ", generation %" PRIu64 ")",
 			 stored, (uint32_t)crc, le64toh(h.generation));
 		return VT_SLOT_INVALID;
 	}
@@ -384,8 +385,9 @@ int vol_table_format(const struct persist *p, bool force)
 	if (!p || !p->base)
 		return -EINVAL;
 	if (p->size < VT_MIN_SIZE) {
-		LOG_ERROR("format: %zu bytes is too small (at least %llu: metadata + one 2 MiB block)",
-			  p->size, (unsigned long long)VT_MIN_SIZE);
+		LOG_ERROR(
+		    "format: %zu bytes is too small (at least %llu: metadata + one 2 MiB block)",
+		    p->size, (unsigned long long)VT_MIN_SIZE);
 		return -EINVAL;
 	}
 
@@ -450,7 +452,7 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 	}
 
 	int ret;
-	struct vt_state *s[2] = { malloc(sizeof(struct vt_state)), NULL };
+	struct vt_state *s[2] = {malloc(sizeof(struct vt_state)), NULL};
 	struct vol_table *t = malloc(sizeof(*t));
 	if (!s[0] || !t) {
 		ret = -ENOMEM;
@@ -580,8 +582,8 @@ static int vt_commit(struct vol_table *t, struct vt_state *next)
 	if (target != t->slot)
 		t->other_valid = true; /* the old slot keeps the previous state */
 	t->slot = target;
-	memcpy(&t->st, next, offsetof(struct vt_state, vols) +
-				     (size_t)next->count * sizeof(next->vols[0]));
+	memcpy(&t->st, next,
+	       offsetof(struct vt_state, vols) + (size_t)next->count * sizeof(next->vols[0]));
 	LOG_DEBUG("commit: copy %c, generation %" PRIu64 ", %u volumes", slot_name(target),
 		  t->st.generation, t->st.count);
 	return 0;
@@ -592,8 +594,9 @@ static struct vt_state *vt_state_dup(const struct vol_table *t)
 {
 	struct vt_state *s = malloc(sizeof(*s));
 	if (s)
-		memcpy(s, &t->st, offsetof(struct vt_state, vols) +
-					  (size_t)t->st.count * sizeof(t->st.vols[0]));
+		memcpy(s, &t->st,
+		       offsetof(struct vt_state, vols) +
+			   (size_t)t->st.count * sizeof(t->st.vols[0]));
 	return s;
 }
 
@@ -603,7 +606,7 @@ int vol_table_add(struct vol_table *t, const char *name, uint64_t ns_offset, uin
 	if (!t || vt_name_valid(name) != 0)
 		return -EINVAL;
 
-	struct vt_volume v = { 0 };
+	struct vt_volume v = {0};
 	strcpy(v.name, name); /* length checked by vt_name_valid */
 	v.size = size;
 	v.ns_offset = ns_offset;

@@ -68,16 +68,16 @@
 
 #include "persist.h"
 
-#define VT_MAGIC "RDAXNS" /* 6 bytes, followed by the u16 version */
-#define VT_MAGIC_LEN 6
-#define VT_VERSION 1
-#define VT_META_SIZE (2ULL << 20) /* the metadata area */
-#define VT_SLOT_SIZE (1ULL << 20)
+#define VT_MAGIC       "RDAXNS" /* 6 bytes, followed by the u16 version */
+#define VT_MAGIC_LEN   6
+#define VT_VERSION     1
+#define VT_META_SIZE   (2ULL << 20) /* the metadata area */
+#define VT_SLOT_SIZE   (1ULL << 20)
 #define VT_HEADER_SIZE 256
-#define VT_ENTRY_SIZE 128
-#define VT_CAPACITY 1024 /* entries per table: 256 + 1024 * 128 B fits a slot */
-#define VT_NAME_SIZE 64	 /* name field, NUL included */
-#define VT_UUID_SIZE 16
+#define VT_ENTRY_SIZE  128
+#define VT_CAPACITY    1024 /* entries per table: 256 + 1024 * 128 B fits a slot */
+#define VT_NAME_SIZE   64   /* name field, NUL included */
+#define VT_UUID_SIZE   16
 
 #define VT_ENTRY_IN_USE 0x1U
 

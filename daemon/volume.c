@@ -80,8 +80,8 @@ static int volume_check(const struct volume *v, uint64_t off, uint64_t len, cons
 		return -EINVAL;
 	int ret = range_check(off, len, v->size);
 	if (ret)
-		LOG_DEBUG("%s(\"%s\", off=%" PRIu64 ", len=%" PRIu64 "): outside the volume (%" PRIu64
-			  ")",
+		LOG_DEBUG("%s(\"%s\", off=%" PRIu64 ", len=%" PRIu64
+			  "): outside the volume (%" PRIu64 ")",
 			  op, v->name, off, len, v->size);
 	return ret;
 }
@@ -97,7 +97,8 @@ int volume_write(struct volume *v, uint64_t off, const void *buf, uint64_t len)
 	memcpy(v->data + off, buf, len);
 	ret = dtree_mark_dirty(v->tree, off, len);
 	if (ret)
-		LOG_ERROR("write(\"%s\", off=%" PRIu64 ", len=%" PRIu64 "): marking dirty failed: %d",
+		LOG_ERROR("write(\"%s\", off=%" PRIu64 ", len=%" PRIu64
+			  "): marking dirty failed: %d",
 			  v->name, off, len, ret);
 	return ret;
 }

@@ -38,12 +38,12 @@
 #include "vol_table.h"
 #include "volume.h"
 
-#define MiB (1ULL << 20)
-#define NS_SIZE (16 * MiB)
-#define PAGE RDAX_PAGE_SIZE
+#define MiB	      (1ULL << 20)
+#define NS_SIZE	      (16 * MiB)
+#define PAGE	      RDAX_PAGE_SIZE
 #define SETUP_VOLUMES 8 /* enough entries that a commit spans 20+ cache lines */
-#define X_SIZE (4 * PAGE)
-#define MAX_VOLS 256
+#define X_SIZE	      (4 * PAGE)
+#define MAX_VOLS      256
 
 struct fx {
 	char dir[256];
@@ -266,10 +266,10 @@ static bool check_b_zero(struct fx *fx)
 }
 
 struct cut_result {
-	unsigned cuts;	     /* cut points enumerated */
-	unsigned bad;	     /* neither old nor new */
+	unsigned cuts;	      /* cut points enumerated */
+	unsigned bad;	      /* neither old nor new */
 	unsigned back_to_old; /* old after new had been seen */
-	unsigned first_new;  /* first cut showing the new state */
+	unsigned first_new;   /* first cut showing the new state */
 };
 
 /*
@@ -280,7 +280,7 @@ static struct cut_result enumerate_cuts(struct fx *fx, void (*setup)(struct fx *
 					bool (*check_new)(struct fx *))
 {
 	static struct snap old, new, cur;
-	struct cut_result r = { 0 };
+	struct cut_result r = {0};
 
 	fresh_file(fx);
 	setup(fx);
@@ -301,7 +301,8 @@ static struct cut_result enumerate_cuts(struct fx *fx, void (*setup)(struct fx *
 				r.first_new = (unsigned)k;
 			seen_new = true;
 			if (check_new && !check_new(fx)) {
-				print_message("cut %ld: new state, but its new volume is not zero\n", k);
+				print_message(
+				    "cut %ld: new state, but its new volume is not zero\n", k);
 				r.bad++;
 			}
 		} else if (snap_equal(&cur, &old)) {
@@ -374,7 +375,7 @@ static void vol_table_test_set_commit_in_place__control_is_caught(void **state)
  * before it starts; it is killed with SIGKILL after a chosen announcement.
  * The namespace must then hold v0..v(L-1) or v0..vL, L the last announced.
  */
-#define KILL_ROUNDS 12
+#define KILL_ROUNDS  12
 #define KILL_MAX_OPS 120
 
 static void child_create_loop(const char *path, int wfd)
@@ -450,12 +451,12 @@ int main(void)
 	log_set_level(LOG_LEVEL_ERROR);
 	const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
-		T(ns_volume_create__every_cut_old_or_new),
-		T(ns_volume_delete__every_cut_old_or_new),
-		T(ns_format__forced_every_cut_old_or_new),
-		T(ns_format__fresh_every_cut_unformatted_or_formatted),
-		T(vol_table_test_set_commit_in_place__control_is_caught),
-		T(ns_volume_create__kill_9_leaves_old_or_new),
+	    T(ns_volume_create__every_cut_old_or_new),
+	    T(ns_volume_delete__every_cut_old_or_new),
+	    T(ns_format__forced_every_cut_old_or_new),
+	    T(ns_format__fresh_every_cut_unformatted_or_formatted),
+	    T(vol_table_test_set_commit_in_place__control_is_caught),
+	    T(ns_volume_create__kill_9_leaves_old_or_new),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -27,10 +27,10 @@
 #include "vol_table.h"
 #include "volume.h"
 
-#define MiB (1ULL << 20)
-#define GiB (1ULL << 30)
+#define MiB	(1ULL << 20)
+#define GiB	(1ULL << 30)
 #define NS_SIZE (64 * MiB)
-#define PAGE RDAX_PAGE_SIZE
+#define PAGE	RDAX_PAGE_SIZE
 
 struct fx {
 	char dir[256];
@@ -231,7 +231,7 @@ static void ns_open__both_copies_corrupt_bad_metadata(void **state)
 	ns_close(&fx->ns);
 	uint8_t bad = 0xff;
 	/* bytes every copy's crc covers, whatever its count: the header */
-	file_poke(fx->path, 60, &bad, 1);		 /* copy A: data offset */
+	file_poke(fx->path, 60, &bad, 1);		  /* copy A: data offset */
 	file_poke(fx->path, VT_SLOT_SIZE + 200, &bad, 1); /* copy B: reserved header bytes */
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_BAD_METADATA);
 	assert_null(fx->ns);
@@ -321,7 +321,7 @@ static void ns_volume_create__bad_names_sizes_duplicates(void **state)
 	char longname[NS_VOLUME_NAME_MAX + 2];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
-	const char *bad[] = { "", ".a", "-a", "a b", "a/b", "a\n", longname };
+	const char *bad[] = {"", ".a", "-a", "a b", "a/b", "a\n", longname};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(ns_volume_create(fx->ns, bad[i], PAGE), -EINVAL);
 	assert_int_equal(ns_volume_create(fx->ns, NULL, PAGE), -EINVAL);
@@ -561,24 +561,24 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
-		T(ns_create__open_close_round_trip),
-		T(ns_create__bad_input),
-		T(ns_format__refuses_rdax_unless_forced),
-		T(ns_format__plain_file_then_open),
-		T(ns_open__garbage_refused_not_rdax),
-		T(ns_open__both_copies_corrupt_bad_metadata),
-		T(ns_open__one_copy_corrupt_is_repaired),
-		T(ns_volume_create__list_info_delete),
-		T(ns_volume_create__bad_names_sizes_duplicates),
-		T(ns_volume_create__enospc_names_largest_extent),
-		T(ns_volume_create__placement_alignment),
-		T(ns_volume_create__huge_falls_back_to_2m_alignment),
-		T(ns_volume_delete__open_volume_busy),
-		T(ns_volume_delete__dirty_data_is_dropped),
-		T(ns_close__writes_back_dirty_volumes),
-		T(ns_volume_create__zeros_over_deleted_data_sim),
-		T(ns_volume_create__zeros_over_deleted_data_auto),
-		T(ns_open__several_namespaces_distinct_ids),
+	    T(ns_create__open_close_round_trip),
+	    T(ns_create__bad_input),
+	    T(ns_format__refuses_rdax_unless_forced),
+	    T(ns_format__plain_file_then_open),
+	    T(ns_open__garbage_refused_not_rdax),
+	    T(ns_open__both_copies_corrupt_bad_metadata),
+	    T(ns_open__one_copy_corrupt_is_repaired),
+	    T(ns_volume_create__list_info_delete),
+	    T(ns_volume_create__bad_names_sizes_duplicates),
+	    T(ns_volume_create__enospc_names_largest_extent),
+	    T(ns_volume_create__placement_alignment),
+	    T(ns_volume_create__huge_falls_back_to_2m_alignment),
+	    T(ns_volume_delete__open_volume_busy),
+	    T(ns_volume_delete__dirty_data_is_dropped),
+	    T(ns_close__writes_back_dirty_volumes),
+	    T(ns_volume_create__zeros_over_deleted_data_sim),
+	    T(ns_volume_create__zeros_over_deleted_data_auto),
+	    T(ns_open__several_namespaces_distinct_ids),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

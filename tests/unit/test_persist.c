@@ -26,8 +26,8 @@
 #include "persist.h"
 
 #define FILE_SIZE (1ULL << 20)
-#define LINE RDAX_CACHELINE
-#define PAGE RDAX_PAGE_SIZE
+#define LINE	  RDAX_CACHELINE
+#define PAGE	  RDAX_PAGE_SIZE
 
 struct fx {
 	char dir[256];
@@ -102,9 +102,9 @@ static void persist_flush__sim_flushed_lines_survive_remap(void **state)
 	uint8_t expect[4 * LINE];
 	fill(expect, sizeof(expect), 1);
 	b = p.base;
-	assert_true(all_zero(b, LINE));			       /* line 0: never flushed */
-	assert_memory_equal(b + LINE, expect + LINE, LINE);	       /* flushed */
-	assert_true(all_zero(b + 2 * LINE, LINE));		       /* never flushed */
+	assert_true(all_zero(b, LINE));				    /* line 0: never flushed */
+	assert_memory_equal(b + LINE, expect + LINE, LINE);	    /* flushed */
+	assert_true(all_zero(b + 2 * LINE, LINE));		    /* never flushed */
 	assert_memory_equal(b + 3 * LINE, expect + 3 * LINE, LINE); /* whole line */
 	persist_unmap(&p);
 }
@@ -375,19 +375,19 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
-		T(persist_flush__sim_flushed_lines_survive_remap),
-		T(persist_flush__sim_unflushed_stores_not_in_file),
-		T(persist_sim_set_budget__tears_a_multi_line_flush),
-		T(persist_sim_set_budget__zero_drops_everything),
-		T(persist_zero__sim_edges_and_middle),
-		T(persist_zero__auto_edges_and_middle),
-		T(persist_zero__within_one_page),
-		T(persist_zero__sim_punch_is_one_budget_unit),
-		T(persist_map__auto_plain_file),
-		T(persist_map__bad_input),
-		T(persist_zero__bad_input),
-		T(persist_flush__outside_the_mapping_aborts),
-		T(persist_mode_parse__names),
+	    T(persist_flush__sim_flushed_lines_survive_remap),
+	    T(persist_flush__sim_unflushed_stores_not_in_file),
+	    T(persist_sim_set_budget__tears_a_multi_line_flush),
+	    T(persist_sim_set_budget__zero_drops_everything),
+	    T(persist_zero__sim_edges_and_middle),
+	    T(persist_zero__auto_edges_and_middle),
+	    T(persist_zero__within_one_page),
+	    T(persist_zero__sim_punch_is_one_budget_unit),
+	    T(persist_map__auto_plain_file),
+	    T(persist_map__bad_input),
+	    T(persist_zero__bad_input),
+	    T(persist_flush__outside_the_mapping_aborts),
+	    T(persist_mode_parse__names),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

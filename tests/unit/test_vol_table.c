@@ -27,13 +27,13 @@
 #include "vol_table.h"
 
 #define NS_SIZE (64ULL << 20)
-#define MiB (1ULL << 20)
+#define MiB	(1ULL << 20)
 
 /* layout of vol_table.h */
-#define OFF_VERSION 6
-#define OFF_GENERATION 16
-#define OFF_CRC 24
-#define OFF_COUNT 28
+#define OFF_VERSION	 6
+#define OFF_GENERATION	 16
+#define OFF_CRC		 24
+#define OFF_COUNT	 28
 #define OFF_ENTRY_OFFSET 72
 
 struct fx {
@@ -153,7 +153,7 @@ static void vol_table_format__refuses_rdax_unless_forced(void **state)
 	assert_int_equal(vol_table_count(fx->t), 1); /* untouched */
 
 	/* one copy with the magic is enough to refuse */
-	uint8_t zero[64] = { 0 };
+	uint8_t zero[64] = {0};
 	poke(fx, 0, zero, sizeof(zero));
 	assert_int_equal(vol_table_format(&fx->p, false), -EEXIST);
 
@@ -194,7 +194,8 @@ static void vol_table_add__commits_alternate_slots(void **state)
 	assert_int_equal(reload(fx), 0);
 	assert_int_equal(vol_table_generation(fx->t), gen + 2);
 	assert_int_equal(vol_table_count(fx->t), 2);
-	const struct vt_volume *v = vol_table_get(fx->t, (unsigned)vol_table_find(fx->t, "b.2_x-y"));
+	const struct vt_volume *v =
+	    vol_table_get(fx->t, (unsigned)vol_table_find(fx->t, "b.2_x-y"));
 	assert_non_null(v);
 	assert_int_equal(v->ns_offset, 8 * MiB);
 	assert_int_equal(v->size, 4096);
@@ -243,8 +244,7 @@ static void vol_table_add__rejects_bad_entries(void **state)
 	assert_int_equal(vol_table_add(fx->t, "x", align_down(UINT64_MAX, 4096), 8192, NULL),
 			 -EINVAL);
 	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE + MiB, MiB, NULL), -EEXIST);
-	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + MiB - 4096, 8192, NULL),
-			 -EBUSY);
+	assert_int_equal(vol_table_add(fx->t, "x", VT_META_SIZE + MiB - 4096, 8192, NULL), -EBUSY);
 	assert_int_equal(vol_table_generation(fx->t), gen); /* nothing committed */
 	assert_int_equal(vol_table_count(fx->t), 1);
 }
@@ -259,9 +259,9 @@ static void vol_table_add__table_full(void **state)
 		assert_int_equal(vol_table_add(fx->t, name, VT_META_SIZE + i * 4096ULL, 4096, NULL),
 				 0);
 	}
-	assert_int_equal(vol_table_add(fx->t, "one-more", VT_META_SIZE + VT_CAPACITY * 4096ULL,
-				       4096, NULL),
-			 -ENOSPC);
+	assert_int_equal(
+	    vol_table_add(fx->t, "one-more", VT_META_SIZE + VT_CAPACITY * 4096ULL, 4096, NULL),
+	    -ENOSPC);
 	assert_int_equal(reload(fx), 0);
 	assert_int_equal(vol_table_count(fx->t), VT_CAPACITY);
 }
@@ -345,8 +345,8 @@ static void vol_table_load__sane_crc_insane_contents(void **state)
 			continue;
 		}
 		uint64_t off = htole64(VT_META_SIZE + MiB / 2);
-		poke(fx, s * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + OFF_ENTRY_OFFSET,
-		     &off, 8);
+		poke(fx, s * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + OFF_ENTRY_OFFSET, &off,
+		     8);
 		fix_crc(fx, s);
 	}
 	assert_int_equal(reload(fx), -RDAX_E_BAD_METADATA);
@@ -422,22 +422,22 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
-		T(vol_table_format__fresh_loads_empty),
-		T(vol_table_format__refuses_rdax_unless_forced),
-		T(vol_table_format__too_small),
-		T(vol_table_add__commits_alternate_slots),
-		T(vol_table_remove__compacts_and_reloads),
-		T(vol_table_add__rejects_bad_entries),
-		T(vol_table_add__table_full),
-		T(vol_table_load__newest_copy_torn_uses_the_other),
-		T(vol_table_load__older_copy_torn_keeps_newest),
-		T(vol_table_load__both_copies_bad),
-		T(vol_table_load__crc_catches_every_header_byte),
-		T(vol_table_load__sane_crc_insane_contents),
-		T(vol_table_load__unknown_version),
-		T(vol_table_load__garbage_and_zeros_not_rdax),
-		T(vol_table_load__mapping_smaller_than_recorded),
-		T(vt_name_valid__rules),
+	    T(vol_table_format__fresh_loads_empty),
+	    T(vol_table_format__refuses_rdax_unless_forced),
+	    T(vol_table_format__too_small),
+	    T(vol_table_add__commits_alternate_slots),
+	    T(vol_table_remove__compacts_and_reloads),
+	    T(vol_table_add__rejects_bad_entries),
+	    T(vol_table_add__table_full),
+	    T(vol_table_load__newest_copy_torn_uses_the_other),
+	    T(vol_table_load__older_copy_torn_keeps_newest),
+	    T(vol_table_load__both_copies_bad),
+	    T(vol_table_load__crc_catches_every_header_byte),
+	    T(vol_table_load__sane_crc_insane_contents),
+	    T(vol_table_load__unknown_version),
+	    T(vol_table_load__garbage_and_zeros_not_rdax),
+	    T(vol_table_load__mapping_smaller_than_recorded),
+	    T(vt_name_valid__rules),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

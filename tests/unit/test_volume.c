@@ -22,10 +22,10 @@
 #include "namespace.h"
 #include "volume.h"
 
-#define MiB (1ULL << 20)
-#define NS_SIZE (32 * MiB)
+#define MiB	 (1ULL << 20)
+#define NS_SIZE	 (32 * MiB)
 #define VOL_SIZE (4 * MiB)
-#define PAGE RDAX_PAGE_SIZE
+#define PAGE	 RDAX_PAGE_SIZE
 
 struct fx {
 	char dir[256];
@@ -110,12 +110,12 @@ static void volume_write__round_trips_aligned_and_unaligned(void **state)
 	static const struct {
 		uint64_t off, len;
 	} cases[] = {
-		{ 0, PAGE },		   /* one page */
-		{ 3 * PAGE + 1, 1 },	   /* one byte */
-		{ 5 * PAGE - 7, 20 },	   /* across a page boundary */
-		{ 64 * PAGE + 33, 3 * PAGE }, /* unaligned, several pages */
-		{ 2 * MiB, 2 * MiB },	   /* a whole aligned 2 MiB block (huge entry) */
-		{ VOL_SIZE - 1, 1 },	   /* the last byte */
+	    {0, PAGE},			/* one page */
+	    {3 * PAGE + 1, 1},		/* one byte */
+	    {5 * PAGE - 7, 20},		/* across a page boundary */
+	    {64 * PAGE + 33, 3 * PAGE}, /* unaligned, several pages */
+	    {2 * MiB, 2 * MiB},		/* a whole aligned 2 MiB block (huge entry) */
+	    {VOL_SIZE - 1, 1},		/* the last byte */
 	};
 	uint8_t *buf = malloc(2 * MiB), *back = malloc(2 * MiB);
 	assert_non_null(buf);
@@ -340,14 +340,14 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
-		T(volume_read__never_written_reads_zero),
-		T(volume_write__round_trips_aligned_and_unaligned),
-		T(volume_write__marks_dirty_and_fsync_clears),
-		T(volume_discard__zeros_durably_and_drops_entries),
-		T(volume_discard__whole_volume),
-		T(volume_set_flush_mode__hammer_writes_everything),
-		T(volume__bad_input_changes_nothing),
-		T(volume_new__bad_input),
+	    T(volume_read__never_written_reads_zero),
+	    T(volume_write__round_trips_aligned_and_unaligned),
+	    T(volume_write__marks_dirty_and_fsync_clears),
+	    T(volume_discard__zeros_durably_and_drops_entries),
+	    T(volume_discard__whole_volume),
+	    T(volume_set_flush_mode__hammer_writes_everything),
+	    T(volume__bad_input_changes_nothing),
+	    T(volume_new__bad_input),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
