@@ -275,8 +275,11 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 			  v->name, off, len, v->size);
 		return ret;
 	}
-	if (mode == FLUSH_DEFAULT)
-		mode = v->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_TRACKED;
+	if (mode == FLUSH_DEFAULT) {
+		/* volume_set_flush_mode() stores it atomically, at any time */
+		enum flush_mode vmode = __atomic_load_n(&v->flush_mode, __ATOMIC_RELAXED);
+		mode = vmode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_TRACKED;
+	}
 
 	uint64_t first = off >> RDAX_PAGE_SHIFT;
 	/* off + len <= size, and size is far below 2^64 - 4096: no wrap */

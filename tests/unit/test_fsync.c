@@ -23,6 +23,7 @@
 #include "dirty_tree.h"
 #include "faults.h"
 #include "fsync.h"
+#include "log.h"
 #include "namespace.h"
 #include "volume.h"
 
@@ -65,6 +66,8 @@ static int fx_teardown(void **state)
 	struct fx *fx = *state;
 	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	fsync_set_test_hooks(NULL);
+	/* every test leaves a tree that passes its own structural check */
+	assert_int_equal(dtree_check(fx->v->tree), 0);
 	close(fx->fd);
 	ns_volume_close(fx->ns, &fx->v);
 	ns_close(&fx->ns);
@@ -474,6 +477,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 
 int main(void)
 {
+	log_set_level(LOG_LEVEL_WARN);
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(fsync_range__one_page_written_back),

@@ -17,16 +17,14 @@
  * How "the other thread is waiting" is decided without timing:
  *  - for fsync B, the before_wait hook: fsync_range() calls it just before
  *    it blocks on the volume's fsync lock, so "B waits" is a state we see;
- *  - for threads blocked inside the dirty tree (which has no hooks), the
- *    kernel's own record: /proc/self/task/<tid>/wchan names the futex wait
- *    while a thread sleeps on a mutex or condition variable.
+ *  - for a thread blocked inside the dirty tree (a discard or write waiting
+ *    for an entry lock), dtree_waiters(): while A is held, nobody else can
+ *    be waiting in the tree.
  * The main thread waits, without a time limit that could decide the result,
- * until the other thread is either finished or seen asleep in a futex while
- * A is held. Finishing while A is held is the failure; a slow machine only
- * makes the wait longer. (A safety deadline of 60 s fails the test, never
- * passes it.) The threads publish "finished" with an atomic store after the
- * operation, not under a mutex, so a thread is never seen in a futex of the
- * test's own making once its operation is over.
+ * until the other thread is either finished or seen waiting while A is
+ * held. Finishing while A is held is the failure; a slow machine only makes
+ * the wait longer. (A safety deadline of 60 s fails the test, never passes
+ * it.)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +46,7 @@
 #include "dirty_tree.h"
 #include "faults.h"
 #include "fsync.h"
+#include "log.h"
 #include "namespace.h"
 #include "volume.h"
 
@@ -84,9 +83,15 @@ static int fx_setup(void **state)
 	return 0;
 }
 
+static void race_end_current(void);
+
 static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
+	/* a failed check left a scenario running: release A, join its threads */
+	race_end_current();
+	/* whatever a race did, the tree must be whole afterwards */
+	assert_int_equal(dtree_check(fx->v->tree), 0);
 	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	fsync_set_test_hooks(NULL);
 	close(fx->fd);
@@ -157,16 +162,47 @@ static bool page_dirty(struct fx *fx, uint64_t page)
 
 enum pause_at { PAUSE_AFTER_TAG, PAUSE_AFTER_CLAIM, PAUSE_AFTER_WRITEBACK };
 
+struct race;
+
+/* the racing operation, run in a thread of its own */
+struct actor {
+	void (*fn)(struct actor *);
+	struct fx *fx;
+	uint64_t off, len;
+	const uint8_t *buf;
+	int ret;
+	atomic_bool done;
+	/* A was still held when the operation returned */
+	bool done_while_a_held;
+	struct race *race;
+};
+
+/* fsync B of race 1 */
+struct b_state {
+	uint64_t written;
+	int ret;
+	bool returned_while_a_held;
+	bool durable_at_return;
+	uint64_t check_off, check_len;
+	unsigned check_seed;
+};
+
 /*
  * One scenario: fsync A (a thread of its own) is held at @pause_at until the
- * main thread releases it; an actor thread does the racing operation.
+ * main thread releases it; another thread (an actor, or fsync B) races it.
+ * It lives in static storage, not on a test's stack, so that when a check
+ * fails (cmocka jumps out of the test) the teardown can still release A and
+ * join the threads instead of hanging behind a held fsync.
  */
 struct race {
+	bool active;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct fx *fx;
 	enum pause_at pause_at;
 	uint64_t a_off, a_len;
+	pthread_t a_thread, other_thread;
+	bool a_started, other_started;
 	/* under mu */
 	bool a_paused;	/* A is inside the hook (and stays until a_release) */
 	bool a_release;
@@ -179,13 +215,19 @@ struct race {
 	uint64_t a_written;
 	atomic_bool a_done;
 	atomic_bool a_held; /* A is paused: set before a_paused, cleared on release */
+	struct actor actor;
+	struct b_state b;
 };
+
+static struct race the_race;
 
 /* the thread running fsync A; hooks act only there */
 static _Thread_local bool thread_is_a;
 
-static void race_init(struct race *r, struct fx *fx, enum pause_at at, uint64_t off, uint64_t len)
+/* race_begin -- a fresh scenario: A will fsync [off, off + len) and stop at @at */
+static struct race *race_begin(struct fx *fx, enum pause_at at, uint64_t off, uint64_t len)
 {
+	struct race *r = &the_race;
 	memset(r, 0, sizeof(*r));
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -199,12 +241,54 @@ static void race_init(struct race *r, struct fx *fx, enum pause_at at, uint64_t 
 	r->a_len = len;
 	atomic_init(&r->a_done, false);
 	atomic_init(&r->a_held, false);
+	r->actor.race = r;
+	r->actor.fx = fx;
+	atomic_init(&r->actor.done, false);
+	r->active = true;
+	return r;
 }
 
-static void race_destroy(struct race *r)
+/*
+ * race_release_a -- let A go on and wait for it to return. Safe to call
+ * more than once, and when A never started.
+ */
+static void race_release_a(struct race *r)
 {
+	pthread_mutex_lock(&r->mu);
+	r->a_release = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	if (r->a_started) {
+		pthread_join(r->a_thread, NULL);
+		r->a_started = false;
+	}
+	fsync_set_test_hooks(NULL);
+}
+
+/* race_join_other -- wait for the racing thread (A must be released first) */
+static void race_join_other(struct race *r)
+{
+	if (r->other_started) {
+		pthread_join(r->other_thread, NULL);
+		r->other_started = false;
+	}
+}
+
+/* race_end -- release and join everything, free the scenario (teardown too) */
+static void race_end(struct race *r)
+{
+	if (!r->active)
+		return;
+	race_release_a(r);
+	race_join_other(r);
 	pthread_mutex_destroy(&r->mu);
 	pthread_cond_destroy(&r->cv);
+	r->active = false;
+}
+
+static void race_end_current(void)
+{
+	race_end(&the_race);
 }
 
 static struct timespec deadline_in(int seconds)
@@ -232,7 +316,7 @@ static void hold_a(struct race *r, const struct dtree_item *items, unsigned n)
 		atomic_store(&r->a_held, true);
 		r->a_paused = true;
 		pthread_cond_broadcast(&r->cv);
-		/* no deadline: the main thread always releases (it fails, then releases) */
+		/* no deadline: the main thread, or the teardown, always releases */
 		while (!r->a_release)
 			pthread_cond_wait(&r->cv, &r->mu);
 		atomic_store(&r->a_held, false);
@@ -287,7 +371,7 @@ static void *thread_fsync_a(void *arg)
 }
 
 /* race_start_a -- run fsync A in a thread and wait until it is held */
-static void race_start_a(struct race *r, pthread_t *a)
+static void race_start_a(struct race *r)
 {
 	struct fsync_test_hooks hooks = {
 		.after_tag = hook_after_tag,
@@ -297,7 +381,8 @@ static void race_start_a(struct race *r, pthread_t *a)
 		.before_wait = hook_before_wait,
 	};
 	fsync_set_test_hooks(&hooks);
-	assert_int_equal(pthread_create(a, NULL, thread_fsync_a, r), 0);
+	assert_int_equal(pthread_create(&r->a_thread, NULL, thread_fsync_a, r), 0);
+	r->a_started = true;
 	struct timespec dl = deadline_in(SAFETY_DEADLINE_S);
 	pthread_mutex_lock(&r->mu);
 	bool ok = true;
@@ -305,44 +390,15 @@ static void race_start_a(struct race *r, pthread_t *a)
 		ok = race_wait(r, &dl);
 	bool paused = r->a_paused;
 	pthread_mutex_unlock(&r->mu);
-	if (!paused) {
-		pthread_join(*a, NULL);
-		fsync_set_test_hooks(NULL);
+	if (!paused)
 		fail_msg("fsync A never reached its pause point (nothing to claim?)");
-	}
 }
 
-/* race_release_a -- let A go on and wait for it to return */
-static void race_release_a(struct race *r, pthread_t a)
-{
-	pthread_mutex_lock(&r->mu);
-	r->a_release = true;
-	pthread_cond_broadcast(&r->cv);
-	pthread_mutex_unlock(&r->mu);
-	pthread_join(a, NULL);
-	fsync_set_test_hooks(NULL);
-	assert_int_equal(r->a_ret, 0);
-}
-
-/* ---- an actor thread and "is it asleep in a futex?" ---------------------- */
-
-struct actor {
-	void (*fn)(struct actor *);
-	struct fx *fx;
-	uint64_t off, len;
-	const uint8_t *buf;
-	int ret;
-	atomic_int tid;
-	atomic_bool done;
-	/* A was still held when the operation returned */
-	bool done_while_a_held;
-	struct race *race;
-};
+/* ---- an actor thread, and whether it waits in the tree ------------------- */
 
 static void *actor_main(void *arg)
 {
 	struct actor *ac = arg;
-	atomic_store(&ac->tid, (int)gettid());
 	ac->fn(ac);
 	ac->done_while_a_held = atomic_load(&ac->race->a_held);
 	atomic_store(&ac->done, true);
@@ -350,44 +406,22 @@ static void *actor_main(void *arg)
 }
 
 /*
- * thread_in_futex_wait -- whether thread @tid of this process sleeps in a
- * futex wait (a mutex or condition variable), from the kernel's wchan.
+ * actor_run_until_done_or_blocked -- start r->actor (fn and arguments set)
+ * and return once it has either finished or is seen waiting in the volume's
+ * dirty tree with its work not finished. Returns true if it finished.
+ * Polling only looks at state; how long it takes never changes the answer.
  */
-static bool thread_in_futex_wait(int tid)
+static bool actor_run_until_done_or_blocked(struct race *r)
 {
-	char path[64], buf[128];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", tid);
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	return strstr(buf, "futex") != NULL;
-}
-
-/*
- * actor_run_until_done_or_blocked -- start the actor and return once it has
- * either finished or is seen asleep in a futex with its work not finished.
- * Returns true if it finished. Polling only looks at state; how long it
- * takes never changes the answer.
- */
-static bool actor_run_until_done_or_blocked(struct actor *ac, pthread_t *t)
-{
-	atomic_init(&ac->tid, 0);
-	atomic_init(&ac->done, false);
-	assert_int_equal(pthread_create(t, NULL, actor_main, ac), 0);
+	struct actor *ac = &r->actor;
+	assert_int_equal(pthread_create(&r->other_thread, NULL, actor_main, ac), 0);
+	r->other_started = true;
 	time_t start = time(NULL);
 	for (;;) {
 		if (atomic_load(&ac->done))
 			return true;
-		int tid = atomic_load(&ac->tid);
-		if (tid && thread_in_futex_wait(tid)) {
-			/* asleep: finished meanwhile? then it was not blocked by A */
+		if (dtree_waiters(ac->fx->v->tree) > 0)
 			return atomic_load(&ac->done);
-		}
 		if (time(NULL) - start > SAFETY_DEADLINE_S)
 			fail_msg("actor neither finished nor blocked within %d s",
 				 SAFETY_DEADLINE_S);
@@ -408,20 +442,10 @@ static void act_discard(struct actor *ac)
 
 /* ---- race 1: two fsyncs of one volume ------------------------------------ */
 
-struct b_state {
-	struct race *r;
-	uint64_t written;
-	int ret;
-	bool returned_while_a_held;
-	bool durable_at_return;
-	uint64_t check_off, check_len;
-	unsigned check_seed;
-};
-
 static void *thread_fsync_b(void *arg)
 {
-	struct b_state *b = arg;
-	struct race *r = b->r;
+	struct race *r = arg;
+	struct b_state *b = &r->b;
 	b->ret = fsync_range(r->fx->v, 0, 0, FLUSH_TRACKED, &b->written);
 	/* what B acknowledges must be durable now, whatever A is doing */
 	b->durable_at_return = durable_equals(r->fx, b->check_off, b->check_len, b->check_seed);
@@ -450,34 +474,33 @@ struct two_fsyncs_result {
  */
 static void run_two_fsyncs(struct fx *fx, struct two_fsyncs_result *res)
 {
-	struct race r;
-	pthread_t a, bt;
-	struct b_state b = { .r = &r, .check_off = PAGE, .check_len = 3 * PAGE, .check_seed = 41 };
-
 	write_pattern(fx, PAGE, 3 * PAGE, 41);
-	race_init(&r, fx, PAUSE_AFTER_CLAIM, 0, 0);
-	race_start_a(&r, &a);
-	assert_int_equal(r.nclaimed, 3);
-	assert_int_equal(pthread_create(&bt, NULL, thread_fsync_b, &b), 0);
+	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, 0, 0);
+	r->b = (struct b_state){ .check_off = PAGE, .check_len = 3 * PAGE, .check_seed = 41 };
+	race_start_a(r);
+	assert_int_equal(r->nclaimed, 3);
+	assert_int_equal(pthread_create(&r->other_thread, NULL, thread_fsync_b, r), 0);
+	r->other_started = true;
 
 	struct timespec dl = deadline_in(SAFETY_DEADLINE_S);
 	bool ok = true;
-	pthread_mutex_lock(&r.mu);
-	while (!r.b_waiting && !r.b_returned && ok)
-		ok = race_wait(&r, &dl);
-	res->b_waited = r.b_waiting;
-	pthread_mutex_unlock(&r.mu);
-
-	race_release_a(&r, a);
-	pthread_join(bt, NULL);
-	assert_int_equal(b.ret, 0);
-	res->b_returned_while_a_held = b.returned_while_a_held;
-	res->b_durable_at_return = b.durable_at_return;
-	res->a_written = r.a_written;
-	res->b_written = b.written;
-	race_destroy(&r);
+	pthread_mutex_lock(&r->mu);
+	while (!r->b_waiting && !r->b_returned && ok)
+		ok = race_wait(r, &dl);
+	res->b_waited = r->b_waiting;
+	pthread_mutex_unlock(&r->mu);
 	if (!ok)
 		fail_msg("fsync B neither waited nor returned within %d s", SAFETY_DEADLINE_S);
+
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->b.ret, 0);
+	res->b_returned_while_a_held = r->b.returned_while_a_held;
+	res->b_durable_at_return = r->b.durable_at_return;
+	res->a_written = r->a_written;
+	res->b_written = r->b.written;
+	race_end(r);
 }
 
 static void fsync_range__concurrent_fsync_waits_for_claimed_writeback(void **state)
@@ -521,38 +544,35 @@ struct write_during_result {
 static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write_during_result *res)
 {
 	const uint64_t page = 4;
-	struct race r;
-	pthread_t a, wt;
-	uint8_t newdata[100];
+	static uint8_t newdata[100];
 	fill(newdata, sizeof(newdata), 52);
 
 	write_pattern(fx, page * PAGE, PAGE, 51);
-	race_init(&r, fx, at, 0, 0);
-	race_start_a(&r, &a);
-	assert_int_equal(r.nclaimed, 1);
-	assert_int_equal(r.claimed[0].index, page);
+	struct race *r = race_begin(fx, at, 0, 0);
+	race_start_a(r);
+	assert_int_equal(r->nclaimed, 1);
+	assert_int_equal(r->claimed[0].index, page);
 
-	struct actor w = { .fn = act_write,
-			   .fx = fx,
-			   .off = page * PAGE + 200,
-			   .len = sizeof(newdata),
-			   .buf = newdata,
-			   .race = &r };
-	/* either outcome is allowed: a write may wait for the entry lock or not */
-	actor_run_until_done_or_blocked(&w, &wt);
-	race_release_a(&r, a);
-	pthread_join(wt, NULL);
-	assert_int_equal(w.ret, 0);
-	assert_int_equal(r.a_written, PAGE);
+	r->actor.fn = act_write;
+	r->actor.off = page * PAGE + 200;
+	r->actor.len = sizeof(newdata);
+	r->actor.buf = newdata;
+	/* either outcome is allowed here: a write may wait for the entry lock or not */
+	actor_run_until_done_or_blocked(r);
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->actor.ret, 0);
+	assert_int_equal(r->a_written, PAGE);
 
-	res->write_done_while_a_held = w.done_while_a_held;
+	res->write_done_while_a_held = r->actor.done_while_a_held;
 	res->dirty_after = page_dirty(fx, page);
 	res->new_data_durable = durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
 	res->durable_after_next_fsync =
 		durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
-	race_destroy(&r);
+	race_end(r);
 }
 
 /*
@@ -622,9 +642,6 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
  */
 static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, bool huge)
 {
-	struct race r;
-	pthread_t a, dt;
-
 	if (huge)
 		write_pattern(fx, off, len, 61);
 	else
@@ -632,20 +649,24 @@ static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, 
 			write_pattern(fx, off + p * PAGE, PAGE, 61 + (unsigned)p);
 	write_pattern(fx, off + len + 8 * PAGE, 10, 70); /* outside: stays dirty */
 
-	race_init(&r, fx, PAUSE_AFTER_CLAIM, off, len);
-	race_start_a(&r, &a);
-	assert_int_equal(r.nclaimed, huge ? 1 : len / PAGE);
-	assert_int_equal(r.claimed[0].index, off / PAGE);
+	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, off, len);
+	race_start_a(r);
+	assert_int_equal(r->nclaimed, huge ? 1 : len / PAGE);
+	assert_int_equal(r->claimed[0].index, off / PAGE);
 
-	struct actor d = { .fn = act_discard, .fx = fx, .off = off, .len = len, .race = &r };
-	bool done = actor_run_until_done_or_blocked(&d, &dt);
+	r->actor.fn = act_discard;
+	r->actor.off = off;
+	r->actor.len = len;
+	bool done = actor_run_until_done_or_blocked(r);
 	/* the discard must not finish while A holds the entries */
 	assert_false(done);
-	race_release_a(&r, a);
-	pthread_join(dt, NULL);
-	assert_int_equal(d.ret, 0);
-	assert_false(d.done_while_a_held);
-	assert_int_equal(r.a_written, len);
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->actor.ret, 0);
+	assert_false(r->actor.done_while_a_held);
+	assert_int_equal(r->a_written, len);
+	race_end(r);
 
 	/* reads zeros, and the zeros are what is durable */
 	uint8_t *buf = malloc(len), *zero = calloc(1, len);
@@ -667,12 +688,12 @@ static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, 
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 0);
 	assert_int_equal(st.dirty_bytes, PAGE);
+	assert_int_equal(dtree_check(fx->v->tree), 0);
 	assert_true(page_dirty(fx, (off + len) / PAGE + 8));
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
 	assert_int_equal(written, PAGE);
 	assert_true(durable_equals(fx, off + len + 8 * PAGE, 10, 70));
-	race_destroy(&r);
 }
 
 static void volume_discard__waits_for_fsync_holding_small_entries(void **state)
@@ -705,41 +726,39 @@ static void run_conversion_while_tagged(struct fx *fx, struct conversion_result 
 	const uint64_t block = PMD;
 	const uint64_t s1_off = block + 3 * PAGE + 10, s1_len = 100;
 	const uint64_t s2_off = block + 100 * PAGE, s2_len = PAGE;
-	struct race r;
-	pthread_t a, ct;
+	static uint8_t whole[PMD];
 
 	write_pattern(fx, s1_off, s1_len, 81);
 	write_pattern(fx, s2_off, s2_len, 82);
-	race_init(&r, fx, PAUSE_AFTER_TAG, 0, 0);
-	race_start_a(&r, &a);
+	struct race *r = race_begin(fx, PAUSE_AFTER_TAG, 0, 0);
+	race_start_a(r);
 	assert_true(dtree_get_mark(fx->v->tree, s1_off / PAGE, DTREE_TOWRITE));
 	assert_true(dtree_get_mark(fx->v->tree, s2_off / PAGE, DTREE_TOWRITE));
 
-	uint8_t *whole = malloc(PMD);
-	assert_non_null(whole);
 	fill(whole, PMD, 83);
 	fill(whole + (s1_off - block), s1_len, 81);
 	fill(whole + (s2_off - block), s2_len, 82);
-	struct actor c = {
-		.fn = act_write, .fx = fx, .off = block, .len = PMD, .buf = whole, .race = &r
-	};
+	r->actor.fn = act_write;
+	r->actor.off = block;
+	r->actor.len = PMD;
+	r->actor.buf = whole;
 	/* A holds no entry lock after tagging: the conversion has nothing to wait for */
-	bool done = actor_run_until_done_or_blocked(&c, &ct);
+	bool done = actor_run_until_done_or_blocked(r);
 	if (done) {
 		uint64_t first, entry;
 		res->converted = dtree_lookup(fx->v->tree, block / PAGE + 7, &first, &entry) == 0 &&
 				 dentry_size(entry) == DTREE_SIZE_2M && first == block / PAGE;
 		res->huge_towrite = dtree_get_mark(fx->v->tree, block / PAGE, DTREE_TOWRITE);
 	}
-	race_release_a(&r, a);
-	pthread_join(ct, NULL);
-	assert_int_equal(c.ret, 0);
-	free(whole);
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->actor.ret, 0);
 	assert_true(done);
 	res->small_data_durable = durable_equals(fx, s1_off, s1_len, 81) &&
 				  durable_equals(fx, s2_off, s2_len, 82);
-	res->a_written = r.a_written;
-	race_destroy(&r);
+	res->a_written = r->a_written;
+	race_end(r);
 }
 
 static void fsync_range__huge_conversion_of_tagged_entries_is_written_back(void **state)
@@ -773,36 +792,34 @@ static void fsync_range__huge_conversion_control_no_towrite_inherit(void **state
 static void fsync_range__small_write_into_tagged_huge_entry_keeps_it(void **state)
 {
 	struct fx *fx = *state;
-	struct race r;
-	pthread_t a, wt;
-	uint8_t small[64];
+	static uint8_t small[64];
 	fill(small, sizeof(small), 92);
 
 	write_pattern(fx, 3 * PMD, PMD, 91);
-	race_init(&r, fx, PAUSE_AFTER_TAG, 0, 0);
-	race_start_a(&r, &a);
-	struct actor w = { .fn = act_write,
-			   .fx = fx,
-			   .off = 3 * PMD + 5 * PAGE,
-			   .len = sizeof(small),
-			   .buf = small,
-			   .race = &r };
-	assert_true(actor_run_until_done_or_blocked(&w, &wt));
+	struct race *r = race_begin(fx, PAUSE_AFTER_TAG, 0, 0);
+	race_start_a(r);
+	r->actor.fn = act_write;
+	r->actor.off = 3 * PMD + 5 * PAGE;
+	r->actor.len = sizeof(small);
+	r->actor.buf = small;
+	assert_true(actor_run_until_done_or_blocked(r));
 	uint64_t first = 0, entry = 0;
 	assert_int_equal(dtree_lookup(fx->v->tree, 3 * PMD / PAGE + 5, &first, &entry), 0);
 	assert_int_equal(dentry_size(entry), DTREE_SIZE_2M);
 	assert_int_equal(first, 3 * PMD / PAGE);
 	assert_true(dtree_get_mark(fx->v->tree, first, DTREE_TOWRITE));
-	race_release_a(&r, a);
-	pthread_join(wt, NULL);
-	assert_int_equal(w.ret, 0);
-	assert_int_equal(r.a_written, PMD);
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->actor.ret, 0);
+	assert_int_equal(r->a_written, PMD);
 	assert_true(durable_equals(fx, 3 * PMD, 5 * PAGE, 91));
-	race_destroy(&r);
+	race_end(r);
 }
 
 int main(void)
 {
+	log_set_level(LOG_LEVEL_WARN);
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 		T(fsync_range__concurrent_fsync_waits_for_claimed_writeback),
