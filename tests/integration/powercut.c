@@ -26,6 +26,13 @@
  * After a verified round the volume's actual content becomes the new D, so
  * rounds build on each other; one daemon namespace lives through all cuts.
  *
+ * Beside the data loaders runs one metadata loader (powercut_load --meta)
+ * that creates, writes and deletes volumes "m<gen>". After the cut the
+ * volume table must hold every volume whose create was acknowledged and
+ * whose delete was not attempted, none whose delete was acknowledged, none
+ * that was never attempted, and each with its size; the metadata must load
+ * at every restart. The driver deletes the leftovers after each check.
+ *
  * --control runs the daemon with RDAX_FAULTS=skip-writeback (the first entry
  * of every fsync is not written back) and inverts the verdict: exit 0 when a
  * loss was detected (it stops at the first), 1 if all cuts passed -- i.e.
@@ -64,6 +71,8 @@
 /* generations per loader per round (far more operations than a round makes) */
 #define GEN_SPAN (1u << 18)
 
+enum { META_NONE, META_CREATING, META_CREATED, META_DELETING, META_DELETED };
+
 struct pending {
 	uint32_t gen;
 	bool discard;
@@ -87,6 +96,10 @@ struct pc {
 	uint32_t next_gen;
 	struct loader_state ls[MAX_LOADERS];
 	uint8_t *got, *want;
+	/* the metadata loader's volumes of this round, by gen - meta_gen0 */
+	uint32_t meta_gen0;
+	uint8_t *meta_state; /* META_* */
+	uint64_t *meta_size;
 	/* statistics */
 	uint64_t total_acks, total_ops, lost_bytes;
 };
@@ -173,6 +186,100 @@ static long replay(struct pc *pc, unsigned k, const char *path)
 	}
 	fclose(f);
 	return acks;
+}
+
+/* replay_meta -- the metadata loader's log into pc->meta_state; 0 or -1 */
+static int replay_meta(struct pc *pc, const char *path, long *acks)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "powercut: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	struct pc_rec r;
+	while (fread(&r, sizeof(r), 1, f) == 1) {
+		if (r.gen < pc->meta_gen0 || r.gen >= pc->meta_gen0 + GEN_SPAN || r.kind < PC_CREATE ||
+		    r.kind > PC_DELETED) {
+			fprintf(stderr, "powercut: meta loader: bad record kind %u gen %u\n", r.kind,
+				r.gen);
+			fclose(f);
+			return -1;
+		}
+		uint32_t i = r.gen - pc->meta_gen0;
+		static const uint8_t to[] = { [PC_CREATE] = META_CREATING, [PC_CREATED] = META_CREATED,
+					      [PC_DELETE] = META_DELETING, [PC_DELETED] = META_DELETED };
+		pc->meta_state[i] = to[r.kind];
+		pc->meta_size[i] = r.len;
+		if (r.kind == PC_CREATED || r.kind == PC_DELETED)
+			(*acks)++;
+	}
+	fclose(f);
+	return 0;
+}
+
+/*
+ * verify_meta -- the volume table after the cut against the metadata log;
+ * then delete the leftovers. Returns the number of violations, or -1.
+ */
+static long verify_meta(struct pc *pc, unsigned round)
+{
+	struct rdax_conn *c = NULL;
+	int ret = rdax_connect(pc->d.url, NULL, &c);
+	if (ret)
+		return -1;
+	struct rdax_volume_info *vi = NULL;
+	size_t n = 0;
+	ret = rdax_volume_list(c, &vi, &n);
+	if (ret) {
+		fprintf(stderr, "powercut: volume list after the cut: %s\n", rdax_strerror(ret));
+		rdax_disconnect(&c);
+		return -1;
+	}
+	long bad = 0;
+	uint8_t *seen = calloc(GEN_SPAN, 1);
+	for (size_t i = 0; i < n; i++) {
+		if (vi[i].name[0] != 'm')
+			continue;
+		uint32_t gen = (uint32_t)strtoul(vi[i].name + 1, NULL, 10);
+		uint32_t k = gen - pc->meta_gen0;
+		if (gen < pc->meta_gen0 || k >= GEN_SPAN || pc->meta_state[k] == META_NONE ||
+		    pc->meta_state[k] == META_DELETED || vi[i].size != pc->meta_size[k]) {
+			fprintf(stderr,
+				"powercut: cut %u: volume %s (size %llu) after the cut: %s\n", round,
+				vi[i].name, (unsigned long long)vi[i].size,
+				gen < pc->meta_gen0 || k >= GEN_SPAN || !pc->meta_state[k]
+					? "never created"
+				: pc->meta_state[k] == META_DELETED ? "its delete was acknowledged"
+								     : "wrong size");
+			bad++;
+		} else {
+			seen[k] = 1;
+		}
+	}
+	for (uint32_t k = 0; k < GEN_SPAN; k++) {
+		if (pc->meta_state[k] == META_CREATED && !seen[k]) {
+			fprintf(stderr, "powercut: cut %u: volume m%u lost: its create was "
+					"acknowledged, no delete attempted\n",
+				round, pc->meta_gen0 + k);
+			bad++;
+		}
+	}
+	/* clean up for the next round */
+	for (size_t i = 0; i < n; i++) {
+		if (vi[i].name[0] != 'm')
+			continue;
+		ret = rdax_volume_delete(c, vi[i].name);
+		if (ret) {
+			fprintf(stderr, "powercut: delete %s after the cut: %s\n", vi[i].name,
+				rdax_strerror(ret));
+			bad = bad ? bad : -1;
+		}
+	}
+	free(seen);
+	rdax_volume_info_free(&vi);
+	rdax_disconnect(&c);
+	memset(pc->meta_state, 0, GEN_SPAN);
+	return bad;
 }
 
 /* read_volume -- the whole volume through a fresh connection into pc->got */
@@ -275,6 +382,7 @@ static uint64_t verify(struct pc *pc, unsigned round)
 static pid_t spawn_loader(struct pc *pc, unsigned k, uint64_t rseed, int progress_w,
 			  const char *logp)
 {
+	bool meta = k == pc->loaders; /* the one after the data loaders */
 	char ks[16], ls[16], ss[32], rs[32], gs[16];
 	snprintf(ks, sizeof(ks), "%u", k);
 	snprintf(ls, sizeof(ls), "%u", pc->loaders);
@@ -283,7 +391,8 @@ static pid_t spawn_loader(struct pc *pc, unsigned k, uint64_t rseed, int progres
 	snprintf(gs, sizeof(gs), "%u", pc->round_gen0 + k * GEN_SPAN);
 	const char *argv[] = { POWERCUT_LOAD_PATH, "--url", pc->d.url, "--volume", VOLUME,
 			       "--loader", ks, "--loaders", ls, "--seed", ss, "--rseed", rs,
-			       "--gen", gs, "--log", logp, "--progress-fd", "3", NULL };
+			       "--gen", gs, "--log", logp, "--progress-fd", "3",
+			       meta ? "--meta" : NULL, NULL };
 	pid_t pid = fork();
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -328,9 +437,11 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 	if (pipe2(pfd, O_CLOEXEC) < 0)
 		return 3;
 	memset(pc->discarded, 0, (size_t)MAX_LOADERS * GEN_SPAN);
-	pid_t pids[MAX_LOADERS];
-	char logs[MAX_LOADERS][320];
-	for (unsigned k = 0; k < pc->loaders; k++) {
+	pid_t pids[MAX_LOADERS + 1];
+	char logs[MAX_LOADERS + 1][320];
+	unsigned nproc = pc->loaders + 1; /* the data loaders and the metadata loader */
+	pc->meta_gen0 = pc->round_gen0 + pc->loaders * GEN_SPAN;
+	for (unsigned k = 0; k < nproc; k++) {
 		snprintf(logs[k], sizeof(logs[k]), "%s/load%u.log", pc->dir, k);
 		unlink(logs[k]);
 		pids[k] = spawn_loader(pc, k, hx_splitmix64(&rng), pfd[1], logs[k]);
@@ -347,7 +458,7 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 	int ret = hx_daemon_kill(&pc->d);
 	close(pfd[0]);
 	int status_bad = 0;
-	for (unsigned k = 0; k < pc->loaders; k++) {
+	for (unsigned k = 0; k < nproc; k++) {
 		int st = 0;
 		int64_t deadline = hx_now_ms() + LOADER_EXIT_TIMEOUT_MS;
 		pid_t r;
@@ -383,16 +494,22 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 			return 3;
 		round_acks += a;
 	}
+	if (replay_meta(pc, logs[pc->loaders], &round_acks) < 0)
+		return 3;
 	pc->total_acks += (uint64_t)round_acks;
 	if (read_volume(pc) != 0)
 		return 3;
 	uint64_t bad = verify(pc, round);
+	long meta_bad = verify_meta(pc, round);
+	if (meta_bad < 0)
+		return 3;
+	bad += (uint64_t)meta_bad;
 	pc->lost_bytes += bad;
 	if (pc->verbose || bad)
 		printf("powercut: cut %u/%u seed 0x%llx: %ld acks logged, %llu bytes lost\n", round,
 		       pc->cuts, (unsigned long long)rseed, round_acks, (unsigned long long)bad);
 	/* the next round's generations start above everything used so far */
-	pc->round_gen0 = pc->round_gen0 + pc->loaders * GEN_SPAN;
+	pc->round_gen0 = pc->round_gen0 + (pc->loaders + 1) * GEN_SPAN;
 	pc->next_gen = pc->round_gen0;
 	return bad ? 1 : 0;
 }
@@ -433,9 +550,9 @@ int main(int argc, char **argv)
 	if (pc.cuts == 0 || pc.loaders == 0 || pc.loaders > MAX_LOADERS || optind != argc)
 		usage();
 	/* generations are 32-bit: GEN_SPAN per loader per round */
-	if ((uint64_t)(pc.cuts + 1) * pc.loaders * GEN_SPAN >= UINT32_MAX) {
+	if ((uint64_t)(pc.cuts + 1) * (pc.loaders + 1) * GEN_SPAN >= UINT32_MAX) {
 		fprintf(stderr, "powercut: at most %llu cuts with %u loaders per run\n",
-			(unsigned long long)(UINT32_MAX / ((uint64_t)pc.loaders * GEN_SPAN)) - 2,
+			(unsigned long long)(UINT32_MAX / ((uint64_t)(pc.loaders + 1) * GEN_SPAN)) - 2,
 			pc.loaders);
 		return 2;
 	}
@@ -449,8 +566,10 @@ int main(int argc, char **argv)
 	pc.durable = calloc(PC_VOLUME_SIZE, sizeof(uint32_t));
 	pc.discarded = calloc((size_t)MAX_LOADERS * GEN_SPAN, 1);
 	pc.got = malloc(PC_VOLUME_SIZE);
+	pc.meta_state = calloc(GEN_SPAN, 1);
+	pc.meta_size = calloc(GEN_SPAN, sizeof(uint64_t));
 	pc.want = malloc(1 << 20);
-	if (!pc.durable || !pc.discarded || !pc.got || !pc.want)
+	if (!pc.durable || !pc.discarded || !pc.got || !pc.want || !pc.meta_state || !pc.meta_size)
 		return 3;
 	if (hx_tmpdir_make(pc.control ? "powercut-control" : "powercut", pc.dir, sizeof(pc.dir)))
 		return 3;
@@ -518,6 +637,8 @@ int main(int argc, char **argv)
 	free(pc.discarded);
 	free(pc.got);
 	free(pc.want);
+	free(pc.meta_state);
+	free(pc.meta_size);
 	for (unsigned k = 0; k < MAX_LOADERS; k++)
 		free(pc.ls[k].p);
 	return rc;

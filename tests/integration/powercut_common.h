@@ -26,6 +26,11 @@ enum pc_kind {
 	PC_FSYNC,	/* ack: every write/discard of gen <= gen, intersected with
 			 * [off, off + len) (len 0: the whole volume), is durable */
 	PC_DURABLE,	/* ack: the one operation gen (durable write or discard) is durable */
+	/* the metadata loader (--meta): volume "m<gen>" of len bytes */
+	PC_CREATE,	/* intent: create */
+	PC_CREATED,	/* ack: created */
+	PC_DELETE,	/* intent: delete */
+	PC_DELETED,	/* ack: deleted */
 };
 
 struct pc_rec {

@@ -15,12 +15,19 @@
  * after each acknowledgement one byte goes to the progress fd so the
  * driver can choose when to cut.
  *
+ * With --meta it is the metadata loader instead: it creates volumes
+ * "m<gen>" of random sizes, writes into them, and deletes them, logging
+ * each create/delete intent and acknowledgement, so the driver can check
+ * that the volume table after a cut holds every acknowledged change and
+ * nothing that was not attempted.
+ *
  * Runs until the connection breaks (the cut): exit 0. Any other error: a
  * message and exit 3.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +228,58 @@ static void op_pipelined(struct load *l)
 	}
 }
 
+/* meta_delete -- delete "m<gen>" with its intent and acknowledgement logged */
+static void meta_delete(struct load *l, uint32_t gen, uint64_t size)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "m%u", gen);
+	log_rec(l, PC_DELETE, gen, 0, size);
+	check(l, rdax_volume_delete(l->conn, name), "delete");
+	log_rec(l, PC_DELETED, gen, 0, size);
+	progress(l);
+}
+
+/*
+ * meta_loop -- create, write, close and delete volumes forever (the --meta
+ * loader); a quarter of them are kept for a while (at most 8 at a time, the
+ * oldest deleted first) so cuts find volumes in every state
+ */
+static void meta_loop(struct load *l)
+{
+	uint32_t kept_gen[8];
+	uint64_t kept_size[8];
+	unsigned nkept = 0, oldest = 0;
+	for (;;) {
+		uint32_t gen = l->gen++;
+		char name[32];
+		snprintf(name, sizeof(name), "m%u", gen);
+		uint64_t size = (1 + rnd(l, 512)) * 4096;
+		log_rec(l, PC_CREATE, gen, 0, size);
+		check(l, rdax_volume_create(l->conn, name, size, RDAX_NAMESPACE_ANY), "create");
+		log_rec(l, PC_CREATED, gen, 0, size);
+		progress(l);
+		struct rdax_volume *v = NULL;
+		check(l, rdax_volume_open(l->conn, name, &v), "open");
+		uint64_t len = 1 + rnd(l, size < 65536 ? size : 65536);
+		memset(l->buf, 0xab, len);
+		check(l, rdax_write(v, size - len, l->buf, len, 0), "meta write");
+		check(l, rdax_volume_close(&v), "close");
+		if (rnd(l, 4) != 0) {
+			meta_delete(l, gen, size);
+			continue;
+		}
+		if (nkept == 8) {
+			meta_delete(l, kept_gen[oldest], kept_size[oldest]);
+			oldest = (oldest + 1) % 8;
+			nkept--;
+		}
+		unsigned slot = (oldest + nkept) % 8;
+		kept_gen[slot] = gen;
+		kept_size[slot] = size;
+		nkept++;
+	}
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: powercut_load --url URL --volume NAME --loader K --loaders L "
@@ -235,10 +294,13 @@ int main(int argc, char **argv)
 		{ "loader", required_argument, NULL, 'k' },  { "loaders", required_argument, NULL, 'L' },
 		{ "seed", required_argument, NULL, 's' },    { "rseed", required_argument, NULL, 'r' },
 		{ "gen", required_argument, NULL, 'g' },     { "log", required_argument, NULL, 'l' },
-		{ "progress-fd", required_argument, NULL, 'p' }, { NULL, 0, NULL, 0 },
+		{ "progress-fd", required_argument, NULL, 'p' }, { "meta", no_argument, NULL, 'M' },
+		{ NULL, 0, NULL, 0 },
 	};
-	struct load l = { .progress_fd = -1, .log_fd = -1 };
+	/* static: what it holds stays reachable when check() exits mid-operation */
+	static struct load l = { .progress_fd = -1, .log_fd = -1 };
 	const char *url = NULL, *vol = NULL, *logp = NULL;
+	bool meta = false;
 	int c;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -251,16 +313,20 @@ int main(int argc, char **argv)
 		case 'g': l.gen = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'l': logp = optarg; break;
 		case 'p': l.progress_fd = atoi(optarg); break;
+		case 'M': meta = true; break;
 		default: usage();
 		}
 	}
-	if (!url || !vol || !logp || l.loaders == 0 || l.loader >= l.loaders || l.gen == 0)
+	if (!url || !vol || !logp || l.loaders == 0 || (!meta && l.loader >= l.loaders) ||
+	    l.gen == 0)
 		usage();
 	for (unsigned r = 0; r < PC_NREGIONS; r++)
 		if (r % l.loaders == l.loader)
 			l.owned[l.nowned++] = r;
-	if (l.nowned == 0)
+	if (l.nowned == 0 && !meta)
 		usage();
+	if (meta)
+		l.nowned = 1; /* one buffer */
 	l.log_fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (l.log_fd < 0) {
 		perror(logp);
@@ -283,6 +349,8 @@ int main(int argc, char **argv)
 			rdax_connect_last_error());
 		return 3;
 	}
+	if (meta)
+		meta_loop(&l);
 	ret = rdax_volume_open(l.conn, vol, &l.vol);
 	if (ret) {
 		check(&l, ret, "open");
