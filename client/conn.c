@@ -1,0 +1,1032 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* conn.c -- the engine of a librdax connection: window, send queue, replies */
+#include "conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "log.h"
+#include "rdax.pb-c.h"
+
+/* iovecs gathered for one sendmsg (two per request: header+body, payload) */
+#define TX_IOV_MAX 64
+
+/* The body of each reply type (type 0: the error reply to a frame the server refused). */
+static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
+	[0] = &rdax__status_reply__descriptor,
+	[FRAME_HELLO] = &rdax__hello_reply__descriptor,
+	[FRAME_VOLUME_CREATE] = &rdax__status_reply__descriptor,
+	[FRAME_VOLUME_DELETE] = &rdax__status_reply__descriptor,
+	[FRAME_VOLUME_LIST] = &rdax__volume_list_reply__descriptor,
+	[FRAME_VOLUME_INFO] = &rdax__volume_info_reply__descriptor,
+	[FRAME_VOLUME_OPEN] = &rdax__volume_open_reply__descriptor,
+	[FRAME_VOLUME_CLOSE] = &rdax__status_reply__descriptor,
+	[FRAME_WRITE] = &rdax__write_reply__descriptor,
+	[FRAME_READ] = &rdax__read_reply__descriptor,
+	[FRAME_FSYNC] = &rdax__fsync_reply__descriptor,
+	[FRAME_DISCARD] = &rdax__status_reply__descriptor,
+	[FRAME_STAT] = &rdax__stat_reply__descriptor,
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int conn_set_error(struct rdax_conn *c, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->last_error, sizeof(c->last_error), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *conn_op_message(const struct rdax_conn *c, const struct conn_op *op)
+{
+	if (op->errmsg && op->errmsg[0])
+		return op->errmsg;
+	if (c->broken && op->status == c->broken)
+		return c->broken_msg;
+	return rdax_strerror(op->status);
+}
+
+int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
+{
+	struct rdax_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = -1;
+	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
+	c->timeout_ms = opts ? opts->timeout_ms : 0;
+	c->max_body = FRAME_DEFAULT_MAX_BODY;
+	c->max_inflight_bytes = CONN_MIN_INFLIGHT_BYTES;
+	c->next_id = 1;
+	c->rx_state = RX_HEADER;
+	c->cq = calloc(c->queue_depth, sizeof(*c->cq));
+	if (!c->cq)
+		goto err_free_conn;
+	c->rx_buf = malloc(CONN_RX_BUF_SIZE);
+	if (!c->rx_buf)
+		goto err_free_cq;
+	*out = c;
+	return 0;
+
+err_free_cq:
+	free(c->cq);
+err_free_conn:
+	free(c);
+	return -ENOMEM;
+}
+
+static void req_free(struct conn_req *req)
+{
+	if (req->buf != req->inline_buf)
+		free(req->buf);
+	free(req->errmsg);
+	if (req->reply)
+		protobuf_c_message_free_unpacked(req->reply, NULL);
+	free(req);
+}
+
+void conn_op_free(struct conn_op *op)
+{
+	if (!op)
+		return;
+	free(op->ctl_frame);
+	free(op->errmsg);
+	if (op->reply)
+		protobuf_c_message_free_unpacked(op->reply, NULL);
+	free(op);
+}
+
+void conn_delete(struct rdax_conn **cp)
+{
+	struct rdax_conn *c = cp ? *cp : NULL;
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	/* answered but not fully sent: only on the send queue */
+	for (struct conn_req *req = c->sendq_head, *next; req; req = next) {
+		next = req->next_send;
+		if (req->replied)
+			req_free(req);
+	}
+	for (struct conn_req *req = c->inflight_head, *next; req; req = next) {
+		next = req->next;
+		req_free(req);
+	}
+	for (struct conn_op *op = c->ops_head, *next; op; op = next) {
+		next = op->next;
+		conn_op_free(op);
+	}
+	for (unsigned i = 0; i < c->cq_count; i++)
+		free(c->cq[(c->cq_head + i) % c->queue_depth].errmsg);
+	for (unsigned i = 0; i < c->nnamespaces; i++) {
+		free(c->namespaces[i].path);
+		free(c->namespaces[i].mode);
+	}
+	free(c->namespaces);
+	free(c->server_version);
+	free(c->closing_msg);
+	free(c->rx_body);
+	free(c->rx_buf);
+	free(c->cq);
+	free(c);
+	*cp = NULL;
+}
+
+/* --- connecting --------------------------------------------------------- */
+
+/* connect_one -- connect a non-blocking socket to @ai within the timeout; the fd or -errno */
+static int connect_one(const struct rdax_conn *c, const struct addrinfo *ai)
+{
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int ret = 0;
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+		return fd;
+	if (errno != EINPROGRESS && errno != EINTR) {
+		ret = -errno;
+		goto err_close;
+	}
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int64_t deadline = c->timeout_ms > 0 ? now_ms() + c->timeout_ms : -1;
+	for (;;) {
+		int wait = -1;
+		if (deadline >= 0) {
+			int64_t left = deadline - now_ms();
+			wait = left > 0 ? (int)left : 0;
+		}
+		int n = poll(&p, 1, wait);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = -errno;
+			goto err_close;
+		}
+		if (n == 0) {
+			ret = -ETIMEDOUT;
+			goto err_close;
+		}
+		break;
+	}
+	int soerr = 0;
+	socklen_t len = sizeof(soerr);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0) {
+		ret = -errno;
+		goto err_close;
+	}
+	if (soerr) {
+		ret = -soerr;
+		goto err_close;
+	}
+	return fd;
+
+err_close:
+	close(fd);
+	return ret;
+}
+
+int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
+		 char *err, size_t errlen)
+{
+	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
+	struct addrinfo hints;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICSERV | (numeric_host ? AI_NUMERICHOST : 0);
+	struct addrinfo *res = NULL;
+	int r = getaddrinfo(host, port, &hints, &res);
+	if (r) {
+		int ret = r == EAI_AGAIN    ? -EAGAIN
+			  : r == EAI_MEMORY ? -ENOMEM
+			  : r == EAI_SYSTEM ? -errno
+					    : -EHOSTUNREACH;
+		snprintf(err, errlen, "resolve %s: %s", host,
+			 r == EAI_SYSTEM ? strerror(-ret) : gai_strerror(r));
+		return ret;
+	}
+	int ret = -EHOSTUNREACH;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		int fd = connect_one(c, ai);
+		if (fd < 0) {
+			ret = fd;
+			continue;
+		}
+		int one = 1;
+		if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
+			LOG_DEBUG("setsockopt(TCP_NODELAY) on %s: %s", c->peer, strerror(errno));
+		c->fd = fd;
+		ret = 0;
+		break;
+	}
+	freeaddrinfo(res);
+	if (ret == -ETIMEDOUT)
+		snprintf(err, errlen, "connect %s: no answer within %d ms", c->peer, c->timeout_ms);
+	else if (ret)
+		snprintf(err, errlen, "connect %s: %s", c->peer, strerror(-ret));
+	return ret;
+}
+
+/* --- operations and their requests -------------------------------------- */
+
+struct conn_op *conn_op_new(enum conn_op_kind kind)
+{
+	struct conn_op *op = calloc(1, sizeof(*op));
+	if (op)
+		op->kind = kind;
+	return op;
+}
+
+int conn_op_new_control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *msg,
+			struct conn_op **out)
+{
+	size_t size = protobuf_c_message_get_packed_size(msg);
+	if (size > c->max_body)
+		return conn_set_error(c, -RDAX_E_TOO_BIG,
+				      "%s request of %zu bytes exceeds the server's limit of %u",
+				      frame_type_name(type), size, c->max_body);
+	struct conn_op *op = conn_op_new(OP_CONTROL);
+	if (!op)
+		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+	op->ctl_frame = malloc(FRAME_HEADER_SIZE + size);
+	if (!op->ctl_frame) {
+		free(op);
+		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	protobuf_c_message_pack(msg, op->ctl_frame + FRAME_HEADER_SIZE);
+	op->ctl_len = FRAME_HEADER_SIZE + size;
+	op->ctl_type = type;
+	*out = op;
+	return 0;
+}
+
+/* op_fail -- record the first error of @op (taking @msg, may be NULL) and stop issuing parts */
+static void op_fail(struct conn_op *op, int code, char *msg)
+{
+	if (!op->status) {
+		op->status = code;
+		op->errmsg = msg;
+	} else {
+		free(msg);
+	}
+	op->all_issued = true;
+	op->tail_fsync = false;
+}
+
+/* op_finish -- @op has no request left: take it off the active list and report it */
+static void op_finish(struct rdax_conn *c, struct conn_op *op)
+{
+	if (c->issue_cursor == op)
+		c->issue_cursor = op->next;
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		c->ops_head = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	else
+		c->ops_tail = op->prev;
+	op->prev = op->next = NULL;
+	op->done = true;
+	if (!op->async)
+		return; /* its caller is waiting for it in conn_op_wait */
+
+	struct conn_completion *e = &c->cq[(c->cq_head + c->cq_count) % c->queue_depth];
+	c->cq_count++; /* room: nasync <= queue_depth counts every unreaped async op */
+	e->c.cookie = op->cookie;
+	e->c.status = op->status;
+	e->c.op = op->kind == OP_WRITE ? RDAX_OP_WRITE
+		  : op->kind == OP_READ ? RDAX_OP_READ
+					: RDAX_OP_FSYNC;
+	e->c.bytes = op->kind == OP_FSYNC ? op->written_back : op->bytes;
+	e->errmsg = NULL;
+	if (op->status)
+		e->errmsg = strdup(conn_op_message(c, op)); /* NULL: rdax_strerror at reap time */
+	op->vol->ops_active--;
+	c->nasync_active--;
+	conn_op_free(op);
+}
+
+static void inflight_unlink(struct rdax_conn *c, struct conn_req *req)
+{
+	if (req->prev)
+		req->prev->next = req->next;
+	else
+		c->inflight_head = req->next;
+	if (req->next)
+		req->next->prev = req->prev;
+	else
+		c->inflight_tail = req->prev;
+	req->prev = req->next = NULL;
+}
+
+/* req_finish -- @req is sent and answered: account its result to its op, free it */
+static void req_finish(struct rdax_conn *c, struct conn_req *req)
+{
+	struct conn_op *op = req->op;
+	c->ninflight--;
+	c->inflight_bytes -= req->window_bytes;
+	if (req->status) {
+		op_fail(op, req->status, req->errmsg);
+		req->errmsg = NULL;
+	} else {
+		if (req->type == FRAME_WRITE)
+			op->bytes += req->payload_len;
+		else if (req->type == FRAME_READ)
+			op->bytes += req->read_len;
+		op->written_back += req->written_back;
+		if (req->reply) {
+			op->reply = req->reply;
+			req->reply = NULL;
+		}
+	}
+	op->parts_left--;
+	req_free(req);
+	if (op->all_issued && op->parts_left == 0)
+		op_finish(c, op);
+}
+
+/* req_new -- a request of @type whose header + @body (packed) is in req->buf */
+static struct conn_req *req_new(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *body)
+{
+	struct conn_req *req = calloc(1, sizeof(*req));
+	if (!req)
+		return NULL;
+	size_t size = protobuf_c_message_get_packed_size(body);
+	req->buf_len = FRAME_HEADER_SIZE + size;
+	req->buf = req->buf_len <= sizeof(req->inline_buf) ? req->inline_buf : malloc(req->buf_len);
+	if (!req->buf) {
+		free(req);
+		return NULL;
+	}
+	protobuf_c_message_pack(body, req->buf + FRAME_HEADER_SIZE);
+	req->type = type;
+	return req;
+}
+
+/* part_size -- payload bytes of the next WRITE/READ request of @op (0 for other requests) */
+static uint32_t part_size(const struct rdax_conn *c, const struct conn_op *op)
+{
+	if ((op->kind != OP_WRITE && op->kind != OP_READ) || op->issued >= op->length)
+		return 0;
+	uint64_t left = op->length - op->issued;
+	return left < c->max_payload ? (uint32_t)left : c->max_payload;
+}
+
+/* fsync_req -- an FSYNC request for [offset, offset + length) (length 0: to the end) */
+static struct conn_req *fsync_req(struct rdax_conn *c, uint32_t handle, uint64_t offset,
+				  uint64_t length, bool hammer)
+{
+	Rdax__FsyncRequest f = RDAX__FSYNC_REQUEST__INIT;
+	f.handle = handle;
+	f.has_offset = true;
+	f.offset = offset;
+	f.has_length = length > 0;
+	f.length = length;
+	f.has_hammer = hammer;
+	f.hammer = hammer;
+	return req_new(c, FRAME_FSYNC, &f.base);
+}
+
+/*
+ * issue_part -- make the next request of @op and queue it.
+ *
+ * A durable write of more than one request goes as plain WRITEs followed by
+ * one FSYNC of the whole range, sent right behind them without waiting:
+ * the server handles a connection's requests in order, so the FSYNC covers
+ * every WRITE before it. That is N + 1 requests, one write-back pass and
+ * one fence, in one pipelined round trip -- where fsync=true on each WRITE
+ * would cost N fences, each serialised per volume on the server. A write
+ * that fits one request simply sets fsync=true (one request, one trip).
+ */
+static int issue_part(struct rdax_conn *c, struct conn_op *op)
+{
+	struct conn_req *req = NULL;
+	uint32_t n = part_size(c, op);
+	uint32_t handle = op->vol ? op->vol->handle : 0;
+
+	switch (op->kind) {
+	case OP_CONTROL:
+		req = calloc(1, sizeof(*req));
+		if (!req)
+			return -ENOMEM;
+		req->buf = op->ctl_frame;
+		req->buf_len = op->ctl_len;
+		req->type = op->ctl_type;
+		op->ctl_frame = NULL;
+		op->all_issued = true;
+		break;
+	case OP_WRITE:
+		if (op->tail_fsync) {
+			req = fsync_req(c, handle, op->offset, op->length, false);
+			if (!req)
+				return -ENOMEM;
+			op->tail_fsync = false;
+			op->all_issued = true;
+			break;
+		}
+		Rdax__WriteRequest w = RDAX__WRITE_REQUEST__INIT;
+		w.handle = handle;
+		w.offset = op->offset + op->issued;
+		w.has_fsync = op->durable;
+		w.fsync = op->durable && op->length <= c->max_payload;
+		req = req_new(c, FRAME_WRITE, &w.base);
+		if (!req)
+			return -ENOMEM;
+		req->payload = op->wbuf + op->issued;
+		req->payload_len = n;
+		req->window_bytes = n;
+		op->issued += n;
+		if (op->issued == op->length) {
+			if (op->durable && op->length > c->max_payload)
+				op->tail_fsync = true;
+			else
+				op->all_issued = true;
+		}
+		break;
+	case OP_READ: {
+		Rdax__ReadRequest r = RDAX__READ_REQUEST__INIT;
+		r.handle = handle;
+		r.offset = op->offset + op->issued;
+		r.length = n;
+		req = req_new(c, FRAME_READ, &r.base);
+		if (!req)
+			return -ENOMEM;
+		req->read_dest = op->rbuf + op->issued;
+		req->read_len = n;
+		req->window_bytes = n;
+		op->issued += n;
+		op->all_issued = op->issued == op->length;
+		break;
+	}
+	case OP_FSYNC:
+		req = fsync_req(c, handle, op->offset, op->length, op->hammer);
+		if (!req)
+			return -ENOMEM;
+		op->all_issued = true;
+		break;
+	}
+
+	req->op = op;
+	req->id = c->next_id++;
+	struct frame_header h = {
+		.magic = FRAME_MAGIC,
+		.version = FRAME_VERSION,
+		.type = req->type,
+		.request_id = req->id,
+		.body_len = (uint32_t)(req->buf_len - FRAME_HEADER_SIZE),
+		.payload_len = req->payload_len,
+	};
+	frame_header_encode(&h, req->buf);
+
+	if (c->sendq_tail)
+		c->sendq_tail->next_send = req;
+	else
+		c->sendq_head = req;
+	c->sendq_tail = req;
+	req->prev = c->inflight_tail;
+	if (c->inflight_tail)
+		c->inflight_tail->next = req;
+	else
+		c->inflight_head = req;
+	c->inflight_tail = req;
+	c->ninflight++;
+	c->inflight_bytes += req->window_bytes;
+	op->parts_left++;
+	return 0;
+}
+
+/* fill_window -- make requests of the ops in submission order while the window has room */
+static void fill_window(struct rdax_conn *c)
+{
+	struct conn_op *op;
+	while ((op = c->issue_cursor)) {
+		if (op->all_issued) {
+			c->issue_cursor = op->next;
+			continue;
+		}
+		if (c->ninflight >= c->queue_depth)
+			return;
+		uint32_t n = part_size(c, op);
+		if (c->ninflight > 0 && c->inflight_bytes + n > c->max_inflight_bytes)
+			return;
+		int ret = issue_part(c, op);
+		if (ret) {
+			op_fail(op, ret, NULL);
+			if (op->parts_left == 0)
+				op_finish(c, op);
+		}
+	}
+}
+
+/* --- the broken state --------------------------------------------------- */
+
+/*
+ * conn_break -- the stream cannot be trusted any more (EOF, reset, a reply
+ * that does not parse or match): close it and fail every request and every
+ * operation with @code; later calls fail with it too. Returns @code (or the
+ * earlier code if the connection was broken already).
+ */
+static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
+{
+	if (c->broken)
+		return c->broken;
+	c->broken = code;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(c->broken_msg, sizeof(c->broken_msg), fmt, ap);
+	va_end(ap);
+	LOG_DEBUG("connection to %s broken: %s", c->peer, c->broken_msg);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->rx_state = RX_HEADER;
+	c->rx_req = NULL;
+	c->rx_got = 0;
+	c->rx_start = c->rx_end = 0;
+
+	/* nothing more will be sent: a request already answered is finished now */
+	struct conn_req *req, *next;
+	for (req = c->sendq_head; req; req = next) {
+		next = req->next_send;
+		req->sent_all = true;
+		if (req->replied)
+			req_finish(c, req);
+	}
+	c->sendq_head = c->sendq_tail = NULL;
+	while ((req = c->inflight_head)) {
+		inflight_unlink(c, req);
+		req->replied = true;
+		if (!req->status)
+			req->status = code;
+		req_finish(c, req);
+	}
+	/* operations that still had requests to make */
+	for (struct conn_op *op = c->ops_head, *onext; op; op = onext) {
+		onext = op->next;
+		op_fail(op, code, NULL);
+		if (op->parts_left == 0)
+			op_finish(c, op);
+	}
+	return code;
+}
+
+/*
+ * conn_closed -- the server went away (EOF, or a reset/EPIPE: a close with
+ * our data unread); one code and one message for all of them, naming the
+ * error reply that announced the close, if there was one
+ */
+static int conn_closed(struct rdax_conn *c)
+{
+	if (c->rx_state != RX_HEADER || c->rx_got > 0)
+		return conn_break(c, -ECONNRESET,
+				  "%s closed the connection in the middle of a reply", c->peer);
+	if (c->closing_msg)
+		return conn_break(c, -ECONNRESET, "%s closed the connection: %s", c->peer,
+				  c->closing_msg);
+	return conn_break(c, -ECONNRESET, "%s closed the connection", c->peer);
+}
+
+/* --- sending ------------------------------------------------------------ */
+
+/* tx_flush -- send queued requests until the socket is full; 0 or the broken code */
+static int tx_flush(struct rdax_conn *c)
+{
+	while (c->sendq_head) {
+		struct iovec iov[TX_IOV_MAX];
+		int n = 0;
+		for (struct conn_req *req = c->sendq_head; req && n + 2 <= TX_IOV_MAX;
+		     req = req->next_send) {
+			if (req->sent < req->buf_len)
+				iov[n++] = (struct iovec){ req->buf + req->sent,
+							   req->buf_len - req->sent };
+			size_t poff = req->sent > req->buf_len ? req->sent - req->buf_len : 0;
+			if (req->payload_len > poff)
+				iov[n++] = (struct iovec){ (void *)(req->payload + poff),
+							   req->payload_len - poff };
+		}
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t r = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (r < 0 && (errno == EPIPE || errno == ECONNRESET))
+			return conn_closed(c);
+		if (r < 0) {
+			int err = errno;
+			return conn_break(c, -err, "send to %s: %s", c->peer, strerror(err));
+		}
+		c->last_activity = now_ms();
+		size_t left = (size_t)r;
+		while (left > 0) {
+			struct conn_req *req = c->sendq_head;
+			size_t total = req->buf_len + req->payload_len;
+			size_t take = total - req->sent < left ? total - req->sent : left;
+			req->sent += take;
+			left -= take;
+			if (req->sent == total) {
+				c->sendq_head = req->next_send;
+				if (!c->sendq_head)
+					c->sendq_tail = NULL;
+				req->sent_all = true;
+				if (req->replied)
+					req_finish(c, req);
+			}
+		}
+	}
+	return 0;
+}
+
+/* --- receiving ---------------------------------------------------------- */
+
+/* status_code -- a Status as a librdax return value: 0, or a negative errno / RDAX_E_* */
+static int status_code(const Rdax__Status *st)
+{
+	if (!st || st->code == 0)
+		return 0;
+	if (st->code > INT_MAX)
+		return -RDAX_E_PROTOCOL;
+	return -(int)st->code;
+}
+
+/* reply_status -- the Status every reply body starts with (field "status") */
+static const Rdax__Status *reply_status(const ProtobufCMessage *msg)
+{
+	const ProtobufCFieldDescriptor *f =
+		protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "status");
+	if (!f)
+		return NULL;
+	return *(Rdax__Status *const *)((const char *)msg + f->offset);
+}
+
+/* find_inflight -- the unanswered request @id (replies come mostly in order: from the head) */
+static struct conn_req *find_inflight(struct rdax_conn *c, uint64_t id)
+{
+	for (struct conn_req *req = c->inflight_head; req; req = req->next)
+		if (req->id == id)
+			return req;
+	return NULL;
+}
+
+/*
+ * rx_fill -- move received bytes into @dst until @need are there. Small
+ * reads go through the receive buffer (a header and a small body in one
+ * recv); large ones straight into @dst. Returns 1 (complete), 0 (the socket
+ * has nothing more now), or the broken code.
+ */
+static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
+{
+	while (c->rx_got < need) {
+		size_t avail = c->rx_end - c->rx_start;
+		if (avail) {
+			size_t n = need - c->rx_got < avail ? need - c->rx_got : avail;
+			memcpy(dst + c->rx_got, c->rx_buf + c->rx_start, n);
+			c->rx_start += n;
+			c->rx_got += n;
+			continue;
+		}
+		c->rx_start = c->rx_end = 0;
+		size_t want = need - c->rx_got;
+		bool direct = want >= CONN_RX_BUF_SIZE / 2;
+		ssize_t r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
+				 direct ? want : CONN_RX_BUF_SIZE, MSG_DONTWAIT);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (r == 0 || (r < 0 && errno == ECONNRESET))
+			return conn_closed(c);
+		if (r < 0) {
+			int err = errno;
+			return conn_break(c, -err, "receive from %s: %s", c->peer, strerror(err));
+		}
+		c->last_activity = now_ms();
+		if (direct)
+			c->rx_got += (size_t)r;
+		else
+			c->rx_end = (size_t)r;
+	}
+	return 1;
+}
+
+/* rx_header -- check a reply header against what is in flight; 0 or the broken code */
+static int rx_header(struct rdax_conn *c)
+{
+	struct frame_header h;
+	frame_header_decode(c->rx_hdr, &h);
+	if (h.magic != FRAME_MAGIC)
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a frame with a bad magic number 0x%08x: not an rdax server?",
+				  c->peer, h.magic);
+	if (h.version != FRAME_VERSION)
+		return conn_break(c, -RDAX_E_VERSION,
+				  "%s speaks protocol version %u, this client version %u", c->peer,
+				  h.version, FRAME_VERSION);
+	uint16_t base = h.type & (uint16_t)~FRAME_REPLY;
+	if (!(h.type & FRAME_REPLY) || base >= FRAME_TYPE_MAX)
+		return conn_break(c, -RDAX_E_PROTOCOL, "%s sent a frame of type 0x%04x, not a reply",
+				  c->peer, h.type);
+	if (h.body_len > CONN_MAX_REPLY_BODY)
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a %s reply body of %u bytes (limit %u)", c->peer,
+				  frame_type_name(base), h.body_len, CONN_MAX_REPLY_BODY);
+	struct conn_req *req = find_inflight(c, h.request_id);
+	if (!req && base != 0)
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a %s reply to request %llu, which is not in flight",
+				  c->peer, frame_type_name(base), (unsigned long long)h.request_id);
+	if (req && base != 0 && base != req->type)
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a %s reply to %s request %llu", c->peer,
+				  frame_type_name(base), frame_type_name(req->type),
+				  (unsigned long long)h.request_id);
+	if (h.payload_len && (!req || base != FRAME_READ || h.payload_len != req->read_len))
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a payload of %u bytes with a %s reply (request %llu)",
+				  c->peer, h.payload_len, frame_type_name(base),
+				  (unsigned long long)h.request_id);
+	if (h.body_len > c->rx_body_cap) {
+		uint8_t *b = realloc(c->rx_body, h.body_len);
+		if (!b)
+			return conn_break(c, -ENOMEM, "no memory for a reply body of %u bytes",
+					  h.body_len);
+		c->rx_body = b;
+		c->rx_body_cap = h.body_len;
+	}
+	c->rx_req = req;
+	c->rx_type = base;
+	c->rx_id = h.request_id;
+	c->rx_body_len = h.body_len;
+	c->rx_payload_len = h.payload_len;
+	return 0;
+}
+
+/* reply_done -- the reply to @req is complete */
+static void reply_done(struct rdax_conn *c, struct conn_req *req)
+{
+	inflight_unlink(c, req);
+	req->replied = true;
+	if (req->sent_all)
+		req_finish(c, req);
+}
+
+/* rx_body -- unpack a complete reply body and record it in its request; 0 or the broken code */
+static int rx_body(struct rdax_conn *c)
+{
+	struct conn_req *req = c->rx_req;
+	uint16_t base = c->rx_type;
+	ProtobufCMessage *msg =
+		protobuf_c_message_unpack(reply_desc[base], NULL, c->rx_body_len, c->rx_body);
+	if (!msg)
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a malformed %s reply body (%u bytes, request %llu)",
+				  c->peer, frame_type_name(base), c->rx_body_len,
+				  (unsigned long long)c->rx_id);
+	const Rdax__Status *st = reply_status(msg);
+	int code = status_code(st);
+	const char *text = st && st->message && st->message[0] ? st->message : NULL;
+
+	if (base == 0) {
+		/* the server refused a frame and closes the connection after this reply */
+		if (!code)
+			code = -RDAX_E_PROTOCOL;
+		free(c->closing_msg);
+		c->closing_msg = strdup(text ? text : rdax_strerror(code));
+		if (!req) {
+			int ret = conn_break(c, code, "%s closed the connection: %s", c->peer,
+					     text ? text : rdax_strerror(code));
+			protobuf_c_message_free_unpacked(msg, NULL);
+			return ret;
+		}
+	}
+	if (base == FRAME_READ && code && c->rx_payload_len) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent data with a failed read reply (request %llu)", c->peer,
+				  (unsigned long long)c->rx_id);
+	}
+	if (base == FRAME_READ && !code && c->rx_payload_len != req->read_len) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent %u bytes for a read of %u (request %llu)", c->peer,
+				  c->rx_payload_len, req->read_len, (unsigned long long)c->rx_id);
+	}
+	req->status = code;
+	if (code && text)
+		req->errmsg = strdup(text);
+	if (base == FRAME_WRITE && ((Rdax__WriteReply *)msg)->has_written_back)
+		req->written_back = ((Rdax__WriteReply *)msg)->written_back;
+	if (base == FRAME_FSYNC && ((Rdax__FsyncReply *)msg)->has_written_back)
+		req->written_back = ((Rdax__FsyncReply *)msg)->written_back;
+	if (!code && req->op->kind == OP_CONTROL)
+		req->reply = msg;
+	else
+		protobuf_c_message_free_unpacked(msg, NULL);
+
+	if (c->rx_payload_len)
+		return 0; /* the data follows */
+	c->rx_req = NULL;
+	reply_done(c, req);
+	return 0;
+}
+
+/* rx_drain -- receive and dispatch replies until the socket has nothing more; 0 or broken code */
+static int rx_drain(struct rdax_conn *c)
+{
+	for (;;) {
+		int r;
+		switch (c->rx_state) {
+		case RX_HEADER:
+			r = rx_fill(c, c->rx_hdr, FRAME_HEADER_SIZE);
+			if (r <= 0)
+				return r;
+			if ((r = rx_header(c)))
+				return r;
+			c->rx_got = 0;
+			c->rx_state = RX_BODY;
+			break;
+		case RX_BODY:
+			r = rx_fill(c, c->rx_body, c->rx_body_len);
+			if (r <= 0)
+				return r;
+			c->rx_got = 0;
+			c->rx_state = c->rx_payload_len ? RX_PAYLOAD : RX_HEADER;
+			if ((r = rx_body(c)))
+				return r;
+			break;
+		case RX_PAYLOAD:
+			r = rx_fill(c, c->rx_req->read_dest, c->rx_payload_len);
+			if (r <= 0)
+				return r;
+			c->rx_got = 0;
+			c->rx_state = RX_HEADER;
+			struct conn_req *req = c->rx_req;
+			c->rx_req = NULL;
+			reply_done(c, req);
+			break;
+		}
+	}
+}
+
+/* --- the loop ----------------------------------------------------------- */
+
+/*
+ * conn_run -- send and receive until done(c, arg), the connection breaks, or
+ * @timeout_ms passes (-1: no limit). Each turn makes requests while the
+ * window has room, sends what the socket takes, receives what it has, and
+ * only then sleeps in poll(). Returns 0 (done), -ETIMEDOUT (this call's
+ * time is up; the connection is fine), or the broken code.
+ */
+static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *), void *arg,
+		    int timeout_ms)
+{
+	int64_t start = now_ms();
+	int64_t deadline = timeout_ms >= 0 ? start + timeout_ms : -1;
+	bool try_rx = true; /* a first non-blocking look even when only polling */
+	c->last_activity = start;
+	for (;;) {
+		if (c->broken)
+			return c->broken;
+		fill_window(c);
+		if (c->sendq_head && tx_flush(c) < 0)
+			continue;
+		if (try_rx && rx_drain(c) < 0)
+			continue;
+		if (done(c, arg))
+			return 0;
+		/* replies just received may have opened the window: fill it before sleeping */
+		fill_window(c);
+		if (c->sendq_head && tx_flush(c) < 0)
+			continue;
+		if (!c->inflight_head && !c->sendq_head) {
+			/* cannot happen: an unfinished op always has requests out */
+			conn_break(c, -EIO, "internal error: waiting with nothing in flight");
+			continue;
+		}
+		int64_t now = now_ms();
+		int64_t wait = deadline >= 0 ? (deadline > now ? deadline - now : 0) : -1;
+		if (c->timeout_ms > 0) {
+			int64_t idle = c->last_activity + c->timeout_ms - now;
+			if (idle < 0)
+				idle = 0;
+			if (wait < 0 || idle < wait)
+				wait = idle;
+		}
+		struct pollfd p = {
+			.fd = c->fd,
+			.events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0)),
+		};
+		int n = poll(&p, 1, (int)(wait > INT_MAX ? INT_MAX : wait));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = errno;
+			conn_break(c, -err, "poll on %s: %s", c->peer, strerror(err));
+			continue;
+		}
+		if (n == 0) {
+			now = now_ms();
+			if (c->timeout_ms > 0 && now - c->last_activity >= c->timeout_ms) {
+				conn_break(c, -ETIMEDOUT, "no answer from %s for %d ms", c->peer,
+					   c->timeout_ms);
+				continue;
+			}
+			if (deadline >= 0 && now >= deadline)
+				return -ETIMEDOUT;
+			try_rx = false;
+			continue;
+		}
+		try_rx = (p.revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
+	}
+}
+
+void conn_op_submit(struct rdax_conn *c, struct conn_op *op)
+{
+	op->prev = c->ops_tail;
+	op->next = NULL;
+	if (c->ops_tail)
+		c->ops_tail->next = op;
+	else
+		c->ops_head = op;
+	c->ops_tail = op;
+	if (!c->issue_cursor)
+		c->issue_cursor = op;
+	if (op->async) {
+		c->nasync++;
+		c->nasync_active++;
+		op->vol->ops_active++;
+	}
+	fill_window(c);
+	if (c->sendq_head)
+		tx_flush(c); /* a failure breaks the connection and finishes the op */
+}
+
+static bool op_is_done(struct rdax_conn *c, void *arg)
+{
+	return ((struct conn_op *)arg)->done;
+}
+
+int conn_op_wait(struct rdax_conn *c, struct conn_op *op)
+{
+	if (!op->done)
+		conn_run(c, op_is_done, op, -1);
+	if (!op->done) /* only a broken connection ends conn_run early, and it finishes every op */
+		conn_break(c, -EIO, "internal error: an operation outlived its connection");
+	if (op->status)
+		conn_set_error(c, op->status, "%s", conn_op_message(c, op));
+	return op->status;
+}
+
+static bool reap_ready(struct rdax_conn *c, void *arg)
+{
+	return c->cq_count >= *(unsigned *)arg || c->nasync_active == 0;
+}
+
+int conn_reap(struct rdax_conn *c, struct rdax_completion *out, unsigned max, unsigned min,
+	      int timeout_ms)
+{
+	if (!c->broken)
+		conn_run(c, reap_ready, &min, timeout_ms);
+	unsigned n = 0;
+	while (n < max && c->cq_count > 0) {
+		struct conn_completion *e = &c->cq[c->cq_head];
+		out[n] = e->c;
+		if (e->c.status) {
+			const char *msg = e->errmsg ? e->errmsg : rdax_strerror(e->c.status);
+			conn_set_error(c, e->c.status, "%s", msg);
+		}
+		free(e->errmsg);
+		e->errmsg = NULL;
+		c->cq_head = (c->cq_head + 1) % c->queue_depth;
+		c->cq_count--;
+		c->nasync--;
+		n++;
+	}
+	if (n == 0 && c->broken)
+		return conn_set_error(c, c->broken, "%s", c->broken_msg);
+	return (int)n;
+}

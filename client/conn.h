@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * conn.h -- inside a librdax connection: operations, requests, the socket
+ *
+ * An operation (struct conn_op) is what a caller asked for: one write of any
+ * length, one read, one fsync, one control request. It is carried by one or
+ * more wire requests (struct conn_req, one frame each), created lazily as the
+ * in-flight window allows, strictly in submission order of the operations
+ * (a write followed by an fsync reaches the server in that order).
+ *
+ *   caller ──op──▶ active list ──parts──▶ send queue ──▶ socket
+ *                                           │
+ *                      in-flight list ◀─────┘ (awaiting the reply, by id)
+ *
+ * A request is finished when it is both fully sent and answered (the server
+ * may answer a refused WRITE before its payload is all sent; the payload
+ * still has to go, and the caller's buffer must live until then). An
+ * operation is finished when all its requests are.
+ *
+ * The socket is non-blocking; one loop (conn_run) sends queued requests and
+ * receives replies as either side is ready, so a large write never blocks
+ * while the server waits for us to read its replies.
+ *
+ * Thread safety: none; the caller serialises all use of a connection.
+ */
+#ifndef RDAX_CLIENT_CONN_H
+#define RDAX_CLIENT_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "librdax.h"
+#include "url.h"
+
+/* Largest reply body accepted (a volume list of 1024 volumes fits easily). */
+#define CONN_MAX_REPLY_BODY (16U << 20)
+/* Receive buffer for headers and small bodies; larger reads go straight to their target. */
+#define CONN_RX_BUF_SIZE (64U << 10)
+/* Payload bytes in flight: at least this, or CONN_INFLIGHT_PAYLOADS requests' worth. */
+#define CONN_MIN_INFLIGHT_BYTES (16ULL << 20)
+#define CONN_INFLIGHT_PAYLOADS 4
+/* Length of the detailed error messages kept. */
+#define CONN_ERR_MAX 512
+
+enum conn_op_kind { OP_CONTROL, OP_WRITE, OP_READ, OP_FSYNC };
+
+struct conn_op {
+	struct conn_op *prev, *next; /* in the connection's active list */
+	enum conn_op_kind kind;
+	bool async;
+	uint64_t cookie;
+	struct rdax_volume *vol; /* data operations */
+
+	/* data operations: what is asked */
+	uint64_t offset, length;
+	const uint8_t *wbuf;
+	uint8_t *rbuf;
+	bool durable; /* write: RDAX_WRITE_FSYNC */
+	bool hammer;  /* fsync: RDAX_FSYNC_HAMMER */
+
+	/* control operation: the frame, header space first, filled in when issued */
+	uint16_t ctl_type;
+	uint8_t *ctl_frame;
+	size_t ctl_len;
+	ProtobufCMessage *reply; /* control: the unpacked reply, for the caller */
+
+	/* progress */
+	uint64_t issued;   /* bytes of the range covered by requests made so far */
+	bool tail_fsync;   /* a durable multi-request write still owes its FSYNC */
+	bool all_issued;   /* no more requests will be made */
+	unsigned parts_left; /* requests made and not yet finished */
+	bool done;
+
+	/* result */
+	int status;   /* 0 or negative; the first error of any part */
+	char *errmsg; /* the server's message of that error, malloc'd, or NULL */
+	uint64_t bytes;	       /* data moved by successful parts */
+	uint64_t written_back; /* sum over FSYNC / durable WRITE replies */
+};
+
+struct conn_req {
+	struct conn_req *next_send;   /* send queue */
+	struct conn_req *prev, *next; /* in-flight list (not yet answered) */
+	struct conn_op *op;
+	uint64_t id;
+	uint16_t type;
+	uint8_t *buf; /* header + body: inline_buf or malloc'd */
+	size_t buf_len;
+	const uint8_t *payload; /* WRITE: the caller's data */
+	uint32_t payload_len;
+	size_t sent; /* bytes of buf, then payload, sent */
+	uint8_t *read_dest; /* READ: where the reply's payload goes */
+	uint32_t read_len;
+	uint64_t window_bytes; /* counted in conn->inflight_bytes */
+	bool sent_all, replied;
+	int status;
+	char *errmsg;
+	uint64_t written_back;
+	ProtobufCMessage *reply; /* control replies */
+	uint8_t inline_buf[80];	 /* header + the small body of a data request */
+};
+
+struct conn_completion {
+	struct rdax_completion c;
+	char *errmsg; /* malloc'd, or NULL */
+};
+
+enum conn_rx_state { RX_HEADER, RX_BODY, RX_PAYLOAD };
+
+struct conn_namespace {
+	struct rdax_namespace_info info;
+	char *path, *mode;
+};
+
+struct rdax_conn_opts {
+	uint8_t *token;
+	size_t token_len;
+	char *client_name;
+	int timeout_ms;
+	unsigned queue_depth;
+};
+
+struct rdax_conn {
+	int fd;
+	char peer[URL_HOST_MAX + 16]; /* "HOST:PORT" or "[HOST]:PORT", for messages */
+
+	/* limits and facts from HELLO */
+	uint32_t max_payload; /* 0 until HELLO: no data requests */
+	uint32_t max_body;
+	char *server_version;
+	struct conn_namespace *namespaces;
+	unsigned nnamespaces;
+
+	int timeout_ms; /* idle limit of a waiting call; 0: none */
+	int64_t last_activity; /* CLOCK_MONOTONIC ms of the last byte moved while waiting */
+	unsigned queue_depth;
+	uint64_t max_inflight_bytes;
+
+	/* operations */
+	struct conn_op *ops_head, *ops_tail; /* unfinished, in submission order */
+	struct conn_op *issue_cursor;	     /* first op that may still make requests */
+	unsigned nasync;		     /* async ops submitted and not yet reaped */
+	unsigned nasync_active;		     /* of those, not yet finished */
+	struct conn_completion *cq;	     /* ring of queue_depth finished async ops */
+	unsigned cq_head, cq_count;
+
+	/* requests */
+	uint64_t next_id;
+	struct conn_req *sendq_head, *sendq_tail;
+	struct conn_req *inflight_head, *inflight_tail;
+	unsigned ninflight; /* requests not finished */
+	uint64_t inflight_bytes;
+
+	/* receiving */
+	enum conn_rx_state rx_state;
+	uint8_t rx_hdr[32];
+	size_t rx_got;
+	uint32_t rx_body_len, rx_payload_len;
+	uint16_t rx_type;
+	uint64_t rx_id;
+	uint8_t *rx_body;
+	size_t rx_body_cap;
+	struct conn_req *rx_req;
+	uint8_t *rx_buf;
+	size_t rx_start, rx_end;
+
+	/* errors */
+	int broken;	 /* 0, or the code every call fails with */
+	char broken_msg[CONN_ERR_MAX];
+	char *closing_msg; /* a connection-level error reply: the server closes next */
+	char last_error[CONN_ERR_MAX];
+
+	unsigned nvolumes;
+};
+
+struct rdax_volume {
+	struct rdax_conn *conn;
+	uint32_t handle;
+	uint64_t size;
+	char *name;
+	unsigned ops_active; /* async operations not yet finished */
+};
+
+/* conn_new -- an unconnected connection with @opts applied (NULL: defaults); 0 or -ENOMEM */
+int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out);
+
+/* conn_delete -- close the socket, drop every operation without completing it, free */
+void conn_delete(struct rdax_conn **cp);
+
+/*
+ * conn_connect -- resolve @host/@port and connect the socket (non-blocking
+ * afterwards, TCP_NODELAY). @numeric_host: @host is an IPv6 literal.
+ * Returns 0, -EHOSTUNREACH/-EAGAIN (lookup), -errno of connect, -ETIMEDOUT;
+ * @err says why.
+ */
+int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
+		 char *err, size_t errlen);
+
+/*
+ * conn_set_error -- record the detailed message of a failed call (what
+ * rdax_conn_last_error returns) and return @code.
+ */
+int conn_set_error(struct rdax_conn *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* conn_op_new -- an operation of @kind, zeroed; NULL when out of memory */
+struct conn_op *conn_op_new(enum conn_op_kind kind);
+
+/*
+ * conn_op_new_control -- a control operation whose request is @msg packed as
+ * a frame of @type. Returns 0, -RDAX_E_TOO_BIG (body above the server's
+ * max_body), -ENOMEM.
+ */
+int conn_op_new_control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *msg,
+			struct conn_op **out);
+
+/* conn_op_free -- free a finished synchronous op (and its reply); accepts NULL */
+void conn_op_free(struct conn_op *op);
+
+/*
+ * conn_op_submit -- queue @op behind every op submitted before it, then send
+ * what the socket takes without blocking. The connection owns an async op
+ * from here on; a sync op stays the caller's, to wait for with conn_op_wait.
+ * Assumes: the connection is not broken, the op's arguments were checked.
+ */
+void conn_op_submit(struct rdax_conn *c, struct conn_op *op);
+
+/*
+ * conn_op_wait -- run the connection until the sync @op is finished; then
+ * op->status says how it went (the connection's error if it broke).
+ * Records the message of a failure as the last error. Returns op->status.
+ */
+int conn_op_wait(struct rdax_conn *c, struct conn_op *op);
+
+/*
+ * conn_reap -- run the connection until at least @min async completions are
+ * ready, @timeout_ms passed (-1: no limit) or no async op is left running;
+ * copy up to @max into @out. Returns the count, or the broken code when
+ * nothing is left to return.
+ */
+int conn_reap(struct rdax_conn *c, struct rdax_completion *out, unsigned max, unsigned min,
+	      int timeout_ms);
+
+/* conn_op_message -- the message for a failed op: the server's, the broken stream's, or strerror */
+const char *conn_op_message(const struct rdax_conn *c, const struct conn_op *op);
+
+#endif

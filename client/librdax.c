@@ -1,0 +1,752 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* librdax.c -- the public API: argument checks, HELLO, volumes, I/O */
+#include "errors.h" /* first: the server's definitions of the codes win */
+
+#include "librdax.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checked.h"
+#include "conn.h"
+#include "frame.h"
+#include "rdax.pb-c.h"
+#include "url.h"
+
+#define CLIENT_NAME_DEFAULT "librdax"
+
+/* Each thread's message about its last failed rdax_connect. */
+static _Thread_local char connect_error[CONN_ERR_MAX];
+
+/* --- options ------------------------------------------------------------ */
+
+int rdax_conn_opts_new(struct rdax_conn_opts **optsp)
+{
+	if (!optsp)
+		return -EINVAL;
+	struct rdax_conn_opts *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	o->queue_depth = RDAX_DEFAULT_QUEUE_DEPTH;
+	*optsp = o;
+	return 0;
+}
+
+void rdax_conn_opts_delete(struct rdax_conn_opts **optsp)
+{
+	if (!optsp || !*optsp)
+		return;
+	free((*optsp)->token);
+	free((*optsp)->client_name);
+	free(*optsp);
+	*optsp = NULL;
+}
+
+int rdax_conn_opts_set_token(struct rdax_conn_opts *opts, const void *token, size_t len)
+{
+	if (!opts || !token || len == 0)
+		return -EINVAL;
+	if (len > RDAX_TOKEN_MAX)
+		return -RDAX_E_TOO_BIG;
+	uint8_t *copy = malloc(len);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, token, len);
+	free(opts->token);
+	opts->token = copy;
+	opts->token_len = len;
+	return 0;
+}
+
+int rdax_conn_opts_set_token_file(struct rdax_conn_opts *opts, const char *path)
+{
+	if (!opts || !path)
+		return -EINVAL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* room for one byte too many plus "\r\n": tells "too long" from "at the limit" */
+	uint8_t buf[RDAX_TOKEN_MAX + 3];
+	size_t n = 0;
+	int ret = 0;
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = -errno;
+			goto out_close;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	if (n == 0)
+		ret = -EINVAL;
+	else if (n > RDAX_TOKEN_MAX)
+		ret = -RDAX_E_TOO_BIG;
+	else
+		ret = rdax_conn_opts_set_token(opts, buf, n);
+out_close:
+	close(fd);
+	return ret;
+}
+
+int rdax_conn_opts_set_client_name(struct rdax_conn_opts *opts, const char *name)
+{
+	if (!opts || !name)
+		return -EINVAL;
+	char *copy = strdup(name);
+	if (!copy)
+		return -ENOMEM;
+	free(opts->client_name);
+	opts->client_name = copy;
+	return 0;
+}
+
+int rdax_conn_opts_set_timeout(struct rdax_conn_opts *opts, int timeout_ms)
+{
+	if (!opts || timeout_ms < 0)
+		return -EINVAL;
+	opts->timeout_ms = timeout_ms;
+	return 0;
+}
+
+int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth)
+{
+	if (!opts || depth == 0 || depth > RDAX_MAX_QUEUE_DEPTH)
+		return -EINVAL;
+	opts->queue_depth = depth;
+	return 0;
+}
+
+/* --- connecting --------------------------------------------------------- */
+
+/* connect_fail -- record this thread's connect error message; returns @code */
+static int connect_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int connect_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(connect_error, sizeof(connect_error), fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+const char *rdax_connect_last_error(void)
+{
+	return connect_error;
+}
+
+/* hello_keep -- check the HELLO reply and keep its limits and namespaces; 0 or -errno/-RDAX_E_* */
+static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
+{
+	if (r->has_protocol_version && r->protocol_version != FRAME_VERSION)
+		return conn_set_error(c, -RDAX_E_VERSION,
+				      "%s speaks protocol version %u, this client version %u", c->peer,
+				      r->protocol_version, FRAME_VERSION);
+	uint32_t max_payload = r->has_max_payload ? r->max_payload : FRAME_DEFAULT_MAX_PAYLOAD;
+	if (max_payload < 4096 || max_payload > FRAME_MAX_PAYLOAD_LIMIT)
+		return conn_set_error(c, -RDAX_E_PROTOCOL,
+				      "%s announced a max payload of %u bytes (4096..%u expected)",
+				      c->peer, max_payload, FRAME_MAX_PAYLOAD_LIMIT);
+	uint32_t max_body = r->has_max_body ? r->max_body : FRAME_DEFAULT_MAX_BODY;
+	if (max_body < 1024)
+		return conn_set_error(c, -RDAX_E_PROTOCOL,
+				      "%s announced a max body of %u bytes (1024 at least expected)",
+				      c->peer, max_body);
+	if (r->server_version && !(c->server_version = strdup(r->server_version)))
+		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+	if (r->n_namespaces) {
+		c->namespaces = calloc(r->n_namespaces, sizeof(*c->namespaces));
+		if (!c->namespaces)
+			return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+		for (size_t i = 0; i < r->n_namespaces; i++) {
+			const Rdax__NamespaceInfo *n = r->namespaces[i];
+			struct conn_namespace *ns = &c->namespaces[c->nnamespaces];
+			ns->path = strdup(n->path);
+			ns->mode = strdup(n->mode);
+			c->nnamespaces++;
+			if (!ns->path || !ns->mode)
+				return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+			ns->info = (struct rdax_namespace_info){
+				.id = n->id,
+				.path = ns->path,
+				.size = n->size,
+				.free_bytes = n->free_bytes,
+				.persist_method = (enum rdax_persist_method)n->persist_method,
+				.mode = ns->mode,
+			};
+		}
+	}
+	c->max_payload = max_payload;
+	c->max_body = max_body;
+	uint64_t window = (uint64_t)max_payload * CONN_INFLIGHT_PAYLOADS;
+	c->max_inflight_bytes = window > CONN_MIN_INFLIGHT_BYTES ? window : CONN_MIN_INFLIGHT_BYTES;
+	return 0;
+}
+
+/* hello -- the first request of every connection */
+static int hello(struct rdax_conn *c, const struct rdax_conn_opts *opts)
+{
+	Rdax__HelloRequest req = RDAX__HELLO_REQUEST__INIT;
+	req.protocol_version = FRAME_VERSION;
+	if (opts && opts->token) {
+		req.has_token = true;
+		req.token.data = opts->token;
+		req.token.len = opts->token_len;
+	}
+	req.client_name = opts && opts->client_name ? opts->client_name : CLIENT_NAME_DEFAULT;
+	struct conn_op *op;
+	int ret = conn_op_new_control(c, FRAME_HELLO, &req.base, &op);
+	if (ret)
+		return ret;
+	conn_op_submit(c, op);
+	ret = conn_op_wait(c, op);
+	if (!ret)
+		ret = hello_keep(c, (const Rdax__HelloReply *)op->reply);
+	conn_op_free(op);
+	return ret;
+}
+
+int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax_conn **connp)
+{
+	connect_error[0] = '\0';
+	if (!url || !connp)
+		return connect_fail(-EINVAL, "rdax_connect: %s is NULL", url ? "connp" : "url");
+	struct url u;
+	char err[CONN_ERR_MAX];
+	if (url_parse(url, &u, err, sizeof(err)))
+		return connect_fail(-EINVAL, "bad server address %s", err);
+	if (u.scheme == URL_RDMA)
+		return connect_fail(-EPROTONOSUPPORT,
+				    "%s: the RDMA transport is not supported yet (use tcp://)", url);
+	struct rdax_conn *c;
+	int ret = conn_new(opts, &c);
+	if (ret)
+		return connect_fail(ret, "%s", strerror(-ret));
+	ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err, sizeof(err));
+	if (ret) {
+		connect_fail(ret, "%s", err);
+		goto err_delete;
+	}
+	ret = hello(c, opts);
+	if (ret) {
+		connect_fail(ret, "%s", rdax_conn_last_error(c));
+		goto err_delete;
+	}
+	*connp = c;
+	return 0;
+
+err_delete:
+	conn_delete(&c);
+	return ret;
+}
+
+int rdax_disconnect(struct rdax_conn **connp)
+{
+	if (!connp || !*connp)
+		return 0;
+	if ((*connp)->nvolumes)
+		return conn_set_error(*connp, -EBUSY, "%u volume(s) still open on the connection",
+				      (*connp)->nvolumes);
+	conn_delete(connp);
+	return 0;
+}
+
+const char *rdax_conn_last_error(const struct rdax_conn *conn)
+{
+	return conn ? conn->last_error : "";
+}
+
+int rdax_conn_status(const struct rdax_conn *conn)
+{
+	return conn ? conn->broken : -EINVAL;
+}
+
+uint32_t rdax_conn_max_payload(const struct rdax_conn *conn)
+{
+	return conn ? conn->max_payload : 0;
+}
+
+const char *rdax_conn_server_version(const struct rdax_conn *conn)
+{
+	return conn && conn->server_version ? conn->server_version : "";
+}
+
+unsigned rdax_conn_namespace_count(const struct rdax_conn *conn)
+{
+	return conn ? conn->nnamespaces : 0;
+}
+
+int rdax_conn_namespace_get(const struct rdax_conn *conn, unsigned index,
+			    struct rdax_namespace_info *info)
+{
+	if (!conn || !info)
+		return -EINVAL;
+	if (index >= conn->nnamespaces)
+		return -ERANGE;
+	*info = conn->namespaces[index].info;
+	return 0;
+}
+
+/* --- control requests --------------------------------------------------- */
+
+/*
+ * control -- send @msg as a request of @type and wait for its reply; on
+ * success *replyp is the unpacked reply (free with protobuf_c_message_free_unpacked).
+ */
+static int control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *msg,
+		   ProtobufCMessage **replyp)
+{
+	if (c->broken)
+		return conn_set_error(c, c->broken, "%s", c->broken_msg);
+	struct conn_op *op;
+	int ret = conn_op_new_control(c, type, msg, &op);
+	if (ret)
+		return ret;
+	conn_op_submit(c, op);
+	ret = conn_op_wait(c, op);
+	if (!ret && replyp) {
+		*replyp = op->reply;
+		op->reply = NULL;
+	}
+	conn_op_free(op);
+	return ret;
+}
+
+/* name_check -- a volume name argument: non-NULL and non-empty */
+static int name_check(struct rdax_conn *c, const char *name)
+{
+	if (!name || !name[0])
+		return conn_set_error(c, -EINVAL, "no volume name");
+	return 0;
+}
+
+int rdax_volume_create(struct rdax_conn *conn, const char *name, uint64_t size,
+		       uint32_t namespace_id)
+{
+	if (!conn)
+		return -EINVAL;
+	int ret = name_check(conn, name);
+	if (ret)
+		return ret;
+	if (size == 0)
+		return conn_set_error(conn, -EINVAL, "volume size 0");
+	Rdax__VolumeCreateRequest req = RDAX__VOLUME_CREATE_REQUEST__INIT;
+	req.name = (char *)name;
+	req.size = size;
+	req.has_namespace_id = namespace_id != RDAX_NAMESPACE_ANY;
+	req.namespace_id = namespace_id;
+	ProtobufCMessage *reply = NULL;
+	ret = control(conn, FRAME_VOLUME_CREATE, &req.base, &reply);
+	if (reply)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return ret;
+}
+
+int rdax_volume_delete(struct rdax_conn *conn, const char *name)
+{
+	if (!conn)
+		return -EINVAL;
+	int ret = name_check(conn, name);
+	if (ret)
+		return ret;
+	Rdax__VolumeDeleteRequest req = RDAX__VOLUME_DELETE_REQUEST__INIT;
+	req.name = (char *)name;
+	ProtobufCMessage *reply = NULL;
+	ret = control(conn, FRAME_VOLUME_DELETE, &req.base, &reply);
+	if (reply)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return ret;
+}
+
+/* infos_new -- one allocation: @n entries, then their names; NULL on -ENOMEM */
+static struct rdax_volume_info *infos_new(Rdax__VolumeInfo *const *v, size_t n)
+{
+	size_t bytes = n * sizeof(struct rdax_volume_info);
+	for (size_t i = 0; i < n; i++)
+		bytes += strlen(v[i]->name) + 1;
+	struct rdax_volume_info *infos = malloc(bytes ? bytes : 1);
+	if (!infos)
+		return NULL;
+	char *names = (char *)(infos + n);
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(v[i]->name) + 1;
+		memcpy(names, v[i]->name, len);
+		infos[i] = (struct rdax_volume_info){
+			.name = names,
+			.size = v[i]->size,
+			.namespace_id = v[i]->namespace_id,
+			.namespace_offset = v[i]->namespace_offset,
+		};
+		names += len;
+	}
+	return infos;
+}
+
+int rdax_volume_list(struct rdax_conn *conn, struct rdax_volume_info **infosp, size_t *countp)
+{
+	if (!conn)
+		return -EINVAL;
+	if (!infosp || !countp)
+		return conn_set_error(conn, -EINVAL, "rdax_volume_list: NULL result pointer");
+	Rdax__VolumeListRequest req = RDAX__VOLUME_LIST_REQUEST__INIT;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_VOLUME_LIST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__VolumeListReply *r = (const Rdax__VolumeListReply *)msg;
+	struct rdax_volume_info *infos = NULL;
+	if (r->n_volumes && !(infos = infos_new(r->volumes, r->n_volumes)))
+		ret = conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	if (!ret) {
+		*infosp = infos;
+		*countp = r->n_volumes;
+	}
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
+int rdax_volume_info(struct rdax_conn *conn, const char *name, struct rdax_volume_info **infop)
+{
+	if (!conn)
+		return -EINVAL;
+	int ret = name_check(conn, name);
+	if (ret)
+		return ret;
+	if (!infop)
+		return conn_set_error(conn, -EINVAL, "rdax_volume_info: NULL result pointer");
+	Rdax__VolumeInfoRequest req = RDAX__VOLUME_INFO_REQUEST__INIT;
+	req.name = (char *)name;
+	ProtobufCMessage *msg = NULL;
+	ret = control(conn, FRAME_VOLUME_INFO, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__VolumeInfoReply *r = (const Rdax__VolumeInfoReply *)msg;
+	if (!r->volume) {
+		ret = conn_set_error(conn, -RDAX_E_PROTOCOL,
+				     "%s sent a volume-info reply without the volume", conn->peer);
+	} else {
+		struct rdax_volume_info *info = infos_new(&r->volume, 1);
+		if (info)
+			*infop = info;
+		else
+			ret = conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
+void rdax_volume_info_free(struct rdax_volume_info **infosp)
+{
+	if (!infosp)
+		return;
+	free(*infosp);
+	*infosp = NULL;
+}
+
+int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volume **volp)
+{
+	if (!conn)
+		return -EINVAL;
+	int ret = name_check(conn, name);
+	if (ret)
+		return ret;
+	if (!volp)
+		return conn_set_error(conn, -EINVAL, "rdax_volume_open: NULL result pointer");
+	struct rdax_volume *v = calloc(1, sizeof(*v));
+	if (!v)
+		return conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	v->name = strdup(name);
+	if (!v->name) {
+		ret = conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+		goto err_free_vol;
+	}
+	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
+	req.name = (char *)name;
+	ProtobufCMessage *msg = NULL;
+	ret = control(conn, FRAME_VOLUME_OPEN, &req.base, &msg);
+	if (ret)
+		goto err_free_name;
+	const Rdax__VolumeOpenReply *r = (const Rdax__VolumeOpenReply *)msg;
+	if (!r->has_handle || !r->has_size) {
+		ret = conn_set_error(conn, -RDAX_E_PROTOCOL,
+				     "%s sent a volume-open reply without handle or size", conn->peer);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		goto err_free_name;
+	}
+	v->conn = conn;
+	v->handle = r->handle;
+	v->size = r->size;
+	protobuf_c_message_free_unpacked(msg, NULL);
+	conn->nvolumes++;
+	*volp = v;
+	return 0;
+
+err_free_name:
+	free(v->name);
+err_free_vol:
+	free(v);
+	return ret;
+}
+
+int rdax_volume_close(struct rdax_volume **volp)
+{
+	if (!volp || !*volp)
+		return 0;
+	struct rdax_volume *v = *volp;
+	struct rdax_conn *c = v->conn;
+	if (v->ops_active)
+		return conn_set_error(c, -EBUSY,
+				      "close %s: %u asynchronous operation(s) not yet completed",
+				      v->name, v->ops_active);
+	int ret = 0;
+	if (!c->broken) {
+		Rdax__VolumeCloseRequest req = RDAX__VOLUME_CLOSE_REQUEST__INIT;
+		req.handle = v->handle;
+		ProtobufCMessage *reply = NULL;
+		ret = control(c, FRAME_VOLUME_CLOSE, &req.base, &reply);
+		if (reply)
+			protobuf_c_message_free_unpacked(reply, NULL);
+	}
+	/* on a broken connection the server has closed the handle already */
+	c->nvolumes--;
+	free(v->name);
+	free(v);
+	*volp = NULL;
+	return ret;
+}
+
+uint64_t rdax_volume_size(const struct rdax_volume *vol)
+{
+	return vol ? vol->size : 0;
+}
+
+const char *rdax_volume_name(const struct rdax_volume *vol)
+{
+	return vol ? vol->name : "";
+}
+
+/* --- data operations ---------------------------------------------------- */
+
+/*
+ * range_arg -- check [offset, offset + len) of @v before anything is sent.
+ * Returns 0, -EINVAL, -EOVERFLOW, -ERANGE.
+ */
+static int range_arg(struct rdax_volume *v, uint64_t offset, uint64_t len)
+{
+	struct rdax_conn *c = v->conn;
+	int ret = range_check(offset, len, v->size);
+	if (ret == -EOVERFLOW)
+		return conn_set_error(c, ret, "offset %llu + length %llu overflows",
+				      (unsigned long long)offset, (unsigned long long)len);
+	if (ret)
+		return conn_set_error(c, ret,
+				      "offset+length beyond the end of the volume (size %llu)",
+				      (unsigned long long)v->size);
+	return 0;
+}
+
+/*
+ * data_op -- check the arguments of a data operation and build it. @len 0 is
+ * allowed only for fsync (to the end). Returns 0 with *opp, or the error.
+ */
+static int data_op(struct rdax_volume *v, enum conn_op_kind kind, uint64_t offset, uint64_t len,
+		   const void *buf, unsigned flags, struct conn_op **opp)
+{
+	if (!v)
+		return -EINVAL;
+	struct rdax_conn *c = v->conn;
+	unsigned known = kind == OP_WRITE ? RDAX_WRITE_FSYNC
+			 : kind == OP_FSYNC ? RDAX_FSYNC_HAMMER
+					    : 0;
+	if (kind != OP_FSYNC && !buf)
+		return conn_set_error(c, -EINVAL, "NULL buffer");
+	if (kind != OP_FSYNC && len == 0)
+		return conn_set_error(c, -EINVAL, "length 0");
+	if (flags & ~known)
+		return conn_set_error(c, -EINVAL, "unknown flags 0x%x", flags & ~known);
+	int ret;
+	if (kind == OP_FSYNC && len == 0)
+		ret = offset > v->size ? conn_set_error(c, -ERANGE,
+							"offset beyond the end of the volume (size %llu)",
+							(unsigned long long)v->size)
+				       : 0;
+	else
+		ret = range_arg(v, offset, len);
+	if (ret)
+		return ret;
+	if (c->broken)
+		return conn_set_error(c, c->broken, "%s", c->broken_msg);
+	struct conn_op *op = conn_op_new(kind);
+	if (!op)
+		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+	op->vol = v;
+	op->offset = offset;
+	op->length = len;
+	if (kind == OP_WRITE)
+		op->wbuf = buf;
+	else if (kind == OP_READ)
+		op->rbuf = (uint8_t *)buf;
+	op->durable = kind == OP_WRITE && (flags & RDAX_WRITE_FSYNC);
+	op->hammer = kind == OP_FSYNC && (flags & RDAX_FSYNC_HAMMER);
+	*opp = op;
+	return 0;
+}
+
+/* run_sync -- submit @op and wait for it; *written_back (may be NULL) from its replies */
+static int run_sync(struct rdax_conn *c, struct conn_op *op, uint64_t *written_back)
+{
+	conn_op_submit(c, op);
+	int ret = conn_op_wait(c, op);
+	if (!ret && written_back)
+		*written_back = op->written_back;
+	conn_op_free(op);
+	return ret;
+}
+
+int rdax_write(struct rdax_volume *vol, uint64_t offset, const void *buf, size_t len,
+	       unsigned flags)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_WRITE, offset, len, buf, flags, &op);
+	return ret ? ret : run_sync(vol->conn, op, NULL);
+}
+
+int rdax_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_READ, offset, len, buf, 0, &op);
+	return ret ? ret : run_sync(vol->conn, op, NULL);
+}
+
+int rdax_fsync_flags(struct rdax_volume *vol, uint64_t offset, uint64_t length, unsigned flags,
+		     uint64_t *written_back)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_FSYNC, offset, length, NULL, flags, &op);
+	return ret ? ret : run_sync(vol->conn, op, written_back);
+}
+
+int rdax_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length, uint64_t *written_back)
+{
+	return rdax_fsync_flags(vol, offset, length, 0, written_back);
+}
+
+int rdax_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length)
+{
+	if (!vol)
+		return -EINVAL;
+	struct rdax_conn *c = vol->conn;
+	if (length == 0)
+		return conn_set_error(c, -EINVAL, "length 0");
+	int ret = range_arg(vol, offset, length);
+	if (ret)
+		return ret;
+	Rdax__DiscardRequest req = RDAX__DISCARD_REQUEST__INIT;
+	req.handle = vol->handle;
+	req.offset = offset;
+	req.length = length;
+	ProtobufCMessage *reply = NULL;
+	ret = control(c, FRAME_DISCARD, &req.base, &reply);
+	if (reply)
+		protobuf_c_message_free_unpacked(reply, NULL);
+	return ret;
+}
+
+int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st)
+{
+	if (!vol)
+		return -EINVAL;
+	struct rdax_conn *c = vol->conn;
+	if (!st)
+		return conn_set_error(c, -EINVAL, "rdax_stat: NULL result pointer");
+	Rdax__StatRequest req = RDAX__STAT_REQUEST__INIT;
+	req.handle = vol->handle;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(c, FRAME_STAT, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__StatReply *r = (const Rdax__StatReply *)msg;
+	*st = (struct rdax_volume_stat){
+		.size = r->has_size ? r->size : vol->size,
+		.dirty_bytes = r->dirty_bytes,
+		.entries_4k = r->entries_4k,
+		.entries_2m = r->entries_2m,
+		.entries_1g = r->entries_1g,
+		.tree_bytes = r->tree_bytes,
+		.fsyncs = r->fsyncs,
+		.fsync_bytes = r->fsync_bytes,
+	};
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return 0;
+}
+
+/* --- asynchronous operations -------------------------------------------- */
+
+/* submit_async -- queue a checked op as asynchronous, if the queue depth allows */
+static int submit_async(struct rdax_volume *vol, struct conn_op *op, uint64_t cookie)
+{
+	struct rdax_conn *c = vol->conn;
+	if (c->nasync >= c->queue_depth) {
+		conn_op_free(op);
+		return conn_set_error(c, -EAGAIN,
+				      "%u asynchronous operations in flight (the queue depth): "
+				      "reap completions first",
+				      c->nasync);
+	}
+	op->async = true;
+	op->cookie = cookie;
+	conn_op_submit(c, op);
+	return 0;
+}
+
+int rdax_submit_write(struct rdax_volume *vol, uint64_t offset, const void *buf, size_t len,
+		      unsigned flags, uint64_t cookie)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_WRITE, offset, len, buf, flags, &op);
+	return ret ? ret : submit_async(vol, op, cookie);
+}
+
+int rdax_submit_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len,
+		     uint64_t cookie)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_READ, offset, len, buf, 0, &op);
+	return ret ? ret : submit_async(vol, op, cookie);
+}
+
+int rdax_submit_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length, unsigned flags,
+		      uint64_t cookie)
+{
+	struct conn_op *op;
+	int ret = data_op(vol, OP_FSYNC, offset, length, NULL, flags, &op);
+	return ret ? ret : submit_async(vol, op, cookie);
+}
+
+int rdax_wait_completions(struct rdax_conn *conn, struct rdax_completion *out, unsigned max,
+			  unsigned min, int timeout_ms)
+{
+	if (!conn)
+		return -EINVAL;
+	if (!out || max == 0 || min > max || timeout_ms < -1)
+		return conn_set_error(conn, -EINVAL,
+				      "wait_completions: bad arguments (out %s, max %u, min %u, "
+				      "timeout %d)",
+				      out ? "set" : "NULL", max, min, timeout_ms);
+	return conn_reap(conn, out, max, min, timeout_ms);
+}
+
+unsigned rdax_inflight(const struct rdax_conn *conn)
+{
+	return conn ? conn->nasync : 0;
+}

@@ -1,0 +1,844 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rdax.c -- the rdax command: manage volumes, write, read, fsync, discard
+ *
+ * Exit status: 0 success, 1 the operation failed (one line on stderr,
+ * "rdax: <command> <volume>: <why>"), 2 usage error.
+ * Data moves in chunks of at most one request (rdax_conn_max_payload, at
+ * most CHUNK_MAX) with CHUNKS of them in flight, so "write" and "read"
+ * stream any length through a fixed amount of memory.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "librdax.h"
+#include "size_parse.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+
+/* Chunk of stdin/stdout per request, and how many are in flight: 16 MiB at most. */
+#define CHUNK_MAX (4U << 20)
+#define CHUNKS 4
+#define COOKIE_FSYNC UINT64_MAX
+
+struct ctx {
+	const char *server;
+	const char *token_file;
+	int timeout_ms;
+	struct rdax_conn *conn;
+};
+
+struct command {
+	const char *name;  /* "volume create", "write", ... */
+	const char *usage; /* arguments and options */
+	unsigned min_args, max_args;
+	const char *options; /* ",fsync,namespace," -- the options it takes */
+	const char *help;
+	int (*run)(struct ctx *ctx, char **args, unsigned nargs);
+};
+
+/* Options of commands, parsed wherever they appear after the command. */
+struct cmd_opts {
+	bool fsync;
+	const char *namespace_id;
+};
+
+static struct cmd_opts g_opts;
+
+static void fail_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail_msg(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("rdax: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* fail -- report a failed librdax call on @what ("write vol1") and return EXIT_FAIL */
+static int fail(struct ctx *ctx, const char *what, int code)
+{
+	const char *msg = ctx->conn ? rdax_conn_last_error(ctx->conn) : "";
+	fail_msg("%s: %s", what, msg[0] ? msg : rdax_strerror(code));
+	return EXIT_FAIL;
+}
+
+/* parse_size_arg -- a size/offset argument, or a usage error naming it */
+static int parse_size_arg(const char *cmd, const char *what, const char *s, uint64_t *out)
+{
+	int ret = size_parse(s, out);
+	if (ret == -ERANGE) {
+		fail_msg("%s: %s '%s' is too large", cmd, what, s);
+		return EXIT_USAGE;
+	}
+	if (ret) {
+		fail_msg("%s: bad %s '%s' (a number with an optional K, M, G or T suffix)", cmd,
+			 what, s);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* connect_server -- connect per --server / --token-file / --timeout */
+static int connect_server(struct ctx *ctx)
+{
+	struct rdax_conn_opts *opts;
+	int ret = rdax_conn_opts_new(&opts);
+	if (ret) {
+		fail_msg("%s", rdax_strerror(ret));
+		return EXIT_FAIL;
+	}
+	if (ctx->token_file && (ret = rdax_conn_opts_set_token_file(opts, ctx->token_file))) {
+		fail_msg("token file %s: %s", ctx->token_file,
+			 ret == -EINVAL ? "empty" : rdax_strerror(ret));
+		rdax_conn_opts_delete(&opts);
+		return EXIT_FAIL;
+	}
+	rdax_conn_opts_set_client_name(opts, "rdax");
+	if (ctx->timeout_ms)
+		rdax_conn_opts_set_timeout(opts, ctx->timeout_ms);
+	ret = rdax_connect(ctx->server, opts, &ctx->conn);
+	rdax_conn_opts_delete(&opts);
+	if (ret) {
+		const char *msg = rdax_connect_last_error();
+		fail_msg("%s", msg[0] ? msg : rdax_strerror(ret));
+		return EXIT_FAIL;
+	}
+	return 0;
+}
+
+/* open_volume -- open @name; on failure the message names @cmd */
+static int open_volume(struct ctx *ctx, const char *cmd, const char *name,
+		       struct rdax_volume **volp)
+{
+	int ret = rdax_volume_open(ctx->conn, name, volp);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "%s %s", cmd, name);
+		return fail(ctx, what, ret);
+	}
+	return 0;
+}
+
+/* print_bytes -- "key: 67108864 (64 MiB)" */
+static void print_bytes(const char *key, uint64_t bytes)
+{
+	char h[32];
+	printf("%s: %" PRIu64 " (%s)\n", key, bytes, size_format(bytes, h, sizeof(h)));
+}
+
+/* namespace_label -- "ID (PATH)" when HELLO named the namespace, else "ID" */
+static const char *namespace_label(struct ctx *ctx, uint32_t id, char *buf, size_t len)
+{
+	struct rdax_namespace_info ns;
+	for (unsigned i = 0; i < rdax_conn_namespace_count(ctx->conn); i++) {
+		if (rdax_conn_namespace_get(ctx->conn, i, &ns) == 0 && ns.id == id) {
+			snprintf(buf, len, "%" PRIu32 " (%s)", id, ns.path);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%" PRIu32, id);
+	return buf;
+}
+
+/* --- commands ----------------------------------------------------------- */
+
+static int cmd_volume_create(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t size;
+	uint32_t ns = RDAX_NAMESPACE_ANY;
+	int ret = parse_size_arg("volume create", "size", args[1], &size);
+	if (ret)
+		return ret;
+	if (g_opts.namespace_id) {
+		uint64_t v;
+		if (size_parse(g_opts.namespace_id, &v) || v >= RDAX_NAMESPACE_ANY ||
+		    strspn(g_opts.namespace_id, "0123456789") != strlen(g_opts.namespace_id)) {
+			fail_msg("volume create: bad namespace id '%s'", g_opts.namespace_id);
+			return EXIT_USAGE;
+		}
+		ns = (uint32_t)v;
+	}
+	if ((ret = connect_server(ctx)))
+		return ret;
+	ret = rdax_volume_create(ctx->conn, args[0], size, ns);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "volume create %s", args[0]);
+		return fail(ctx, what, ret);
+	}
+	return 0;
+}
+
+static int cmd_volume_delete(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	ret = rdax_volume_delete(ctx->conn, args[0]);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "volume delete %s", args[0]);
+		return fail(ctx, what, ret);
+	}
+	return 0;
+}
+
+static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_volume_info *v;
+	size_t n;
+	ret = rdax_volume_list(ctx->conn, &v, &n);
+	if (ret)
+		return fail(ctx, "volume list", ret);
+	int wname = 4, wsize = 4;
+	char buf[32], ns[512];
+	for (size_t i = 0; i < n; i++) {
+		int l = (int)strlen(v[i].name);
+		wname = l > wname ? l : wname;
+		l = (int)strlen(size_format_compact(v[i].size, buf, sizeof(buf)));
+		wsize = l > wsize ? l : wsize;
+	}
+	printf("%-*s  %-*s  %s\n", wname, "NAME", wsize, "SIZE", "NAMESPACE");
+	for (size_t i = 0; i < n; i++)
+		printf("%-*s  %-*s  %s\n", wname, v[i].name, wsize,
+		       size_format_compact(v[i].size, buf, sizeof(buf)),
+		       namespace_label(ctx, v[i].namespace_id, ns, sizeof(ns)));
+	rdax_volume_info_free(&v);
+	return 0;
+}
+
+static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_volume_info *v;
+	ret = rdax_volume_info(ctx->conn, args[0], &v);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "volume info %s", args[0]);
+		return fail(ctx, what, ret);
+	}
+	char ns[512];
+	printf("name: %s\n", v->name);
+	print_bytes("size", v->size);
+	printf("namespace: %s\n", namespace_label(ctx, v->namespace_id, ns, sizeof(ns)));
+	print_bytes("namespace_offset", v->namespace_offset);
+	rdax_volume_info_free(&v);
+	return 0;
+}
+
+/* read_full -- read until @len bytes or EOF; the count, or -errno */
+static ssize_t read_full(int fd, uint8_t *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = read(fd, buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* write_full -- write all @len bytes; 0 or -errno */
+static int write_full(int fd, const uint8_t *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t r = write(fd, buf, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		buf += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+/* chunk_size -- bytes per request and buffer */
+static size_t chunk_size(struct ctx *ctx)
+{
+	uint32_t mp = rdax_conn_max_payload(ctx->conn);
+	return mp < CHUNK_MAX ? mp : CHUNK_MAX;
+}
+
+/* drain -- wait for every asynchronous operation still in flight (after a failure) */
+static void drain(struct ctx *ctx)
+{
+	struct rdax_completion c[CHUNKS + 1];
+	while (rdax_inflight(ctx->conn) > 0)
+		if (rdax_wait_completions(ctx->conn, c, CHUNKS + 1, 1, -1) < 0)
+			break;
+}
+
+/*
+ * stream_write -- stdin to @vol at @offset, CHUNKS requests in flight.
+ * Durable (--fsync): all but a one-chunk input go as plain writes plus one
+ * fsync of the whole range submitted right behind the last of them (the
+ * library's reasoning for rdax_write, applied to a stream whose length is
+ * known only at EOF); a one-chunk input is a single write with fsync set.
+ */
+static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, bool durable,
+			char *what)
+{
+	size_t chunk = chunk_size(ctx);
+	uint8_t *bufs[CHUNKS] = { NULL };
+	bool busy[CHUNKS] = { false };
+	int ret = 0, rc = 0;
+	for (unsigned i = 0; i < CHUNKS; i++) {
+		if (!(bufs[i] = malloc(chunk))) {
+			fail_msg("%s: %s", what, strerror(ENOMEM));
+			rc = EXIT_FAIL;
+			goto out_free;
+		}
+	}
+	uint64_t total = 0;
+	bool eof = false, single = false, fsync_sent = false;
+	while (!eof || rdax_inflight(ctx->conn) > 0) {
+		for (unsigned i = 0; i < CHUNKS && !eof; i++) {
+			if (busy[i])
+				continue;
+			ssize_t n = read_full(STDIN_FILENO, bufs[i], chunk);
+			if (n < 0) {
+				fail_msg("%s: reading stdin: %s", what, strerror((int)-n));
+				rc = EXIT_FAIL;
+				eof = true;
+				break;
+			}
+			if ((size_t)n < chunk)
+				eof = true;
+			if (n == 0)
+				break;
+			single = durable && eof && total == 0;
+			uint64_t off;
+			if (__builtin_add_overflow(offset, total, &off))
+				ret = -EOVERFLOW;
+			else
+				ret = rdax_submit_write(vol, off, bufs[i], (size_t)n,
+							single ? RDAX_WRITE_FSYNC : 0, i);
+			if (ret) {
+				rc = fail(ctx, what, ret);
+				eof = true;
+				break;
+			}
+			busy[i] = true;
+			total += (uint64_t)n;
+		}
+		if (eof && durable && !single && total > 0 && !fsync_sent && !rc) {
+			/* right behind the last write: the server handles them in order */
+			fsync_sent = true;
+			if ((ret = rdax_submit_fsync(vol, offset, total, 0, COOKIE_FSYNC)))
+				rc = fail(ctx, what, ret);
+		}
+		if (rdax_inflight(ctx->conn) == 0)
+			continue;
+		struct rdax_completion c[CHUNKS + 1];
+		int n = rdax_wait_completions(ctx->conn, c, CHUNKS + 1, 1, -1);
+		if (n < 0) {
+			if (!rc)
+				rc = fail(ctx, what, n);
+			break;
+		}
+		for (int k = 0; k < n; k++) {
+			if (c[k].cookie != COOKIE_FSYNC)
+				busy[c[k].cookie] = false;
+			if (c[k].status && !rc) {
+				rc = fail(ctx, what, c[k].status);
+				eof = true; /* stop reading; wait for what is in flight */
+			}
+		}
+	}
+out_free:
+	drain(ctx);
+	for (unsigned i = 0; i < CHUNKS; i++)
+		free(bufs[i]);
+	return rc;
+}
+
+static int cmd_write(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t offset;
+	int ret = parse_size_arg("write", "offset", args[1], &offset);
+	if (ret)
+		return ret;
+	if ((ret = connect_server(ctx)))
+		return ret;
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, "write", args[0], &vol)))
+		return ret;
+	char what[256];
+	snprintf(what, sizeof(what), "write %s", args[0]);
+	/* a regular file on stdin: refuse before writing anything if it cannot fit */
+	struct stat st;
+	off_t pos;
+	uint64_t end;
+	if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (pos = lseek(STDIN_FILENO, 0, SEEK_CUR)) >= 0 && st.st_size > pos &&
+	    (__builtin_add_overflow(offset, (uint64_t)(st.st_size - pos), &end) ||
+	     end > rdax_volume_size(vol))) {
+		fail_msg("%s: offset+length beyond the end of the volume (size %" PRIu64 ")", what,
+			 rdax_volume_size(vol));
+		ret = EXIT_FAIL;
+	} else {
+		ret = stream_write(ctx, vol, offset, g_opts.fsync, what);
+	}
+	rdax_volume_close(&vol);
+	return ret;
+}
+
+/* stream_read -- @length bytes of @vol at @offset to stdout, in order, CHUNKS in flight */
+static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset,
+		       uint64_t length, const char *what)
+{
+	size_t chunk = chunk_size(ctx);
+	uint8_t *bufs[CHUNKS] = { NULL };
+	size_t lens[CHUNKS] = { 0 };
+	bool done[CHUNKS] = { false };
+	int rc = 0;
+	for (unsigned i = 0; i < CHUNKS; i++) {
+		if (!(bufs[i] = malloc(chunk))) {
+			fail_msg("%s: %s", what, strerror(ENOMEM));
+			rc = EXIT_FAIL;
+			goto out_free;
+		}
+	}
+	/* chunk number k lives in buffer k % CHUNKS; out: next to print, sub: next to submit */
+	uint64_t nchunks = (length + chunk - 1) / chunk, out = 0, sub = 0;
+	while (out < nchunks && !rc) {
+		while (sub < nchunks && sub < out + CHUNKS) {
+			unsigned b = (unsigned)(sub % CHUNKS);
+			uint64_t rel = sub * chunk;
+			lens[b] = length - rel < chunk ? (size_t)(length - rel) : chunk;
+			done[b] = false;
+			int ret = rdax_submit_read(vol, offset + rel, bufs[b], lens[b], sub);
+			if (ret) {
+				rc = fail(ctx, what, ret);
+				break;
+			}
+			sub++;
+		}
+		if (rc)
+			break;
+		struct rdax_completion c[CHUNKS];
+		int n = rdax_wait_completions(ctx->conn, c, CHUNKS, 1, -1);
+		if (n < 0) {
+			rc = fail(ctx, what, n);
+			break;
+		}
+		for (int k = 0; k < n; k++) {
+			if (c[k].status && !rc)
+				rc = fail(ctx, what, c[k].status);
+			done[c[k].cookie % CHUNKS] = true;
+		}
+		while (!rc && out < sub && done[out % CHUNKS]) {
+			unsigned b = (unsigned)(out % CHUNKS);
+			int ret = write_full(STDOUT_FILENO, bufs[b], lens[b]);
+			if (ret) {
+				fail_msg("%s: writing stdout: %s", what, strerror(-ret));
+				rc = EXIT_FAIL;
+			}
+			out++;
+		}
+	}
+out_free:
+	drain(ctx);
+	for (unsigned i = 0; i < CHUNKS; i++)
+		free(bufs[i]);
+	return rc;
+}
+
+static int cmd_read(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t offset, length;
+	int ret = parse_size_arg("read", "offset", args[1], &offset);
+	if (!ret)
+		ret = parse_size_arg("read", "length", args[2], &length);
+	if (ret)
+		return ret;
+	if ((ret = connect_server(ctx)))
+		return ret;
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, "read", args[0], &vol)))
+		return ret;
+	char what[256];
+	snprintf(what, sizeof(what), "read %s", args[0]);
+	uint64_t end;
+	if (__builtin_add_overflow(offset, length, &end) || end > rdax_volume_size(vol)) {
+		fail_msg("%s: offset+length beyond the end of the volume (size %" PRIu64 ")", what,
+			 rdax_volume_size(vol));
+		ret = EXIT_FAIL;
+	} else if (length > 0) {
+		ret = stream_read(ctx, vol, offset, length, what);
+	}
+	rdax_volume_close(&vol);
+	return ret;
+}
+
+static int cmd_fsync(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t offset = 0, length = 0;
+	int ret = 0;
+	if (nargs == 2) {
+		fail_msg("fsync: give both OFFSET and LENGTH, or neither (see 'rdax help fsync')");
+		return EXIT_USAGE;
+	}
+	if (nargs == 3) {
+		ret = parse_size_arg("fsync", "offset", args[1], &offset);
+		if (!ret)
+			ret = parse_size_arg("fsync", "length", args[2], &length);
+		if (ret)
+			return ret;
+	}
+	if ((ret = connect_server(ctx)))
+		return ret;
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, "fsync", args[0], &vol)))
+		return ret;
+	uint64_t wb = 0;
+	ret = rdax_fsync(vol, offset, length, &wb);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "fsync %s", args[0]);
+		ret = fail(ctx, what, ret);
+	} else {
+		print_bytes("written_back", wb);
+	}
+	rdax_volume_close(&vol);
+	return ret;
+}
+
+static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t offset, length;
+	int ret = parse_size_arg("discard", "offset", args[1], &offset);
+	if (!ret)
+		ret = parse_size_arg("discard", "length", args[2], &length);
+	if (ret)
+		return ret;
+	if (length == 0) {
+		fail_msg("discard: LENGTH must not be 0");
+		return EXIT_USAGE;
+	}
+	if ((ret = connect_server(ctx)))
+		return ret;
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, "discard", args[0], &vol)))
+		return ret;
+	ret = rdax_discard(vol, offset, length);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "discard %s", args[0]);
+		ret = fail(ctx, what, ret);
+	}
+	rdax_volume_close(&vol);
+	return ret;
+}
+
+static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, "stat", args[0], &vol)))
+		return ret;
+	struct rdax_volume_stat st;
+	ret = rdax_stat(vol, &st);
+	if (ret) {
+		char what[256];
+		snprintf(what, sizeof(what), "stat %s", args[0]);
+		ret = fail(ctx, what, ret);
+	} else {
+		printf("name: %s\n", args[0]);
+		print_bytes("size", st.size);
+		print_bytes("dirty_bytes", st.dirty_bytes);
+		printf("entries_4k: %" PRIu64 "\n", st.entries_4k);
+		printf("entries_2m: %" PRIu64 "\n", st.entries_2m);
+		printf("entries_1g: %" PRIu64 "\n", st.entries_1g);
+		print_bytes("tree_bytes", st.tree_bytes);
+		printf("fsyncs: %" PRIu64 "\n", st.fsyncs);
+		print_bytes("fsync_bytes", st.fsync_bytes);
+	}
+	rdax_volume_close(&vol);
+	return ret;
+}
+
+/* --- the command table and help ----------------------------------------- */
+
+static const struct command commands[] = {
+	{ "volume create", "NAME SIZE [--namespace ID]", 2, 2, ",namespace,",
+	  "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G). The server\n"
+	  "places it in the namespace with the most free space unless --namespace\n"
+	  "names one (an id as 'rdax volume list' shows it).\n",
+	  cmd_volume_create },
+	{ "volume delete", "NAME", 1, 1, ",",
+	  "Delete volume NAME and its data. Fails while a client has it open.\n",
+	  cmd_volume_delete },
+	{ "volume list", "", 0, 0, ",",
+	  "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
+	  "and NAMESPACE (id and path on the server).\n",
+	  cmd_volume_list },
+	{ "volume info", "NAME", 1, 1, ",",
+	  "Show volume NAME as 'key: value' lines: name, size, namespace,\n"
+	  "namespace_offset; sizes in bytes with a human form in parentheses.\n",
+	  cmd_volume_info },
+	{ "write", "NAME OFFSET [--fsync]", 2, 2, ",fsync,",
+	  "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
+	  "Any length; it is streamed in chunks, never held in memory whole.\n"
+	  "--fsync: succeed only once all of the data is durable.\n"
+	  "Without --fsync the data is durable after a later 'rdax fsync'.\n",
+	  cmd_write },
+	{ "read", "NAME OFFSET LENGTH", 3, 3, ",",
+	  "Write LENGTH bytes of volume NAME from OFFSET to standard output.\n"
+	  "Bytes never written read as zeros.\n",
+	  cmd_read },
+	{ "fsync", "NAME [OFFSET LENGTH]", 1, 3, ",",
+	  "Make what was written to volume NAME durable: the whole volume, or\n"
+	  "LENGTH bytes from OFFSET (LENGTH 0: to the end). Prints how many bytes\n"
+	  "the server wrote back.\n",
+	  cmd_fsync },
+	{ "discard", "NAME OFFSET LENGTH", 3, 3, ",",
+	  "Discard LENGTH bytes of volume NAME from OFFSET: they read as zeros\n"
+	  "afterwards.\n",
+	  cmd_discard },
+	{ "stat", "NAME", 1, 1, ",",
+	  "Show the counters of volume NAME as 'key: value' lines: size, dirty_bytes\n"
+	  "(written, not yet fsynced), dirty-tree entries by size, tree_bytes, fsyncs\n"
+	  "and fsync_bytes (written back by them).\n",
+	  cmd_stat },
+};
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] COMMAND "
+		   "[ARGS]\n\ncommands:\n");
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
+	fprintf(f,
+		"  help [COMMAND]\n"
+		"\noptions:\n"
+		"  --server URL        the rdaxd to talk to: tcp://HOST[:PORT], IPv6 as\n"
+		"                      tcp://[::1]:7470 (default: $RDAX_SERVER, else %s)\n"
+		"  --token-file PATH   send this file's contents (trailing newline stripped)\n"
+		"                      as the access token (default: $RDAX_TOKEN_FILE)\n"
+		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
+		"                      wait)\n"
+		"  -h, --help          this text; 'rdax help COMMAND' for one command\n"
+		"\nSizes and offsets: bytes, or with a binary suffix K, M, G, T (1K = 1024).\n"
+		"Exit status: 0 success, 1 failure, 2 usage error.\n",
+		RDAX_DEFAULT_URL);
+}
+
+static void command_help(const struct command *cmd)
+{
+	printf("usage: rdax [OPTIONS] %s %s\n\n%s", cmd->name, cmd->usage, cmd->help);
+}
+
+/*
+ * find_command -- match the words at @argv against the table; *nwords = how
+ * many words the name took. "volume" alone matches nothing (*group = true).
+ */
+static const struct command *find_command(char **argv, int argc, int *nwords, bool *group)
+{
+	*group = false;
+	if (argc < 1)
+		return NULL;
+	if (strcmp(argv[0], "volume") == 0) {
+		*group = true;
+		if (argc < 2)
+			return NULL;
+		for (unsigned i = 0; i < NCOMMANDS; i++)
+			if (strncmp(commands[i].name, "volume ", 7) == 0 &&
+			    strcmp(commands[i].name + 7, argv[1]) == 0) {
+				*nwords = 2;
+				return &commands[i];
+			}
+		return NULL;
+	}
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, argv[0]) == 0) {
+			*nwords = 1;
+			return &commands[i];
+		}
+	return NULL;
+}
+
+static void volume_help(FILE *f)
+{
+	fprintf(f, "usage: rdax [OPTIONS] volume SUBCOMMAND\n\nsubcommands:\n");
+	for (unsigned i = 0; i < NCOMMANDS; i++)
+		if (strncmp(commands[i].name, "volume ", 7) == 0)
+			fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
+}
+
+/* cmd_help -- "rdax help [COMMAND...]" */
+static int cmd_help(char **argv, int argc)
+{
+	if (argc == 0) {
+		usage(stdout);
+		return 0;
+	}
+	int nwords;
+	bool group;
+	const struct command *cmd = find_command(argv, argc, &nwords, &group);
+	if (cmd) {
+		command_help(cmd);
+		return 0;
+	}
+	if (group && argc == 1) {
+		volume_help(stdout);
+		return 0;
+	}
+	fail_msg("help: unknown command '%s%s%s' (see 'rdax --help')", argv[0],
+		 argc > 1 && group ? " " : "", argc > 1 && group ? argv[1] : "");
+	return EXIT_USAGE;
+}
+
+/* opt_value -- "--name VALUE" or "--name=VALUE" at argv[*i]; NULL if not this option */
+static const char *opt_value(char **argv, int argc, int *i, const char *name, bool *missing)
+{
+	size_t len = strlen(name);
+	if (strncmp(argv[*i], name, len) != 0)
+		return NULL;
+	if (argv[*i][len] == '=')
+		return argv[*i] + len + 1;
+	if (argv[*i][len] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = true;
+		return NULL;
+	}
+	return argv[++*i];
+}
+
+/* run_command -- parse the arguments and options after the command name and run it */
+static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, int argc)
+{
+	char *args[8];
+	unsigned nargs = 0;
+	bool only_args = false;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		bool missing = false;
+		const char *v;
+		if (!only_args && strcmp(a, "--") == 0) {
+			only_args = true;
+		} else if (!only_args && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+			command_help(cmd);
+			return 0;
+		} else if (!only_args && strcmp(a, "--fsync") == 0 && strstr(cmd->options, ",fsync,")) {
+			g_opts.fsync = true;
+		} else if (!only_args && strstr(cmd->options, ",namespace,") &&
+			   ((v = opt_value(argv, argc, &i, "--namespace", &missing)) || missing)) {
+			if (missing) {
+				fail_msg("%s: --namespace needs a value", cmd->name);
+				return EXIT_USAGE;
+			}
+			g_opts.namespace_id = v;
+		} else if (!only_args && a[0] == '-' && a[1] != '\0') {
+			fail_msg("%s: unknown option '%s' (see 'rdax help %s')", cmd->name, a,
+				 cmd->name);
+			return EXIT_USAGE;
+		} else {
+			if (nargs == sizeof(args) / sizeof(args[0]) || nargs >= cmd->max_args) {
+				fail_msg("%s: too many arguments (usage: rdax %s %s)", cmd->name,
+					 cmd->name, cmd->usage);
+				return EXIT_USAGE;
+			}
+			args[nargs++] = argv[i];
+		}
+	}
+	if (nargs < cmd->min_args) {
+		fail_msg("%s: missing arguments (usage: rdax %s %s)", cmd->name, cmd->name,
+			 cmd->usage);
+		return EXIT_USAGE;
+	}
+	return cmd->run(ctx, args, nargs);
+}
+
+int main(int argc, char **argv)
+{
+	struct ctx ctx = { .server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE") };
+	if (!ctx.server || !ctx.server[0])
+		ctx.server = RDAX_DEFAULT_URL;
+	if (ctx.token_file && !ctx.token_file[0])
+		ctx.token_file = NULL;
+
+	int i = 1;
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		bool missing = false;
+		const char *v;
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if ((v = opt_value(argv, argc, &i, "--server", &missing))) {
+			ctx.server = v;
+		} else if ((v = opt_value(argv, argc, &i, "--token-file", &missing))) {
+			ctx.token_file = v;
+		} else if ((v = opt_value(argv, argc, &i, "--timeout", &missing))) {
+			uint64_t s;
+			if (strspn(v, "0123456789") != strlen(v) || size_parse(v, &s) ||
+			    s > INT32_MAX / 1000) {
+				fail_msg("bad --timeout '%s' (whole seconds)", v);
+				return EXIT_USAGE;
+			}
+			ctx.timeout_ms = (int)s * 1000;
+		} else if (missing) {
+			fail_msg("%s needs a value (see 'rdax --help')", argv[i]);
+			return EXIT_USAGE;
+		} else {
+			fail_msg("unknown option '%s' (see 'rdax --help')", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[i], "help") == 0)
+		return cmd_help(argv + i + 1, argc - i - 1);
+
+	int nwords;
+	bool group;
+	const struct command *cmd = find_command(argv + i, argc - i, &nwords, &group);
+	if (!cmd) {
+		if (group && (i + 1 >= argc || strcmp(argv[i + 1], "--help") == 0 ||
+			      strcmp(argv[i + 1], "-h") == 0)) {
+			volume_help(i + 1 >= argc ? stderr : stdout);
+			return i + 1 >= argc ? EXIT_USAGE : 0;
+		}
+		if (group)
+			fail_msg("volume: unknown subcommand '%s' (see 'rdax help volume')",
+				 argv[i + 1]);
+		else
+			fail_msg("unknown command '%s' (see 'rdax --help')", argv[i]);
+		return EXIT_USAGE;
+	}
+	int rc = run_command(&ctx, cmd, argv + i + nwords, argc - i - nwords);
+	if (ctx.conn && rdax_disconnect(&ctx.conn))
+		fail_msg("disconnect: %s", rdax_conn_last_error(ctx.conn));
+	if (fflush(stdout) != 0 && rc == 0) {
+		fail_msg("writing stdout: %s", strerror(errno));
+		rc = EXIT_FAIL;
+	}
+	return rc;
+}

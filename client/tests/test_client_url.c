@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_client_url.c -- url_parse: what a server address may and may not look like */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "url.h"
+
+static void url_parse__tcp_ipv4_with_port(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("tcp://127.0.0.1:7470", &u, NULL, 0), 0);
+	assert_int_equal(u.scheme, URL_TCP);
+	assert_string_equal(u.host, "127.0.0.1");
+	assert_int_equal(u.port, 7470);
+	assert_string_equal(u.port_str, "7470");
+}
+
+static void url_parse__host_name(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("tcp://pmem-server_1.example:9", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "pmem-server_1.example");
+	assert_int_equal(u.port, 9);
+}
+
+static void url_parse__ipv6_in_brackets(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("tcp://[::1]:7471", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "::1");
+	assert_int_equal(u.port, 7471);
+	assert_int_equal(url_parse("tcp://[fe80::1%eth0]:1", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "fe80::1%eth0");
+	assert_int_equal(url_parse("tcp://[::ffff:10.0.0.1]", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "::ffff:10.0.0.1");
+	assert_int_equal(u.port, 7470);
+}
+
+static void url_parse__default_port(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("tcp://localhost", &u, NULL, 0), 0);
+	assert_int_equal(u.port, 7470);
+	assert_string_equal(u.port_str, "7470");
+}
+
+static void url_parse__port_limits(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("tcp://h:1", &u, NULL, 0), 0);
+	assert_int_equal(url_parse("tcp://h:65535", &u, NULL, 0), 0);
+	assert_int_equal(u.port, 65535);
+	const char *bad[] = { "tcp://h:0", "tcp://h:65536", "tcp://h:99999", "tcp://h:",
+			      "tcp://h:-1", "tcp://h:+80", "tcp://h:80a", "tcp://h:123456",
+			      "tcp://h: 80", "tcp://h:0x50" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[128] = "";
+		assert_int_equal(url_parse(bad[i], &u, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "port"));
+	}
+}
+
+static void url_parse__rdma_is_recognised(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("rdma://192.168.1.2:7470", &u, NULL, 0), 0);
+	assert_int_equal(u.scheme, URL_RDMA);
+	assert_string_equal(u.host, "192.168.1.2");
+}
+
+static void url_parse__refuses_malformed(void **state)
+{
+	const char *bad[] = {
+		"",
+		"127.0.0.1:7470",	/* no scheme */
+		"tcp:/127.0.0.1:7470",	/* one slash */
+		"http://127.0.0.1:80",	/* unknown scheme */
+		"TCP://127.0.0.1:7470", /* schemes are lower case */
+		"tcp://",		/* no host */
+		"tcp://:7470",		/* no host */
+		"tcp://::1:7470",	/* IPv6 without brackets */
+		"tcp://[::1",		/* unclosed */
+		"tcp://[]:7470",	/* empty brackets */
+		"tcp://[1.2.3.4]:7470", /* not IPv6 */
+		"tcp://[::1]x",		/* junk after ] */
+		"tcp://[::g]:1",	/* not hex */
+		"tcp://[::1%]:1",	/* empty zone */
+		"tcp://host/path",	/* path */
+		"tcp://host:80/",	/* path */
+		"tcp://ho st:80",	/* space */
+		"tcp://host?x=1",	/* query */
+		"tcp://user@host:80",	/* user info */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct url u;
+		memset(&u, 0x5a, sizeof(u));
+		struct url before = u;
+		char err[256] = "";
+		assert_int_equal(url_parse(bad[i], &u, err, sizeof(err)), -EINVAL);
+		assert_true(strlen(err) > 0);
+		/* nothing written on failure */
+		assert_memory_equal(&u, &before, sizeof(u));
+	}
+}
+
+static void url_parse__messages_say_why(void **state)
+{
+	struct url u;
+	char err[256];
+	url_parse("127.0.0.1:7470", &u, err, sizeof(err));
+	assert_non_null(strstr(err, "://"));
+	url_parse("udp://h:1", &u, err, sizeof(err));
+	assert_non_null(strstr(err, "unknown scheme 'udp'"));
+	url_parse("tcp://::1:7470", &u, err, sizeof(err));
+	assert_non_null(strstr(err, "brackets"));
+}
+
+static void url_parse__long_host(void **state)
+{
+	char s[URL_HOST_MAX + 32], host[URL_HOST_MAX + 2];
+	struct url u;
+	memset(host, 'a', URL_HOST_MAX);
+	host[URL_HOST_MAX] = '\0';
+	snprintf(s, sizeof(s), "tcp://%s:1", host);
+	assert_int_equal(url_parse(s, &u, NULL, 0), 0);
+	assert_int_equal(strlen(u.host), URL_HOST_MAX);
+	host[URL_HOST_MAX] = 'a';
+	host[URL_HOST_MAX + 1] = '\0';
+	snprintf(s, sizeof(s), "tcp://%s:1", host);
+	assert_int_equal(url_parse(s, &u, NULL, 0), -EINVAL);
+}
+
+static void url_parse__null(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse(NULL, &u, NULL, 0), -EINVAL);
+	assert_int_equal(url_parse("tcp://h:1", NULL, NULL, 0), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(url_parse__tcp_ipv4_with_port),
+		cmocka_unit_test(url_parse__host_name),
+		cmocka_unit_test(url_parse__ipv6_in_brackets),
+		cmocka_unit_test(url_parse__default_port),
+		cmocka_unit_test(url_parse__port_limits),
+		cmocka_unit_test(url_parse__rdma_is_recognised),
+		cmocka_unit_test(url_parse__refuses_malformed),
+		cmocka_unit_test(url_parse__messages_say_why),
+		cmocka_unit_test(url_parse__long_host),
+		cmocka_unit_test(url_parse__null),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
