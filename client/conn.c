@@ -27,19 +27,19 @@
 
 /* The body of each reply type (type 0: the error reply to a frame the server refused). */
 static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
-	[0] = &rdax__status_reply__descriptor,
-	[FRAME_HELLO] = &rdax__hello_reply__descriptor,
-	[FRAME_VOLUME_CREATE] = &rdax__status_reply__descriptor,
-	[FRAME_VOLUME_DELETE] = &rdax__status_reply__descriptor,
-	[FRAME_VOLUME_LIST] = &rdax__volume_list_reply__descriptor,
-	[FRAME_VOLUME_INFO] = &rdax__volume_info_reply__descriptor,
-	[FRAME_VOLUME_OPEN] = &rdax__volume_open_reply__descriptor,
-	[FRAME_VOLUME_CLOSE] = &rdax__status_reply__descriptor,
-	[FRAME_WRITE] = &rdax__write_reply__descriptor,
-	[FRAME_READ] = &rdax__read_reply__descriptor,
-	[FRAME_FSYNC] = &rdax__fsync_reply__descriptor,
-	[FRAME_DISCARD] = &rdax__status_reply__descriptor,
-	[FRAME_STAT] = &rdax__stat_reply__descriptor,
+    [0] = &rdax__status_reply__descriptor,
+    [FRAME_HELLO] = &rdax__hello_reply__descriptor,
+    [FRAME_VOLUME_CREATE] = &rdax__status_reply__descriptor,
+    [FRAME_VOLUME_DELETE] = &rdax__status_reply__descriptor,
+    [FRAME_VOLUME_LIST] = &rdax__volume_list_reply__descriptor,
+    [FRAME_VOLUME_INFO] = &rdax__volume_info_reply__descriptor,
+    [FRAME_VOLUME_OPEN] = &rdax__volume_open_reply__descriptor,
+    [FRAME_VOLUME_CLOSE] = &rdax__status_reply__descriptor,
+    [FRAME_WRITE] = &rdax__write_reply__descriptor,
+    [FRAME_READ] = &rdax__read_reply__descriptor,
+    [FRAME_FSYNC] = &rdax__fsync_reply__descriptor,
+    [FRAME_DISCARD] = &rdax__status_reply__descriptor,
+    [FRAME_STAT] = &rdax__stat_reply__descriptor,
 };
 
 static int64_t now_ms(void)
@@ -168,7 +168,7 @@ static int connect_one(const struct rdax_conn *c, const struct addrinfo *ai)
 		ret = -errno;
 		goto err_close;
 	}
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
 	int64_t deadline = c->timeout_ms > 0 ? now_ms() + c->timeout_ms : -1;
 	for (;;) {
 		int wait = -1;
@@ -316,7 +316,7 @@ static void op_finish(struct rdax_conn *c, struct conn_op *op)
 	c->cq_count++; /* room: nasync <= queue_depth counts every unreaped async op */
 	e->c.cookie = op->cookie;
 	e->c.status = op->status;
-	e->c.op = op->kind == OP_WRITE ? RDAX_OP_WRITE
+	e->c.op = op->kind == OP_WRITE	? RDAX_OP_WRITE
 		  : op->kind == OP_READ ? RDAX_OP_READ
 					: RDAX_OP_FSYNC;
 	e->c.bytes = op->kind == OP_FSYNC ? op->written_back : op->bytes;
@@ -491,12 +491,12 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 	req->op = op;
 	req->id = c->next_id++;
 	struct frame_header h = {
-		.magic = FRAME_MAGIC,
-		.version = FRAME_VERSION,
-		.type = req->type,
-		.request_id = req->id,
-		.body_len = (uint32_t)(req->buf_len - FRAME_HEADER_SIZE),
-		.payload_len = req->payload_len,
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = req->type,
+	    .request_id = req->id,
+	    .body_len = (uint32_t)(req->buf_len - FRAME_HEADER_SIZE),
+	    .payload_len = req->payload_len,
 	};
 	frame_header_encode(&h, req->buf);
 
@@ -549,7 +549,7 @@ static void fill_window(struct rdax_conn *c)
  * earlier code if the connection was broken already).
  */
 static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
 {
 	if (c->broken)
@@ -621,14 +621,14 @@ static int tx_flush(struct rdax_conn *c)
 		for (struct conn_req *req = c->sendq_head; req && n + 2 <= TX_IOV_MAX;
 		     req = req->next_send) {
 			if (req->sent < req->buf_len)
-				iov[n++] = (struct iovec){ req->buf + req->sent,
-							   req->buf_len - req->sent };
+				iov[n++] =
+				    (struct iovec){req->buf + req->sent, req->buf_len - req->sent};
 			size_t poff = req->sent > req->buf_len ? req->sent - req->buf_len : 0;
 			if (req->payload_len > poff)
-				iov[n++] = (struct iovec){ (void *)(req->payload + poff),
-							   req->payload_len - poff };
+				iov[n++] = (struct iovec){(void *)(req->payload + poff),
+							  req->payload_len - poff};
 		}
-		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
 		ssize_t r = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -677,7 +677,7 @@ static int status_code(const Rdax__Status *st)
 static const Rdax__Status *reply_status(const ProtobufCMessage *msg)
 {
 	const ProtobufCFieldDescriptor *f =
-		protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "status");
+	    protobuf_c_message_descriptor_get_field_by_name(msg->descriptor, "status");
 	if (!f)
 		return NULL;
 	return *(Rdax__Status *const *)((const char *)msg + f->offset);
@@ -739,17 +739,18 @@ static int rx_header(struct rdax_conn *c)
 	struct frame_header h;
 	frame_header_decode(c->rx_hdr, &h);
 	if (h.magic != FRAME_MAGIC)
-		return conn_break(c, -RDAX_E_PROTOCOL,
-				  "%s sent a frame with a bad magic number 0x%08x: not an rdax server?",
-				  c->peer, h.magic);
+		return conn_break(
+		    c, -RDAX_E_PROTOCOL,
+		    "%s sent a frame with a bad magic number 0x%08x: not an rdax server?", c->peer,
+		    h.magic);
 	if (h.version != FRAME_VERSION)
 		return conn_break(c, -RDAX_E_VERSION,
 				  "%s speaks protocol version %u, this client version %u", c->peer,
 				  h.version, FRAME_VERSION);
 	uint16_t base = h.type & (uint16_t)~FRAME_REPLY;
 	if (!(h.type & FRAME_REPLY) || base >= FRAME_TYPE_MAX)
-		return conn_break(c, -RDAX_E_PROTOCOL, "%s sent a frame of type 0x%04x, not a reply",
-				  c->peer, h.type);
+		return conn_break(c, -RDAX_E_PROTOCOL,
+				  "%s sent a frame of type 0x%04x, not a reply", c->peer, h.type);
 	if (h.body_len > CONN_MAX_REPLY_BODY)
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent a %s reply body of %u bytes (limit %u)", c->peer,
@@ -760,9 +761,8 @@ static int rx_header(struct rdax_conn *c)
 				  "%s sent a %s reply to request %llu, which is not in flight",
 				  c->peer, frame_type_name(base), (unsigned long long)h.request_id);
 	if (req && base != 0 && base != req->type)
-		return conn_break(c, -RDAX_E_PROTOCOL,
-				  "%s sent a %s reply to %s request %llu", c->peer,
-				  frame_type_name(base), frame_type_name(req->type),
+		return conn_break(c, -RDAX_E_PROTOCOL, "%s sent a %s reply to %s request %llu",
+				  c->peer, frame_type_name(base), frame_type_name(req->type),
 				  (unsigned long long)h.request_id);
 	if (h.payload_len && (!req || base != FRAME_READ || h.payload_len != req->read_len))
 		return conn_break(c, -RDAX_E_PROTOCOL,
@@ -800,7 +800,7 @@ static int rx_body(struct rdax_conn *c)
 	struct conn_req *req = c->rx_req;
 	uint16_t base = c->rx_type;
 	ProtobufCMessage *msg =
-		protobuf_c_message_unpack(reply_desc[base], NULL, c->rx_body_len, c->rx_body);
+	    protobuf_c_message_unpack(reply_desc[base], NULL, c->rx_body_len, c->rx_body);
 	if (!msg)
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent a malformed %s reply body (%u bytes, request %llu)",
@@ -937,8 +937,8 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 				wait = idle;
 		}
 		struct pollfd p = {
-			.fd = c->fd,
-			.events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0)),
+		    .fd = c->fd,
+		    .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0)),
 		};
 		int n = poll(&p, 1, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno == EINTR)

@@ -41,7 +41,7 @@
 #define CONN_RX_BUF_SIZE (64U << 10)
 /* Payload bytes in flight: at least this, or CONN_INFLIGHT_PAYLOADS requests' worth. */
 #define CONN_MIN_INFLIGHT_BYTES (16ULL << 20)
-#define CONN_INFLIGHT_PAYLOADS 4
+#define CONN_INFLIGHT_PAYLOADS	4
 /* Length of the detailed error messages kept. */
 #define CONN_ERR_MAX 512
 
@@ -68,15 +68,15 @@ struct conn_op {
 	ProtobufCMessage *reply; /* control: the unpacked reply, for the caller */
 
 	/* progress */
-	uint64_t issued;   /* bytes of the range covered by requests made so far */
-	bool tail_fsync;   /* a durable multi-request write still owes its FSYNC */
-	bool all_issued;   /* no more requests will be made */
+	uint64_t issued;     /* bytes of the range covered by requests made so far */
+	bool tail_fsync;     /* a durable multi-request write still owes its FSYNC */
+	bool all_issued;     /* no more requests will be made */
 	unsigned parts_left; /* requests made and not yet finished */
 	bool done;
 
 	/* result */
-	int status;   /* 0 or negative; the first error of any part */
-	char *errmsg; /* the server's message of that error, malloc'd, or NULL */
+	int status;	       /* 0 or negative; the first error of any part */
+	char *errmsg;	       /* the server's message of that error, malloc'd, or NULL */
 	uint64_t bytes;	       /* data moved by successful parts */
 	uint64_t written_back; /* sum over FSYNC / durable WRITE replies */
 };
@@ -91,7 +91,7 @@ struct conn_req {
 	size_t buf_len;
 	const uint8_t *payload; /* WRITE: the caller's data */
 	uint32_t payload_len;
-	size_t sent; /* bytes of buf, then payload, sent */
+	size_t sent;	    /* bytes of buf, then payload, sent */
 	uint8_t *read_dest; /* READ: where the reply's payload goes */
 	uint32_t read_len;
 	uint64_t window_bytes; /* counted in conn->inflight_bytes */
@@ -134,7 +134,7 @@ struct rdax_conn {
 	struct conn_namespace *namespaces;
 	unsigned nnamespaces;
 
-	int timeout_ms; /* idle limit of a waiting call; 0: none */
+	int timeout_ms;	       /* idle limit of a waiting call; 0: none */
 	int64_t last_activity; /* CLOCK_MONOTONIC ms of the last byte moved while waiting */
 	unsigned queue_depth;
 	uint64_t max_inflight_bytes;
@@ -168,7 +168,7 @@ struct rdax_conn {
 	size_t rx_start, rx_end;
 
 	/* errors */
-	int broken;	 /* 0, or the code every call fails with */
+	int broken; /* 0, or the code every call fails with */
 	char broken_msg[CONN_ERR_MAX];
 	char *closing_msg; /* a connection-level error reply: the server closes next */
 	char last_error[CONN_ERR_MAX];
@@ -204,7 +204,7 @@ int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool n
  * rdax_conn_last_error returns) and return @code.
  */
 int conn_set_error(struct rdax_conn *c, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* conn_op_new -- an operation of @kind, zeroed; NULL when out of memory */
 struct conn_op *conn_op_new(enum conn_op_kind kind);

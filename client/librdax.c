@@ -150,8 +150,8 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 {
 	if (r->has_protocol_version && r->protocol_version != FRAME_VERSION)
 		return conn_set_error(c, -RDAX_E_VERSION,
-				      "%s speaks protocol version %u, this client version %u", c->peer,
-				      r->protocol_version, FRAME_VERSION);
+				      "%s speaks protocol version %u, this client version %u",
+				      c->peer, r->protocol_version, FRAME_VERSION);
 	uint32_t max_payload = r->has_max_payload ? r->max_payload : FRAME_DEFAULT_MAX_PAYLOAD;
 	if (max_payload < 4096 || max_payload > FRAME_MAX_PAYLOAD_LIMIT)
 		return conn_set_error(c, -RDAX_E_PROTOCOL,
@@ -159,9 +159,10 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 				      c->peer, max_payload, FRAME_MAX_PAYLOAD_LIMIT);
 	uint32_t max_body = r->has_max_body ? r->max_body : FRAME_DEFAULT_MAX_BODY;
 	if (max_body < 1024)
-		return conn_set_error(c, -RDAX_E_PROTOCOL,
-				      "%s announced a max body of %u bytes (1024 at least expected)",
-				      c->peer, max_body);
+		return conn_set_error(
+		    c, -RDAX_E_PROTOCOL,
+		    "%s announced a max body of %u bytes (1024 at least expected)", c->peer,
+		    max_body);
 	if (r->server_version && !(c->server_version = strdup(r->server_version)))
 		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
 	if (r->n_namespaces) {
@@ -177,12 +178,12 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 			if (!ns->path || !ns->mode)
 				return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
 			ns->info = (struct rdax_namespace_info){
-				.id = n->id,
-				.path = ns->path,
-				.size = n->size,
-				.free_bytes = n->free_bytes,
-				.persist_method = (enum rdax_persist_method)n->persist_method,
-				.mode = ns->mode,
+			    .id = n->id,
+			    .path = ns->path,
+			    .size = n->size,
+			    .free_bytes = n->free_bytes,
+			    .persist_method = (enum rdax_persist_method)n->persist_method,
+			    .mode = ns->mode,
 			};
 		}
 	}
@@ -227,7 +228,8 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 		return connect_fail(-EINVAL, "bad server address %s", err);
 	if (u.scheme == URL_RDMA)
 		return connect_fail(-EPROTONOSUPPORT,
-				    "%s: the RDMA transport is not supported yet (use tcp://)", url);
+				    "%s: the RDMA transport is not supported yet (use tcp://)",
+				    url);
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
@@ -382,10 +384,10 @@ static struct rdax_volume_info *infos_new(Rdax__VolumeInfo *const *v, size_t n)
 		size_t len = strlen(v[i]->name) + 1;
 		memcpy(names, v[i]->name, len);
 		infos[i] = (struct rdax_volume_info){
-			.name = names,
-			.size = v[i]->size,
-			.namespace_id = v[i]->namespace_id,
-			.namespace_offset = v[i]->namespace_offset,
+		    .name = names,
+		    .size = v[i]->size,
+		    .namespace_id = v[i]->namespace_id,
+		    .namespace_offset = v[i]->namespace_offset,
 		};
 		names += len;
 	}
@@ -479,7 +481,8 @@ int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volum
 	const Rdax__VolumeOpenReply *r = (const Rdax__VolumeOpenReply *)msg;
 	if (!r->has_handle || !r->has_size) {
 		ret = conn_set_error(conn, -RDAX_E_PROTOCOL,
-				     "%s sent a volume-open reply without handle or size", conn->peer);
+				     "%s sent a volume-open reply without handle or size",
+				     conn->peer);
 		protobuf_c_message_free_unpacked(msg, NULL);
 		goto err_free_name;
 	}
@@ -565,7 +568,7 @@ static int data_op(struct rdax_volume *v, enum conn_op_kind kind, uint64_t offse
 	if (!v)
 		return -EINVAL;
 	struct rdax_conn *c = v->conn;
-	unsigned known = kind == OP_WRITE ? RDAX_WRITE_FSYNC
+	unsigned known = kind == OP_WRITE   ? RDAX_WRITE_FSYNC
 			 : kind == OP_FSYNC ? RDAX_FSYNC_HAMMER
 					    : 0;
 	if (kind != OP_FSYNC && !buf)
@@ -576,10 +579,11 @@ static int data_op(struct rdax_volume *v, enum conn_op_kind kind, uint64_t offse
 		return conn_set_error(c, -EINVAL, "unknown flags 0x%x", flags & ~known);
 	int ret;
 	if (kind == OP_FSYNC && len == 0)
-		ret = offset > v->size ? conn_set_error(c, -ERANGE,
-							"offset beyond the end of the volume (size %llu)",
-							(unsigned long long)v->size)
-				       : 0;
+		ret = offset > v->size
+			  ? conn_set_error(c, -ERANGE,
+					   "offset beyond the end of the volume (size %llu)",
+					   (unsigned long long)v->size)
+			  : 0;
 	else
 		ret = range_arg(v, offset, len);
 	if (ret)
@@ -677,14 +681,14 @@ int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st)
 		return ret;
 	const Rdax__StatReply *r = (const Rdax__StatReply *)msg;
 	*st = (struct rdax_volume_stat){
-		.size = r->has_size ? r->size : vol->size,
-		.dirty_bytes = r->dirty_bytes,
-		.entries_4k = r->entries_4k,
-		.entries_2m = r->entries_2m,
-		.entries_1g = r->entries_1g,
-		.tree_bytes = r->tree_bytes,
-		.fsyncs = r->fsyncs,
-		.fsync_bytes = r->fsync_bytes,
+	    .size = r->has_size ? r->size : vol->size,
+	    .dirty_bytes = r->dirty_bytes,
+	    .entries_4k = r->entries_4k,
+	    .entries_2m = r->entries_2m,
+	    .entries_1g = r->entries_1g,
+	    .tree_bytes = r->tree_bytes,
+	    .fsyncs = r->fsyncs,
+	    .fsync_bytes = r->fsync_bytes,
 	};
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return 0;

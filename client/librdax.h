@@ -75,12 +75,12 @@ const char *rdax_strerror(int code);
 #endif
 
 /* Default server address of the rdax command and of rdaxd. */
-#define RDAX_DEFAULT_URL "tcp://127.0.0.1:7470"
+#define RDAX_DEFAULT_URL  "tcp://127.0.0.1:7470"
 #define RDAX_DEFAULT_PORT 7470
 
 /* Default and largest number of asynchronous operations in flight per connection. */
 #define RDAX_DEFAULT_QUEUE_DEPTH 64
-#define RDAX_MAX_QUEUE_DEPTH 4096
+#define RDAX_MAX_QUEUE_DEPTH	 4096
 
 /* Longest access token, in bytes. */
 #define RDAX_TOKEN_MAX 4096
@@ -316,8 +316,8 @@ struct rdax_volume_stat {
 	uint64_t entries_4k;  /* dirty-tree entries by size */
 	uint64_t entries_2m;
 	uint64_t entries_1g;
-	uint64_t tree_bytes; /* memory of the dirty tree */
-	uint64_t fsyncs;     /* fsyncs done on the volume */
+	uint64_t tree_bytes;  /* memory of the dirty tree */
+	uint64_t fsyncs;      /* fsyncs done on the volume */
 	uint64_t fsync_bytes; /* bytes written back by them */
 };
 

@@ -21,12 +21,12 @@
 #include "librdax.h"
 #include "size_parse.h"
 
-#define EXIT_FAIL 1
+#define EXIT_FAIL  1
 #define EXIT_USAGE 2
 
 /* Chunk of stdin/stdout per request, and how many are in flight: 16 MiB at most. */
-#define CHUNK_MAX (4U << 20)
-#define CHUNKS 4
+#define CHUNK_MAX    (4U << 20)
+#define CHUNKS	     4
 #define COOKIE_FSYNC UINT64_MAX
 
 struct ctx {
@@ -300,8 +300,8 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 			char *what)
 {
 	size_t chunk = chunk_size(ctx);
-	uint8_t *bufs[CHUNKS] = { NULL };
-	bool busy[CHUNKS] = { false };
+	uint8_t *bufs[CHUNKS] = {NULL};
+	bool busy[CHUNKS] = {false};
 	int ret = 0, rc = 0;
 	for (unsigned i = 0; i < CHUNKS; i++) {
 		if (!(bufs[i] = malloc(chunk))) {
@@ -405,13 +405,13 @@ static int cmd_write(struct ctx *ctx, char **args, unsigned nargs)
 }
 
 /* stream_read -- @length bytes of @vol at @offset to stdout, in order, CHUNKS in flight */
-static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset,
-		       uint64_t length, const char *what)
+static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, uint64_t length,
+		       const char *what)
 {
 	size_t chunk = chunk_size(ctx);
-	uint8_t *bufs[CHUNKS] = { NULL };
-	size_t lens[CHUNKS] = { 0 };
-	bool done[CHUNKS] = { false };
+	uint8_t *bufs[CHUNKS] = {NULL};
+	size_t lens[CHUNKS] = {0};
+	bool done[CHUNKS] = {false};
 	int rc = 0;
 	for (unsigned i = 0; i < CHUNKS; i++) {
 		if (!(bufs[i] = malloc(chunk))) {
@@ -584,46 +584,45 @@ static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 /* --- the command table and help ----------------------------------------- */
 
 static const struct command commands[] = {
-	{ "volume create", "NAME SIZE [--namespace ID]", 2, 2, ",namespace,",
-	  "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G). The server\n"
-	  "places it in the namespace with the most free space unless --namespace\n"
-	  "names one (an id as 'rdax volume list' shows it).\n",
-	  cmd_volume_create },
-	{ "volume delete", "NAME", 1, 1, ",",
-	  "Delete volume NAME and its data. Fails while a client has it open.\n",
-	  cmd_volume_delete },
-	{ "volume list", "", 0, 0, ",",
-	  "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
-	  "and NAMESPACE (id and path on the server).\n",
-	  cmd_volume_list },
-	{ "volume info", "NAME", 1, 1, ",",
-	  "Show volume NAME as 'key: value' lines: name, size, namespace,\n"
-	  "namespace_offset; sizes in bytes with a human form in parentheses.\n",
-	  cmd_volume_info },
-	{ "write", "NAME OFFSET [--fsync]", 2, 2, ",fsync,",
-	  "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
-	  "Any length; it is streamed in chunks, never held in memory whole.\n"
-	  "--fsync: succeed only once all of the data is durable.\n"
-	  "Without --fsync the data is durable after a later 'rdax fsync'.\n",
-	  cmd_write },
-	{ "read", "NAME OFFSET LENGTH", 3, 3, ",",
-	  "Write LENGTH bytes of volume NAME from OFFSET to standard output.\n"
-	  "Bytes never written read as zeros.\n",
-	  cmd_read },
-	{ "fsync", "NAME [OFFSET LENGTH]", 1, 3, ",",
-	  "Make what was written to volume NAME durable: the whole volume, or\n"
-	  "LENGTH bytes from OFFSET (LENGTH 0: to the end). Prints how many bytes\n"
-	  "the server wrote back.\n",
-	  cmd_fsync },
-	{ "discard", "NAME OFFSET LENGTH", 3, 3, ",",
-	  "Discard LENGTH bytes of volume NAME from OFFSET: they read as zeros\n"
-	  "afterwards.\n",
-	  cmd_discard },
-	{ "stat", "NAME", 1, 1, ",",
-	  "Show the counters of volume NAME as 'key: value' lines: size, dirty_bytes\n"
-	  "(written, not yet fsynced), dirty-tree entries by size, tree_bytes, fsyncs\n"
-	  "and fsync_bytes (written back by them).\n",
-	  cmd_stat },
+    {"volume create", "NAME SIZE [--namespace ID]", 2, 2, ",namespace,",
+     "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G). The server\n"
+     "places it in the namespace with the most free space unless --namespace\n"
+     "names one (an id as 'rdax volume list' shows it).\n",
+     cmd_volume_create},
+    {"volume delete", "NAME", 1, 1, ",",
+     "Delete volume NAME and its data. Fails while a client has it open.\n", cmd_volume_delete},
+    {"volume list", "", 0, 0, ",",
+     "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
+     "and NAMESPACE (id and path on the server).\n",
+     cmd_volume_list},
+    {"volume info", "NAME", 1, 1, ",",
+     "Show volume NAME as 'key: value' lines: name, size, namespace,\n"
+     "namespace_offset; sizes in bytes with a human form in parentheses.\n",
+     cmd_volume_info},
+    {"write", "NAME OFFSET [--fsync]", 2, 2, ",fsync,",
+     "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
+     "Any length; it is streamed in chunks, never held in memory whole.\n"
+     "--fsync: succeed only once all of the data is durable.\n"
+     "Without --fsync the data is durable after a later 'rdax fsync'.\n",
+     cmd_write},
+    {"read", "NAME OFFSET LENGTH", 3, 3, ",",
+     "Write LENGTH bytes of volume NAME from OFFSET to standard output.\n"
+     "Bytes never written read as zeros.\n",
+     cmd_read},
+    {"fsync", "NAME [OFFSET LENGTH]", 1, 3, ",",
+     "Make what was written to volume NAME durable: the whole volume, or\n"
+     "LENGTH bytes from OFFSET (LENGTH 0: to the end). Prints how many bytes\n"
+     "the server wrote back.\n",
+     cmd_fsync},
+    {"discard", "NAME OFFSET LENGTH", 3, 3, ",",
+     "Discard LENGTH bytes of volume NAME from OFFSET: they read as zeros\n"
+     "afterwards.\n",
+     cmd_discard},
+    {"stat", "NAME", 1, 1, ",",
+     "Show the counters of volume NAME as 'key: value' lines: size, dirty_bytes\n"
+     "(written, not yet fsynced), dirty-tree entries by size, tree_bytes, fsyncs\n"
+     "and fsync_bytes (written back by them).\n",
+     cmd_stat},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -632,7 +631,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] COMMAND "
 		   "[ARGS]\n\ncommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
-		fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
+		fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
+			commands[i].usage);
 	fprintf(f,
 		"  help [COMMAND]\n"
 		"\noptions:\n"
@@ -650,7 +650,8 @@ static void usage(FILE *f)
 
 static void command_help(const struct command *cmd)
 {
-	printf("usage: rdax [OPTIONS] %s %s\n\n%s", cmd->name, cmd->usage, cmd->help);
+	printf("usage: rdax [OPTIONS] %s%s%s\n\n%s", cmd->name, cmd->usage[0] ? " " : "",
+	       cmd->usage, cmd->help);
 }
 
 /*
@@ -687,7 +688,8 @@ static void volume_help(FILE *f)
 	fprintf(f, "usage: rdax [OPTIONS] volume SUBCOMMAND\n\nsubcommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		if (strncmp(commands[i].name, "volume ", 7) == 0)
-			fprintf(f, "  %s %s\n", commands[i].name, commands[i].usage);
+			fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
+				commands[i].usage);
 }
 
 /* cmd_help -- "rdax help [COMMAND...]" */
@@ -745,7 +747,8 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 		} else if (!only_args && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
 			command_help(cmd);
 			return 0;
-		} else if (!only_args && strcmp(a, "--fsync") == 0 && strstr(cmd->options, ",fsync,")) {
+		} else if (!only_args && strcmp(a, "--fsync") == 0 &&
+			   strstr(cmd->options, ",fsync,")) {
 			g_opts.fsync = true;
 		} else if (!only_args && strstr(cmd->options, ",namespace,") &&
 			   ((v = opt_value(argv, argc, &i, "--namespace", &missing)) || missing)) {
@@ -754,7 +757,9 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 				return EXIT_USAGE;
 			}
 			g_opts.namespace_id = v;
-		} else if (!only_args && a[0] == '-' && a[1] != '\0') {
+		} else if (!only_args && a[0] == '-' && a[1] != '\0' &&
+			   !(a[1] >= '0' && a[1] <= '9')) {
+			/* "-1" is a (bad) number, left to the argument's parser */
 			fail_msg("%s: unknown option '%s' (see 'rdax help %s')", cmd->name, a,
 				 cmd->name);
 			return EXIT_USAGE;
@@ -777,7 +782,7 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 
 int main(int argc, char **argv)
 {
-	struct ctx ctx = { .server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE") };
+	struct ctx ctx = {.server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE")};
 	if (!ctx.server || !ctx.server[0])
 		ctx.server = RDAX_DEFAULT_URL;
 	if (ctx.token_file && !ctx.token_file[0])

@@ -58,7 +58,7 @@ int size_parse(const char *s, uint64_t *out)
 
 const char *size_format(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	unsigned u = 0;
 	while (u + 1 < sizeof(units) / sizeof(units[0]) && bytes >= (1ULL << (10 * (u + 1))))
 		u++;
@@ -72,7 +72,7 @@ const char *size_format(uint64_t bytes, char *buf, size_t len)
 
 const char *size_format_compact(uint64_t bytes, char *buf, size_t len)
 {
-	static const char suffix[] = { '\0', 'K', 'M', 'G', 'T' };
+	static const char suffix[] = {'\0', 'K', 'M', 'G', 'T'};
 	unsigned u = 0;
 	while (bytes && u + 1 < sizeof(suffix) && bytes % (1ULL << (10 * (u + 1))) == 0)
 		u++;

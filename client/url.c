@@ -41,7 +41,8 @@ static bool name_valid(const char *h, size_t len)
 	return true;
 }
 
-/* ipv6_valid -- the inside of "[...]": hex digits, ':' and '.', an optional %zone; one ':' at least */
+/* ipv6_valid -- the inside of "[...]": hex digits, ':' and '.', an optional %zone; one ':' at least
+ */
 static bool ipv6_valid(const char *h, size_t len)
 {
 	bool colon = false;
@@ -113,9 +114,10 @@ int url_parse(const char *s, struct url *out, char *err, size_t errlen)
 	} else {
 		hlen = strcspn(h, ":/?#");
 		if (h[hlen] == ':' && strchr(h + hlen + 1, ':'))
-			return seterr(err, errlen,
-				      "'%s': an IPv6 address must be in brackets, as in tcp://[::1]:%d",
-				      s, RDAX_DEFAULT_PORT);
+			return seterr(
+			    err, errlen,
+			    "'%s': an IPv6 address must be in brackets, as in tcp://[::1]:%d", s,
+			    RDAX_DEFAULT_PORT);
 		if (hlen == 0)
 			return seterr(err, errlen, "'%s': no host", s);
 		if (!name_valid(h, hlen))
@@ -131,7 +133,8 @@ int url_parse(const char *s, struct url *out, char *err, size_t errlen)
 		u.port = RDAX_DEFAULT_PORT;
 	} else if (*rest == ':') {
 		if (port_parse(rest + 1, &u.port))
-			return seterr(err, errlen, "'%s': bad port '%.16s' (1..65535)", s, rest + 1);
+			return seterr(err, errlen, "'%s': bad port '%.16s' (1..65535)", s,
+				      rest + 1);
 	} else {
 		return seterr(err, errlen, "'%s': unexpected '%.16s' after the host", s, rest);
 	}

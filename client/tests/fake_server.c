@@ -75,12 +75,12 @@ static void put_frame(struct outbuf *o, uint16_t type, uint64_t id, const Protob
 	size_t size = protobuf_c_message_get_packed_size(msg);
 	uint8_t *body = malloc(size ? size : 1);
 	protobuf_c_message_pack(msg, body);
-	struct frame_header h = { .magic = FRAME_MAGIC,
-				  .version = FRAME_VERSION,
-				  .type = type,
-				  .request_id = id,
-				  .body_len = (uint32_t)size,
-				  .payload_len = payload_len };
+	struct frame_header h = {.magic = FRAME_MAGIC,
+				 .version = FRAME_VERSION,
+				 .type = type,
+				 .request_id = id,
+				 .body_len = (uint32_t)size,
+				 .payload_len = payload_len};
 	uint8_t hb[FRAME_HEADER_SIZE];
 	frame_header_encode(&h, hb);
 	out_append(o, hb, sizeof(hb));
@@ -90,8 +90,7 @@ static void put_frame(struct outbuf *o, uint16_t type, uint64_t id, const Protob
 	free(body);
 }
 
-static void put_status(struct outbuf *o, uint16_t type, uint64_t id, uint32_t code,
-		       const char *msg)
+static void put_status(struct outbuf *o, uint16_t type, uint64_t id, uint32_t code, const char *msg)
 {
 	Rdax__Status st = RDAX__STATUS__INIT;
 	st.code = code;
@@ -133,7 +132,7 @@ static uint32_t range_err(struct fake_server *fs, uint64_t off, uint64_t len, ch
  */
 static void serve(struct fake_server *fs, int fd)
 {
-	struct outbuf out = { 0 }, held = { 0 };
+	struct outbuf out = {0}, held = {0};
 	uint8_t *body = NULL, *payload = NULL;
 	unsigned n = 0, writes = 0;
 	for (;;) {
@@ -143,7 +142,7 @@ static void serve(struct fake_server *fs, int fd)
 		struct frame_header h;
 		frame_header_decode(hb, &h);
 		n++;
-		struct fake_req lr = { .type = h.type, .id = h.request_id };
+		struct fake_req lr = {.type = h.type, .id = h.request_id};
 		if (fs->cfg.close_at == n) {
 			log_req(fs, &lr);
 			break;
@@ -178,7 +177,8 @@ static void serve(struct fake_server *fs, int fd)
 				memset(junk, 0xab, sizeof(junk));
 				write_all(fd, junk, sizeof(junk));
 			} else {
-				put_status(&out, h.type | FRAME_REPLY, h.request_id + 1000, 0, NULL);
+				put_status(&out, h.type | FRAME_REPLY, h.request_id + 1000, 0,
+					   NULL);
 				out_flush(fd, &out);
 			}
 			continue;
@@ -191,8 +191,8 @@ static void serve(struct fake_server *fs, int fd)
 				goto out;
 			if (r->has_token) {
 				size_t l = r->token.len < sizeof(fs->token_seen) - 1
-						   ? r->token.len
-						   : sizeof(fs->token_seen) - 1;
+					       ? r->token.len
+					       : sizeof(fs->token_seen) - 1;
 				memcpy(fs->token_seen, r->token.data, l);
 				fs->token_seen[l] = '\0';
 			}
@@ -209,7 +209,8 @@ static void serve(struct fake_server *fs, int fd)
 			if (!ok) {
 				st.code = RDAX_E_ACCESS;
 				st.message = "access token refused";
-				put_frame(&out, h.type | FRAME_REPLY, h.request_id, &rep.base, NULL, 0);
+				put_frame(&out, h.type | FRAME_REPLY, h.request_id, &rep.base, NULL,
+					  0);
 				out_flush(fd, &out);
 				goto out;
 			}
@@ -232,7 +233,7 @@ static void serve(struct fake_server *fs, int fd)
 		}
 		case FRAME_VOLUME_OPEN: {
 			Rdax__VolumeOpenRequest *r =
-				rdax__volume_open_request__unpack(NULL, h.body_len, body);
+			    rdax__volume_open_request__unpack(NULL, h.body_len, body);
 			if (!r)
 				goto out;
 			log_req(fs, &lr);
@@ -350,7 +351,8 @@ static void serve(struct fake_server *fs, int fd)
 				st.message = msg;
 			}
 			put_frame(&out, h.type | FRAME_REPLY, h.request_id, &rep.base,
-				  code ? NULL : fs->vol + lr.offset, code ? 0 : (uint32_t)lr.length);
+				  code ? NULL : fs->vol + lr.offset,
+				  code ? 0 : (uint32_t)lr.length);
 			break;
 		}
 		case FRAME_FSYNC: {
@@ -374,7 +376,8 @@ static void serve(struct fake_server *fs, int fd)
 			break;
 		}
 		case FRAME_DISCARD: {
-			Rdax__DiscardRequest *r = rdax__discard_request__unpack(NULL, h.body_len, body);
+			Rdax__DiscardRequest *r =
+			    rdax__discard_request__unpack(NULL, h.body_len, body);
 			if (!r)
 				goto out;
 			lr.offset = r->offset;
@@ -401,7 +404,8 @@ static void serve(struct fake_server *fs, int fd)
 		}
 		default:
 			log_req(fs, &lr);
-			put_status(&out, FRAME_REPLY, h.request_id, RDAX_E_PROTOCOL, "unknown type");
+			put_status(&out, FRAME_REPLY, h.request_id, RDAX_E_PROTOCOL,
+				   "unknown type");
 			out_flush(fd, &out);
 			goto out;
 		}
@@ -448,7 +452,7 @@ int fake_server_start(const struct fake_cfg *cfg, struct fake_server **out)
 	fs->conn_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 	if (!fs->vol || fs->listen_fd < 0 || bind(fs->listen_fd, (struct sockaddr *)&a, alen) ||
 	    listen(fs->listen_fd, 4) || getsockname(fs->listen_fd, (struct sockaddr *)&a, &alen))
@@ -487,7 +491,7 @@ unsigned fake_server_nlog(struct fake_server *fs)
 struct fake_req fake_server_req(struct fake_server *fs, unsigned i)
 {
 	pthread_mutex_lock(&fs->lock);
-	struct fake_req r = i < fs->nlog && i < FAKE_LOG_MAX ? fs->log[i] : (struct fake_req){ 0 };
+	struct fake_req r = i < fs->nlog && i < FAKE_LOG_MAX ? fs->log[i] : (struct fake_req){0};
 	pthread_mutex_unlock(&fs->lock);
 	return r;
 }

@@ -17,18 +17,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define FAKE_HANDLE 7
+#define FAKE_HANDLE  7
 #define FAKE_LOG_MAX 4096
 
 struct fake_cfg {
-	uint32_t max_payload;	/* announced in HELLO; 0: 64 KiB */
-	uint64_t volume_size;	/* of "vol"; 0: 4 MiB */
-	const char *token;	/* required token, or NULL */
-	unsigned first_batch;	/* read this many WRITEs before replying to any of them */
-	bool hold_fsync;	/* reply to FSYNC / durable WRITE only after the next request's reply */
-	unsigned close_at;	/* close the connection on reading request n's header */
-	unsigned bad_magic_at;	/* answer request n with a header of a wrong magic */
-	unsigned wrong_id_at;	/* answer request n with another request id */
+	uint32_t max_payload; /* announced in HELLO; 0: 64 KiB */
+	uint64_t volume_size; /* of "vol"; 0: 4 MiB */
+	const char *token;    /* required token, or NULL */
+	unsigned first_batch; /* read this many WRITEs before replying to any of them */
+	bool hold_fsync;   /* reply to FSYNC / durable WRITE only after the next request's reply */
+	unsigned close_at; /* close the connection on reading request n's header */
+	unsigned bad_magic_at;	  /* answer request n with a header of a wrong magic */
+	unsigned wrong_id_at;	  /* answer request n with another request id */
 	unsigned refuse_write_at; /* answer WRITE n with TOO_BIG before reading its payload */
 	unsigned frame_error_at;  /* answer request n with a type-0 error reply, then close */
 	unsigned nvolumes_listed; /* volume list: this many volumes "v0".."vN-1" besides "vol" */

@@ -27,7 +27,7 @@ static int tcp_socket_on_loopback(bool do_listen, uint16_t *port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
 	assert_int_equal(bind(fd, (struct sockaddr *)&a, len), 0);
 	if (do_listen)
@@ -87,7 +87,8 @@ static void rdax_conn_opts__checks_arguments(void **state)
 /* write_temp -- a temporary file holding @len bytes of @s; the path in @path */
 static void write_temp(char *path, size_t plen, const char *s, size_t len)
 {
-	snprintf(path, plen, "%s/librdax-token-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	snprintf(path, plen, "%s/librdax-token-XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	int fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, s, len), (ssize_t)len);
@@ -242,16 +243,16 @@ static void null_handles__refused_without_crashing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(rdax_strerror__project_codes_match_the_server),
-		cmocka_unit_test(rdax_conn_opts__checks_arguments),
-		cmocka_unit_test(rdax_conn_opts_set_token_file__strips_newlines_refuses_empty_and_long),
-		cmocka_unit_test(rdax_connect__bad_arguments_and_urls),
-		cmocka_unit_test(rdax_connect__rdma_not_supported_yet),
-		cmocka_unit_test(rdax_connect__closed_port_is_refused),
-		cmocka_unit_test(rdax_connect__ipv6_closed_port_is_refused_or_unavailable),
-		cmocka_unit_test(rdax_connect__unknown_host),
-		cmocka_unit_test(rdax_connect__silent_server_times_out),
-		cmocka_unit_test(null_handles__refused_without_crashing),
+	    cmocka_unit_test(rdax_strerror__project_codes_match_the_server),
+	    cmocka_unit_test(rdax_conn_opts__checks_arguments),
+	    cmocka_unit_test(rdax_conn_opts_set_token_file__strips_newlines_refuses_empty_and_long),
+	    cmocka_unit_test(rdax_connect__bad_arguments_and_urls),
+	    cmocka_unit_test(rdax_connect__rdma_not_supported_yet),
+	    cmocka_unit_test(rdax_connect__closed_port_is_refused),
+	    cmocka_unit_test(rdax_connect__ipv6_closed_port_is_refused_or_unavailable),
+	    cmocka_unit_test(rdax_connect__unknown_host),
+	    cmocka_unit_test(rdax_connect__silent_server_times_out),
+	    cmocka_unit_test(null_handles__refused_without_crashing),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,7 @@ static void fill_pattern(uint8_t *p, size_t n, unsigned seed)
 
 static void connect__keeps_hello_limits_and_namespaces(void **state)
 {
-	struct fake_cfg cfg = { .max_payload = 128U << 10 };
+	struct fake_cfg cfg = {.max_payload = 128U << 10};
 	struct fake_server *fs;
 	assert_int_equal(fake_server_start(&cfg, &fs), 0);
 	struct rdax_conn *conn = connect_to(fs, 0);
@@ -105,7 +105,7 @@ static void connect__keeps_hello_limits_and_namespaces(void **state)
 
 static void connect__token_accepted_and_refused(void **state)
 {
-	struct fake_cfg cfg = { .token = "s3cret" };
+	struct fake_cfg cfg = {.token = "s3cret"};
 	struct fake_server *fs;
 	assert_int_equal(fake_server_start(&cfg, &fs), 0);
 
@@ -134,7 +134,7 @@ static void write_read__split_at_max_payload_and_pipelined(void **state)
 {
 	/* the server answers no WRITE before 4 are in: a client waiting for each
 	 * reply before sending the next would time out here */
-	struct fake_cfg cfg = { .max_payload = 64U << 10, .first_batch = 4 };
+	struct fake_cfg cfg = {.max_payload = 64U << 10, .first_batch = 4};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	unsigned before = fake_server_nlog(e.fs);
@@ -167,7 +167,7 @@ static void write_read__split_at_max_payload_and_pipelined(void **state)
 
 static void write_fsync__one_request_sets_the_flag(void **state)
 {
-	struct fake_cfg cfg = { .max_payload = 64U << 10 };
+	struct fake_cfg cfg = {.max_payload = 64U << 10};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	unsigned before = fake_server_nlog(e.fs);
@@ -183,7 +183,7 @@ static void write_fsync__one_request_sets_the_flag(void **state)
 
 static void write_fsync__many_requests_then_one_fsync_of_the_range(void **state)
 {
-	struct fake_cfg cfg = { .max_payload = 64U << 10 };
+	struct fake_cfg cfg = {.max_payload = 64U << 10};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	unsigned before = fake_server_nlog(e.fs);
@@ -209,10 +209,10 @@ static void write_fsync__many_requests_then_one_fsync_of_the_range(void **state)
 
 static void fsync__whole_volume_sends_no_length(void **state)
 {
-	struct fake_cfg cfg = { 0 };
+	struct fake_cfg cfg = {0};
 	struct env e;
 	env_up(&e, &cfg, 0);
-	uint8_t d[4096] = { 1 };
+	uint8_t d[4096] = {1};
 	assert_int_equal(rdax_write(e.vol, 0, d, sizeof(d), 0), 0);
 	uint64_t wb = 0;
 	unsigned before = fake_server_nlog(e.fs);
@@ -230,7 +230,7 @@ static void async__fsync_reply_out_of_order_is_matched_by_id(void **state)
 {
 	/* the server answers an FSYNC only after the next request: replies arrive
 	 * write-before-fsync although the fsync was sent first */
-	struct fake_cfg cfg = { .hold_fsync = true };
+	struct fake_cfg cfg = {.hold_fsync = true};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	uint8_t d[8192];
@@ -263,7 +263,7 @@ static void async__fsync_reply_out_of_order_is_matched_by_id(void **state)
 
 static void async__many_in_flight_complete_once_each(void **state)
 {
-	struct fake_cfg cfg = { .max_payload = 16U << 10 };
+	struct fake_cfg cfg = {.max_payload = 16U << 10};
 	struct env e;
 	env_up(&e, &cfg, 32);
 	enum { N = 32, LEN = 40000 }; /* each op spans three requests */
@@ -271,13 +271,12 @@ static void async__many_in_flight_complete_once_each(void **state)
 	fill_pattern(w, (size_t)N * LEN, 5);
 	unsigned before = fake_server_nlog(e.fs);
 	for (unsigned i = 0; i < N; i++)
-		assert_int_equal(rdax_submit_write(e.vol, (uint64_t)i * LEN, w + (size_t)i * LEN, LEN,
-						   0, i),
-				 0);
+		assert_int_equal(
+		    rdax_submit_write(e.vol, (uint64_t)i * LEN, w + (size_t)i * LEN, LEN, 0, i), 0);
 	/* the queue is full: one more is refused (and not sent: see the count below) */
 	assert_int_equal(rdax_submit_write(e.vol, 0, w, 1, 0, 99), -EAGAIN);
 	assert_non_null(strstr(rdax_conn_last_error(e.conn), "reap"));
-	bool seen[N] = { false };
+	bool seen[N] = {false};
 	struct rdax_completion c[N];
 	unsigned got = 0;
 	while (got < N) {
@@ -294,11 +293,10 @@ static void async__many_in_flight_complete_once_each(void **state)
 	}
 	assert_true(fake_server_nlog(e.fs) - before == N * 3);
 	assert_int_equal(rdax_wait_completions(e.conn, c, N, 0, 0), 0); /* nothing left */
-	assert_memory_equal(e.fs->vol, w, (size_t)N * LEN); /* what the server holds */
+	assert_memory_equal(e.fs->vol, w, (size_t)N * LEN);		/* what the server holds */
 	for (unsigned i = 0; i < N; i++)
-		assert_int_equal(rdax_submit_read(e.vol, (uint64_t)i * LEN, r + (size_t)i * LEN, LEN,
-						  i),
-				 0);
+		assert_int_equal(
+		    rdax_submit_read(e.vol, (uint64_t)i * LEN, r + (size_t)i * LEN, LEN, i), 0);
 	for (got = 0; got < N;) {
 		int n = rdax_wait_completions(e.conn, c, N, N - got, -1);
 		assert_true(n > 0);
@@ -316,7 +314,7 @@ static void async__many_in_flight_complete_once_each(void **state)
 
 static void async__sync_call_between_keeps_completions(void **state)
 {
-	struct fake_cfg cfg = { 0 };
+	struct fake_cfg cfg = {0};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	uint8_t d[4096];
@@ -335,7 +333,7 @@ static void async__sync_call_between_keeps_completions(void **state)
 
 static void volume_close__busy_while_async_in_flight(void **state)
 {
-	struct fake_cfg cfg = { .hold_fsync = true };
+	struct fake_cfg cfg = {.hold_fsync = true};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	assert_int_equal(rdax_submit_fsync(e.vol, 0, 0, 0, 5), 0);
@@ -345,7 +343,7 @@ static void volume_close__busy_while_async_in_flight(void **state)
 	assert_int_equal(rdax_disconnect(&e.conn), -EBUSY);
 	assert_non_null(e.conn);
 	/* a request behind it releases the held fsync reply */
-	uint8_t d[16] = { 0 };
+	uint8_t d[16] = {0};
 	assert_int_equal(rdax_write(e.vol, 0, d, sizeof(d), 0), 0);
 	struct rdax_completion c;
 	assert_int_equal(rdax_wait_completions(e.conn, &c, 1, 1, -1), 1);
@@ -357,7 +355,7 @@ static void volume_close__busy_while_async_in_flight(void **state)
 
 static void errors__server_message_is_the_last_error(void **state)
 {
-	struct fake_cfg cfg = { 0 };
+	struct fake_cfg cfg = {0};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	struct rdax_volume *v = NULL;
@@ -373,7 +371,7 @@ static void errors__refused_write_still_sends_its_payload(void **state)
 	/* the 4th request (HELLO, OPEN, WRITE, WRITE) is refused before its
 	 * payload is read; the client must still send the payload, so the next
 	 * request is parsed at the right place */
-	struct fake_cfg cfg = { .max_payload = 64U << 10, .refuse_write_at = 4 };
+	struct fake_cfg cfg = {.max_payload = 64U << 10, .refuse_write_at = 4};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	uint8_t *d = malloc(256U << 10);
@@ -391,10 +389,10 @@ static void errors__refused_write_still_sends_its_payload(void **state)
 
 static void args__checked_before_anything_is_sent(void **state)
 {
-	struct fake_cfg cfg = { .volume_size = 1U << 20 };
+	struct fake_cfg cfg = {.volume_size = 1U << 20};
 	struct env e;
 	env_up(&e, &cfg, 0);
-	uint8_t d[16] = { 0 };
+	uint8_t d[16] = {0};
 	unsigned before = fake_server_nlog(e.fs);
 	assert_int_equal(rdax_write(e.vol, 0, NULL, 1, 0), -EINVAL);
 	assert_int_equal(rdax_write(e.vol, 0, d, 0, 0), -EINVAL);
@@ -443,7 +441,7 @@ static void args__checked_before_anything_is_sent(void **state)
 
 static void volume_list__all_entries(void **state)
 {
-	struct fake_cfg cfg = { .nvolumes_listed = 40 };
+	struct fake_cfg cfg = {.nvolumes_listed = 40};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	struct rdax_volume_info *v = NULL;
@@ -506,13 +504,13 @@ static unsigned reap_all(struct env *e, unsigned n, int code)
 static void broken__eof_fails_pending_and_later_calls(void **state)
 {
 	/* HELLO, OPEN, then the server closes on reading request 5 (the 3rd write) */
-	struct fake_cfg cfg = { .close_at = 5 };
+	struct fake_cfg cfg = {.close_at = 5};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	uint8_t *d;
 	unsigned n = submit_writes(&e, 6, -ECONNRESET, &d);
 	unsigned failed = reap_all(&e, n, -ECONNRESET);
-	assert_true(n >= 3); /* the first three are sent before the server reads the 3rd */
+	assert_true(n >= 3);	      /* the first three are sent before the server reads the 3rd */
 	assert_true(failed >= n - 2); /* the first two may have been answered */
 	struct rdax_completion c;
 	assert_int_equal(rdax_wait_completions(e.conn, &c, 1, 1, -1), -ECONNRESET);
@@ -531,7 +529,7 @@ static void broken__eof_fails_pending_and_later_calls(void **state)
 
 static void broken__sync_call_in_flight_gets_the_error(void **state)
 {
-	struct fake_cfg cfg = { .max_payload = 64U << 10, .close_at = 6 };
+	struct fake_cfg cfg = {.max_payload = 64U << 10, .close_at = 6};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	size_t len = 1U << 20;
@@ -545,7 +543,7 @@ static void broken__sync_call_in_flight_gets_the_error(void **state)
 
 static void broken__bad_magic_is_a_protocol_error(void **state)
 {
-	struct fake_cfg cfg = { .bad_magic_at = 4 };
+	struct fake_cfg cfg = {.bad_magic_at = 4};
 	struct env e;
 	env_up(&e, &cfg, 0);
 	uint8_t *d;
@@ -561,10 +559,10 @@ static void broken__bad_magic_is_a_protocol_error(void **state)
 
 static void broken__reply_to_unknown_id_is_a_protocol_error(void **state)
 {
-	struct fake_cfg cfg = { .wrong_id_at = 3 };
+	struct fake_cfg cfg = {.wrong_id_at = 3};
 	struct env e;
 	env_up(&e, &cfg, 0);
-	uint8_t d[64] = { 0 };
+	uint8_t d[64] = {0};
 	assert_int_equal(rdax_write(e.vol, 0, d, sizeof(d), 0), -RDAX_E_PROTOCOL);
 	assert_non_null(strstr(rdax_conn_last_error(e.conn), "not in flight"));
 	assert_int_equal(rdax_conn_status(e.conn), -RDAX_E_PROTOCOL);
@@ -573,10 +571,10 @@ static void broken__reply_to_unknown_id_is_a_protocol_error(void **state)
 
 static void broken__frame_error_reply_then_close(void **state)
 {
-	struct fake_cfg cfg = { .frame_error_at = 3 };
+	struct fake_cfg cfg = {.frame_error_at = 3};
 	struct env e;
 	env_up(&e, &cfg, 0);
-	uint8_t d[64] = { 0 };
+	uint8_t d[64] = {0};
 	assert_int_equal(rdax_write(e.vol, 0, d, sizeof(d), 0), -RDAX_E_PROTOCOL);
 	assert_string_equal(rdax_conn_last_error(e.conn), "frame header refused: test");
 	/* the next call notices the close and says what came before it */
@@ -588,25 +586,25 @@ static void broken__frame_error_reply_then_close(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(connect__keeps_hello_limits_and_namespaces),
-		cmocka_unit_test(connect__token_accepted_and_refused),
-		cmocka_unit_test(write_read__split_at_max_payload_and_pipelined),
-		cmocka_unit_test(write_fsync__one_request_sets_the_flag),
-		cmocka_unit_test(write_fsync__many_requests_then_one_fsync_of_the_range),
-		cmocka_unit_test(fsync__whole_volume_sends_no_length),
-		cmocka_unit_test(async__fsync_reply_out_of_order_is_matched_by_id),
-		cmocka_unit_test(async__many_in_flight_complete_once_each),
-		cmocka_unit_test(async__sync_call_between_keeps_completions),
-		cmocka_unit_test(volume_close__busy_while_async_in_flight),
-		cmocka_unit_test(errors__server_message_is_the_last_error),
-		cmocka_unit_test(errors__refused_write_still_sends_its_payload),
-		cmocka_unit_test(args__checked_before_anything_is_sent),
-		cmocka_unit_test(volume_list__all_entries),
-		cmocka_unit_test(broken__eof_fails_pending_and_later_calls),
-		cmocka_unit_test(broken__sync_call_in_flight_gets_the_error),
-		cmocka_unit_test(broken__bad_magic_is_a_protocol_error),
-		cmocka_unit_test(broken__reply_to_unknown_id_is_a_protocol_error),
-		cmocka_unit_test(broken__frame_error_reply_then_close),
+	    cmocka_unit_test(connect__keeps_hello_limits_and_namespaces),
+	    cmocka_unit_test(connect__token_accepted_and_refused),
+	    cmocka_unit_test(write_read__split_at_max_payload_and_pipelined),
+	    cmocka_unit_test(write_fsync__one_request_sets_the_flag),
+	    cmocka_unit_test(write_fsync__many_requests_then_one_fsync_of_the_range),
+	    cmocka_unit_test(fsync__whole_volume_sends_no_length),
+	    cmocka_unit_test(async__fsync_reply_out_of_order_is_matched_by_id),
+	    cmocka_unit_test(async__many_in_flight_complete_once_each),
+	    cmocka_unit_test(async__sync_call_between_keeps_completions),
+	    cmocka_unit_test(volume_close__busy_while_async_in_flight),
+	    cmocka_unit_test(errors__server_message_is_the_last_error),
+	    cmocka_unit_test(errors__refused_write_still_sends_its_payload),
+	    cmocka_unit_test(args__checked_before_anything_is_sent),
+	    cmocka_unit_test(volume_list__all_entries),
+	    cmocka_unit_test(broken__eof_fails_pending_and_later_calls),
+	    cmocka_unit_test(broken__sync_call_in_flight_gets_the_error),
+	    cmocka_unit_test(broken__bad_magic_is_a_protocol_error),
+	    cmocka_unit_test(broken__reply_to_unknown_id_is_a_protocol_error),
+	    cmocka_unit_test(broken__frame_error_reply_then_close),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,9 +42,9 @@ static void size_parse__binary_suffixes(void **state)
 
 static void size_parse__refuses_garbage(void **state)
 {
-	const char *bad[] = { "",     "-1",	"+1",	 " 1",	 "1 ",	"1.5G", "0x10", "K",
-			      "1KK",  "1Q",	"1Ki",	 "1KiBB", "1 K", "abc",	"1e3",	"1,000",
-			      "1B",   "1iB",	"1Kb ",	 "--5",	 "1\n" };
+	const char *bad[] = {"",    "-1",    "+1", " 1",  "1 ",	   "1.5G", "0x10",
+			     "K",   "1KK",   "1Q", "1Ki", "1KiBB", "1 K",  "abc",
+			     "1e3", "1,000", "1B", "1iB", "1Kb ",  "--5",  "1\n"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		uint64_t v = 12345;
 		assert_int_equal(size_parse(bad[i], &v), -EINVAL);
@@ -93,7 +93,7 @@ static void size_format_compact__exact_and_parsable(void **state)
 	assert_string_equal(size_format_compact(5ULL << 40, b, sizeof(b)), "5T");
 	assert_string_equal(size_format_compact(1ULL << 50, b, sizeof(b)), "1024T");
 	/* round trip */
-	const uint64_t values[] = { 1, 512, 4096, 12345, 3ULL << 19, 7ULL << 30, UINT64_MAX };
+	const uint64_t values[] = {1, 512, 4096, 12345, 3ULL << 19, 7ULL << 30, UINT64_MAX};
 	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++)
 		assert_true(parse_ok(size_format_compact(values[i], b, sizeof(b))) == values[i]);
 }
@@ -101,12 +101,12 @@ static void size_format_compact__exact_and_parsable(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(size_parse__plain_numbers),
-		cmocka_unit_test(size_parse__binary_suffixes),
-		cmocka_unit_test(size_parse__refuses_garbage),
-		cmocka_unit_test(size_parse__refuses_overflow),
-		cmocka_unit_test(size_format__human),
-		cmocka_unit_test(size_format_compact__exact_and_parsable),
+	    cmocka_unit_test(size_parse__plain_numbers),
+	    cmocka_unit_test(size_parse__binary_suffixes),
+	    cmocka_unit_test(size_parse__refuses_garbage),
+	    cmocka_unit_test(size_parse__refuses_overflow),
+	    cmocka_unit_test(size_format__human),
+	    cmocka_unit_test(size_format_compact__exact_and_parsable),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

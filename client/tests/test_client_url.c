@@ -57,9 +57,9 @@ static void url_parse__port_limits(void **state)
 	assert_int_equal(url_parse("tcp://h:1", &u, NULL, 0), 0);
 	assert_int_equal(url_parse("tcp://h:65535", &u, NULL, 0), 0);
 	assert_int_equal(u.port, 65535);
-	const char *bad[] = { "tcp://h:0", "tcp://h:65536", "tcp://h:99999", "tcp://h:",
-			      "tcp://h:-1", "tcp://h:+80", "tcp://h:80a", "tcp://h:123456",
-			      "tcp://h: 80", "tcp://h:0x50" };
+	const char *bad[] = {
+	    "tcp://h:0",   "tcp://h:65536", "tcp://h:99999",  "tcp://h:",    "tcp://h:-1",
+	    "tcp://h:+80", "tcp://h:80a",   "tcp://h:123456", "tcp://h: 80", "tcp://h:0x50"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[128] = "";
 		assert_int_equal(url_parse(bad[i], &u, err, sizeof(err)), -EINVAL);
@@ -78,25 +78,25 @@ static void url_parse__rdma_is_recognised(void **state)
 static void url_parse__refuses_malformed(void **state)
 {
 	const char *bad[] = {
-		"",
-		"127.0.0.1:7470",	/* no scheme */
-		"tcp:/127.0.0.1:7470",	/* one slash */
-		"http://127.0.0.1:80",	/* unknown scheme */
-		"TCP://127.0.0.1:7470", /* schemes are lower case */
-		"tcp://",		/* no host */
-		"tcp://:7470",		/* no host */
-		"tcp://::1:7470",	/* IPv6 without brackets */
-		"tcp://[::1",		/* unclosed */
-		"tcp://[]:7470",	/* empty brackets */
-		"tcp://[1.2.3.4]:7470", /* not IPv6 */
-		"tcp://[::1]x",		/* junk after ] */
-		"tcp://[::g]:1",	/* not hex */
-		"tcp://[::1%]:1",	/* empty zone */
-		"tcp://host/path",	/* path */
-		"tcp://host:80/",	/* path */
-		"tcp://ho st:80",	/* space */
-		"tcp://host?x=1",	/* query */
-		"tcp://user@host:80",	/* user info */
+	    "",
+	    "127.0.0.1:7470",	    /* no scheme */
+	    "tcp:/127.0.0.1:7470",  /* one slash */
+	    "http://127.0.0.1:80",  /* unknown scheme */
+	    "TCP://127.0.0.1:7470", /* schemes are lower case */
+	    "tcp://",		    /* no host */
+	    "tcp://:7470",	    /* no host */
+	    "tcp://::1:7470",	    /* IPv6 without brackets */
+	    "tcp://[::1",	    /* unclosed */
+	    "tcp://[]:7470",	    /* empty brackets */
+	    "tcp://[1.2.3.4]:7470", /* not IPv6 */
+	    "tcp://[::1]x",	    /* junk after ] */
+	    "tcp://[::g]:1",	    /* not hex */
+	    "tcp://[::1%]:1",	    /* empty zone */
+	    "tcp://host/path",	    /* path */
+	    "tcp://host:80/",	    /* path */
+	    "tcp://ho st:80",	    /* space */
+	    "tcp://host?x=1",	    /* query */
+	    "tcp://user@host:80",   /* user info */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct url u;
@@ -147,16 +147,16 @@ static void url_parse__null(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(url_parse__tcp_ipv4_with_port),
-		cmocka_unit_test(url_parse__host_name),
-		cmocka_unit_test(url_parse__ipv6_in_brackets),
-		cmocka_unit_test(url_parse__default_port),
-		cmocka_unit_test(url_parse__port_limits),
-		cmocka_unit_test(url_parse__rdma_is_recognised),
-		cmocka_unit_test(url_parse__refuses_malformed),
-		cmocka_unit_test(url_parse__messages_say_why),
-		cmocka_unit_test(url_parse__long_host),
-		cmocka_unit_test(url_parse__null),
+	    cmocka_unit_test(url_parse__tcp_ipv4_with_port),
+	    cmocka_unit_test(url_parse__host_name),
+	    cmocka_unit_test(url_parse__ipv6_in_brackets),
+	    cmocka_unit_test(url_parse__default_port),
+	    cmocka_unit_test(url_parse__port_limits),
+	    cmocka_unit_test(url_parse__rdma_is_recognised),
+	    cmocka_unit_test(url_parse__refuses_malformed),
+	    cmocka_unit_test(url_parse__messages_say_why),
+	    cmocka_unit_test(url_parse__long_host),
+	    cmocka_unit_test(url_parse__null),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
