@@ -169,10 +169,10 @@ const char *rdax_connect_last_error(void);
 
 /*
  * rdax_disconnect -- close the connection and free it; the server closes its
- * volume handles. Asynchronous operations still in flight are abandoned
- * (their buffers are not touched after this returns, no completion is
- * reported). Accepts NULL and *connp == NULL; sets *connp = NULL.
- * Returns 0, or -EBUSY (volumes still open: close them first; nothing done).
+ * volume handles. Completions not yet returned by rdax_wait_completions are
+ * dropped. Accepts NULL and *connp == NULL; sets *connp = NULL.
+ * Returns 0, or -EBUSY (volumes still open: close them first -- which in turn
+ * waits for their asynchronous operations; nothing done).
  */
 int rdax_disconnect(struct rdax_conn **connp);
 
