@@ -406,23 +406,35 @@ static pid_t spawn_loader(struct pc *pc, unsigned k, uint64_t rseed, int progres
 	return pid;
 }
 
-/* wait_acks -- read progress bytes until @want arrived, or every loader closed the pipe */
-static uint64_t wait_acks(int fd, uint64_t want)
+/*
+ * wait_acks -- read progress bytes until all @nready loaders said 'R' and
+ * @want acks arrived after that, or every loader closed the pipe
+ */
+static uint64_t wait_acks(int fd, unsigned nready, uint64_t want)
 {
 	uint64_t got = 0;
+	unsigned readies = 0;
 	int64_t deadline = hx_now_ms() + ACK_WAIT_TIMEOUT_MS;
 	char buf[256];
-	while (got < want) {
+	while (readies < nready || got < want) {
 		int64_t left = deadline - hx_now_ms();
-		if (left <= 0)
+		if (left <= 0) {
+			fprintf(stderr, "powercut: %u of %u loaders ready, %llu acks after %d ms\n",
+				readies, nready, (unsigned long long)got, ACK_WAIT_TIMEOUT_MS);
 			break;
+		}
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, (int)left) <= 0)
 			continue;
 		ssize_t n = read(fd, buf, sizeof(buf));
 		if (n <= 0)
 			break;
-		got += (uint64_t)n;
+		for (ssize_t i = 0; i < n; i++) {
+			if (buf[i] == 'R')
+				readies++;
+			else if (readies == nready)
+				got++; /* count only acks once everyone runs */
+		}
 	}
 	return got;
 }
@@ -431,7 +443,7 @@ static uint64_t wait_acks(int fd, uint64_t want)
 static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 {
 	uint64_t rng = rseed;
-	uint64_t want_acks = 3 + hx_splitmix64(&rng) % 120;
+	uint64_t want_acks = 2 + hx_splitmix64(&rng) % 64;
 	unsigned extra_us = (unsigned)(hx_splitmix64(&rng) % 3000);
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -447,7 +459,7 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 		pids[k] = spawn_loader(pc, k, hx_splitmix64(&rng), pfd[1], logs[k]);
 	}
 	close(pfd[1]);
-	uint64_t acks = wait_acks(pfd[0], want_acks);
+	uint64_t acks = wait_acks(pfd[0], nproc, want_acks);
 	/* a little more load, so the cut does not always follow an ack closely */
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);

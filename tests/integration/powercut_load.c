@@ -12,8 +12,8 @@
  * discards (durable on acknowledgement), and pipelined batches (writes in
  * flight behind an fsync). Every intent is logged before the request is
  * sent, every durability acknowledgement after it arrived (powercut_common.h);
- * after each acknowledgement one byte goes to the progress fd so the
- * driver can choose when to cut.
+ * after each acknowledgement one byte (1) goes to the progress fd so the
+ * driver can choose when to cut; once connected and set up, the byte 'R'.
  *
  * With --meta it is the metadata loader instead: it creates volumes
  * "m<gen>" of random sizes, writes into them, and deletes them, logging
@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,18 @@ static void progress(struct load *l)
 		/* non-blocking: when the driver is not reading, the byte is simply dropped */
 		if (write(l->progress_fd, &b, 1) < 0 && errno != EAGAIN)
 			l->progress_fd = -1;
+	}
+}
+
+/* ready -- tell the driver this loader is connected and set up (never dropped) */
+static void ready(struct load *l)
+{
+	char b = 'R';
+	while (l->progress_fd >= 0 && write(l->progress_fd, &b, 1) < 0) {
+		if (errno != EAGAIN)
+			break;
+		struct pollfd p = { .fd = l->progress_fd, .events = POLLOUT };
+		poll(&p, 1, -1);
 	}
 }
 
@@ -349,8 +362,10 @@ int main(int argc, char **argv)
 			rdax_connect_last_error());
 		return 3;
 	}
-	if (meta)
+	if (meta) {
+		ready(&l);
 		meta_loop(&l);
+	}
 	ret = rdax_volume_open(l.conn, vol, &l.vol);
 	if (ret) {
 		check(&l, ret, "open");
@@ -358,6 +373,7 @@ int main(int argc, char **argv)
 			rdax_strerror(ret));
 		return 3;
 	}
+	ready(&l);
 	for (;;) {
 		uint64_t p = rnd(&l, 100);
 		if (p < 40)
