@@ -41,9 +41,9 @@
 #include "log.h"
 
 #define DTREE_SLOT_BITS 6U
-#define DTREE_SLOTS (1U << DTREE_SLOT_BITS)
+#define DTREE_SLOTS	(1U << DTREE_SLOT_BITS)
 #define DTREE_SLOT_MASK (DTREE_SLOTS - 1)
-#define DTREE_NR_MARKS 2U
+#define DTREE_NR_MARKS	2U
 /* __dtree_find: any present entry instead of a mark */
 #define DTREE_FIND_ANY DTREE_NR_MARKS
 
@@ -83,6 +83,8 @@ struct dtree {
 	uint64_t nodes; /* allocated nodes in the tree, the root not counted */
 	struct dtree_node *cache;
 	unsigned ncache;
+	struct dtree_node *hint; /* the leaf last marked in, or NULL */
+	uint64_t hint_index;	 /* its first page >> 6 */
 	struct dtree_node root;
 };
 
@@ -95,7 +97,7 @@ struct dtree {
  *  |  location, size, lock (dirty_tree.h)   |   1 |   value entry
  */
 #define SLOT_TYPE_MASK 0x3ULL
-#define SLOT_SIBLING 0x2ULL
+#define SLOT_SIBLING   0x2ULL
 
 static inline bool slot_is_node(uint64_t v)
 {
@@ -130,7 +132,7 @@ static inline uint64_t slot_from_node(struct dtree_node *n)
 /* shift of the node whose slot holds an entry of @size: 0, 6, 18 */
 static inline unsigned size_node_shift(enum dtree_size size)
 {
-	static const unsigned shift[DTREE_NR_SIZES] = { 0, 6, 18 };
+	static const unsigned shift[DTREE_NR_SIZES] = {0, 6, 18};
 	return shift[size];
 }
 
@@ -182,6 +184,8 @@ static struct dtree_node *__node_take(struct dtree *t)
 static void __node_free(struct dtree *t, struct dtree_node *n)
 {
 	t->nodes--;
+	if (n == t->hint)
+		t->hint = NULL;
 	if (t->ncache < DTREE_CACHE_MAX) {
 		n->parent = t->cache;
 		t->cache = n;
@@ -206,8 +210,8 @@ static int __dtree_refill(struct dtree *t, unsigned need)
 	for (; got < need; got++) {
 		struct dtree_node *n = malloc(sizeof(*n));
 		if (!n) {
-			LOG_ERROR("dtree node allocation (%zu bytes, %u of %u) failed",
-				  sizeof(*n), got + 1, need);
+			LOG_ERROR("dtree node allocation (%zu bytes, %u of %u) failed", sizeof(*n),
+				  got + 1, need);
 			ret = -ENOMEM;
 			break;
 		}
@@ -418,16 +422,15 @@ struct dtree_pos {
 	uint64_t entry;
 };
 
-/* slots of @n holding a child node or a canonical value entry */
-static uint64_t node_present_bits(const struct dtree_node *n)
+/* node_next_present -- first slot >= @off holding a child node or a canonical entry, or 64 */
+static unsigned node_next_present(const struct dtree_node *n, unsigned off)
 {
-	uint64_t bits = 0;
-	for (unsigned i = 0; i < DTREE_SLOTS; i++) {
-		uint64_t v = n->slots[i];
+	for (; off < DTREE_SLOTS; off++) {
+		uint64_t v = n->slots[off];
 		if (v != 0 && !slot_is_sibling(v))
-			bits |= 1ULL << i;
+			break;
 	}
-	return bits;
+	return off;
 }
 
 /*
@@ -454,13 +457,17 @@ static bool __dtree_find(struct dtree *t, uint64_t start, uint64_t end, unsigned
 			continue;
 		}
 		unsigned off = (s >> n->shift) & DTREE_SLOT_MASK;
-		uint64_t bits = what == DTREE_FIND_ANY ? node_present_bits(n) : n->marks[what];
-		bits &= ~0ULL << off;
-		if (!bits) {
+		unsigned i;
+		if (what == DTREE_FIND_ANY) {
+			i = node_next_present(n, off);
+		} else {
+			uint64_t bits = n->marks[what] & (~0ULL << off);
+			i = bits ? (unsigned)__builtin_ctzll(bits) : DTREE_SLOTS;
+		}
+		if (i == DTREE_SLOTS) {
 			s = base + node_span(n);
 			continue;
 		}
-		unsigned i = (unsigned)__builtin_ctzll(bits);
 		uint64_t idx = base + ((uint64_t)i << n->shift);
 		if (idx >= end)
 			return false;
@@ -494,13 +501,15 @@ enum { DESCEND_TARGET = 0, DESCEND_ENTRY = 1 };
  * slot), or -EAGAIN with *need set when the cache is short (nothing
  * changed). Context: t->lock held.
  */
-static int __dtree_descend(struct dtree *t, uint64_t index, unsigned target,
-			   struct dtree_node **np, unsigned *offp, unsigned *need)
+static int __dtree_descend(struct dtree *t, uint64_t index, unsigned target, struct dtree_node **np,
+			   unsigned *offp, unsigned *need)
 {
 	struct dtree_node *n = &t->root;
-	for (;;) {
-		unsigned off = (index >> n->shift) & DTREE_SLOT_MASK;
-		if (n->shift == target) {
+	/* the shift kept in a register: one dependent load per level, not two */
+	unsigned shift = n->shift;
+	for (;; shift -= DTREE_SLOT_BITS) {
+		unsigned off = (index >> shift) & DTREE_SLOT_MASK;
+		if (shift == target) {
 			*np = n;
 			*offp = off;
 			return DESCEND_TARGET;
@@ -517,14 +526,14 @@ static int __dtree_descend(struct dtree *t, uint64_t index, unsigned target,
 			*offp = off;
 			return DESCEND_ENTRY;
 		}
-		unsigned k = (n->shift - target) / DTREE_SLOT_BITS;
+		unsigned k = (shift - target) / DTREE_SLOT_BITS;
 		if (t->ncache < k) {
 			*need = k;
 			return -EAGAIN;
 		}
 		struct dtree_node *c = __node_take(t);
 		c->parent = n;
-		c->shift = (uint8_t)(n->shift - DTREE_SLOT_BITS);
+		c->shift = (uint8_t)(shift - DTREE_SLOT_BITS);
 		c->offset = (uint8_t)off;
 		n->slots[off] = slot_from_node(c);
 		n->count++;
@@ -542,19 +551,26 @@ static inline uint64_t __entry_first(const struct dtree_node *n, unsigned off, u
  * __mark_small -- mark pages [p, min(last, end of p's leaf)] dirty with
  * 4 KiB entries, or the huge entry covering p. *next gets the first page
  * not handled. Returns 0 or -EAGAIN (*need nodes). Context: t->lock held.
+ *
+ * The leaf used last is remembered (t->hint, forgotten when the leaf is
+ * freed): sequential writes and rewrites of hot pages skip the descent,
+ * which was half the cost of marking an already-dirty page.
  */
-static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t *next,
-			unsigned *need)
+static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t *next, unsigned *need)
 {
-	struct dtree_node *n;
+	struct dtree_node *n = t->hint;
 	unsigned off;
-	int ret = __dtree_descend(t, p, 0, &n, &off, need);
-	if (ret < 0)
-		return ret;
-	if (ret == DESCEND_ENTRY) {
-		__entry_mark_set(t, n, off, DTREE_DIRTY);
-		*next = __entry_first(n, off, p) + entry_pages(n->slots[off]);
-		return 0;
+	if (!n || t->hint_index != p >> DTREE_SLOT_BITS) {
+		int ret = __dtree_descend(t, p, 0, &n, &off, need);
+		if (ret < 0)
+			return ret;
+		if (ret == DESCEND_ENTRY) {
+			__entry_mark_set(t, n, off, DTREE_DIRTY);
+			*next = __entry_first(n, off, p) + entry_pages(n->slots[off]);
+			return 0;
+		}
+		t->hint = n;
+		t->hint_index = p >> DTREE_SLOT_BITS;
 	}
 	uint64_t stop = p | DTREE_SLOT_MASK;
 	if (stop > last)
@@ -789,8 +805,8 @@ unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
 	if (!range_args_ok("dtree_gang_lookup_any", t, index, end))
 		return 0;
 	if (!items || max == 0) {
-		LOG_ERROR("dtree_gang_lookup_any(index=%" PRIu64 ", max=%u): bad arguments",
-			  *index, max);
+		LOG_ERROR("dtree_gang_lookup_any(index=%" PRIu64 ", max=%u): bad arguments", *index,
+			  max);
 		return 0;
 	}
 	pthread_mutex_lock(&t->lock);
@@ -1001,12 +1017,12 @@ struct check_totals {
 	uint64_t nodes;
 };
 
-#define CHECK(cond, ...)                                 \
-	do {                                             \
-		if (!(cond)) {                           \
-			LOG_ERROR("dtree_check: " __VA_ARGS__); \
-			return -EUCLEAN;                 \
-		}                                        \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			LOG_ERROR("dtree_check: " __VA_ARGS__);                                    \
+			return -EUCLEAN;                                                           \
+		}                                                                                  \
 	} while (0)
 
 /*
@@ -1065,7 +1081,7 @@ static int __check_node(struct dtree *t, const struct dtree_node *n, uint64_t ba
 		if (slot_is_sibling(v)) {
 			unsigned c = slot_sibling_canonical(v);
 			CHECK(c < i && dentry_is_value(n->slots[c]) &&
-				      i < c + size_slots(dentry_size(n->slots[c])),
+				  i < c + size_slots(dentry_size(n->slots[c])),
 			      "stray sibling in slot %u of node at %" PRIu64, i, base);
 			continue;
 		}
@@ -1100,7 +1116,7 @@ int dtree_check(struct dtree *t)
 {
 	if (!t)
 		return -EINVAL;
-	struct check_totals tot = { 0 };
+	struct check_totals tot = {0};
 	pthread_mutex_lock(&t->lock);
 	int ret = __check_node(t, &t->root, 0, &tot);
 	if (ret)
@@ -1108,7 +1124,8 @@ int dtree_check(struct dtree *t)
 	ret = -EUCLEAN;
 	for (unsigned i = 0; i < DTREE_NR_SIZES; i++) {
 		if (tot.entries[i] != t->entries[i]) {
-			LOG_ERROR("dtree_check: %" PRIu64 " entries of size %u, counter says %" PRIu64,
+			LOG_ERROR("dtree_check: %" PRIu64
+				  " entries of size %u, counter says %" PRIu64,
 				  tot.entries[i], i, t->entries[i]);
 			goto out_unlock;
 		}

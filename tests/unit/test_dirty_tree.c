@@ -22,7 +22,7 @@
 #include "dirty_tree.h"
 #include "faults.h"
 
-#define PG RDAX_PAGE_SIZE
+#define PG	  RDAX_PAGE_SIZE
 #define PMD_PAGES 512ULL
 #define PUD_PAGES (1ULL << 18)
 /* a location aligned for 1 GiB, in namespace 3 */
@@ -72,8 +72,7 @@ static void mark_pages(struct dtree *t, uint64_t first, uint64_t n)
 }
 
 /* assert_entry -- page @index is covered by an entry of @size starting at @first */
-static uint64_t assert_entry(struct dtree *t, uint64_t index, uint64_t first,
-			     enum dtree_size size)
+static uint64_t assert_entry(struct dtree *t, uint64_t index, uint64_t first, enum dtree_size size)
 {
 	uint64_t f = ~0ULL, e = 0;
 	assert_int_equal(dtree_lookup(t, index, &f, &e), 0);
@@ -478,7 +477,7 @@ static void dtree_mark_dirty__huge_waits_for_locked_entry(void **state)
 	assert_int_equal(dtree_claim_towrite(t, &idx, 2048, items, 1), 1);
 	assert_int_equal(items[0].index, 520);
 
-	struct marker_arg a = { .t = t, .offset = 512 * PG, .len = RDAX_PMD_SIZE, .ret = 1 };
+	struct marker_arg a = {.t = t, .offset = 512 * PG, .len = RDAX_PMD_SIZE, .ret = 1};
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, marker_thread, &a), 0);
 	wait_for_waiter(t);
@@ -500,7 +499,7 @@ static void dtree_tag_towrite__batches(void **state)
 {
 	(void)state;
 	struct dtree *t = tree_new(4096, LOC_PMD);
-	uint64_t pages[] = { 1, 2, 70, 200, 513, 1000, 1500, 4000, 4001, 4095 };
+	uint64_t pages[] = {1, 2, 70, 200, 513, 1000, 1500, 4000, 4001, 4095};
 	for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++)
 		mark_pages(t, pages[i], 1);
 	uint64_t idx = 0;
@@ -696,7 +695,7 @@ static void dtree_claim_towrite__locks_and_clears(void **state)
 	dtree_release(t, NULL, 1);
 	dtree_release(t, NULL, 0);
 	/* releasing something not claimed is refused and changes nothing */
-	struct dtree_item bogus = { .index = 101, .entry = e };
+	struct dtree_item bogus = {.index = 101, .entry = e};
 	dtree_release(t, &bogus, 1);
 	bogus.index = 5000;
 	dtree_release(t, &bogus, 1);
@@ -816,7 +815,7 @@ static void dtree_remove_range__waits_for_locked_entry(void **state)
 	assert_int_equal(dtree_claim_towrite(t, &idx, 1000, it, 1), 1);
 	mark_pages(t, 10, 1); /* written during write-back: would be kept */
 
-	struct marker_arg a = { .t = t, .offset = 0, .len = 1000, .remove = true };
+	struct marker_arg a = {.t = t, .offset = 0, .len = 1000, .remove = true};
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, marker_thread, &a), 0);
 	wait_for_waiter(t);
@@ -852,9 +851,9 @@ static void dtree_stats_get__counters_follow_the_dirty_set(void **state)
 	(void)state;
 	struct dtree *t = tree_new(PUD_PAGES * 2, LOC_PUD);
 	struct dtree_stats empty = stats_of(t);
-	mark_pages(t, 0, PUD_PAGES);		    /* 1 GiB */
-	mark_pages(t, PUD_PAGES, PMD_PAGES * 2);    /* 2 x 2 MiB */
-	mark_pages(t, PUD_PAGES * 2 - 10, 10);	    /* 10 x 4 KiB */
+	mark_pages(t, 0, PUD_PAGES);		 /* 1 GiB */
+	mark_pages(t, PUD_PAGES, PMD_PAGES * 2); /* 2 x 2 MiB */
+	mark_pages(t, PUD_PAGES * 2 - 10, 10);	 /* 10 x 4 KiB */
 	struct dtree_stats st = stats_of(t);
 	assert_int_equal(st.entries[DTREE_SIZE_1G], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 2);
@@ -921,39 +920,37 @@ static void dtree_stats_get__bytes_per_page(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(dtree_new__bad_arguments),
-		cmocka_unit_test(dtree_delete__null),
-		cmocka_unit_test(dtree_new__empty_tree),
-		cmocka_unit_test(dtree_mark_dirty__bad_arguments),
-		cmocka_unit_test(dtree_mark_dirty__single_page),
-		cmocka_unit_test(dtree_mark_dirty__bytes_straddling_pages),
-		cmocka_unit_test(dtree_mark_dirty__already_dirty_changes_nothing),
-		cmocka_unit_test(dtree_mark_dirty__tiny_volume),
-		cmocka_unit_test(dtree_mark_dirty__whole_2m_aligned_location),
-		cmocka_unit_test(dtree_mark_dirty__whole_2m_unaligned_location),
-		cmocka_unit_test(dtree_mark_dirty__2m_not_wholly_covered),
-		cmocka_unit_test(dtree_mark_dirty__huge_replaces_small_carrying_towrite),
-		cmocka_unit_test_teardown(dtree_mark_dirty__no_towrite_inherit_control,
-					  reset_faults),
-		cmocka_unit_test(dtree_mark_dirty__small_write_inside_huge),
-		cmocka_unit_test(dtree_mark_dirty__1g_entries),
-		cmocka_unit_test(dtree_mark_dirty__1g_needs_aligned_location),
-		cmocka_unit_test(dtree_mark_dirty__huge_waits_for_locked_entry),
-		cmocka_unit_test(dtree_tag_towrite__batches),
-		cmocka_unit_test(dtree_tag_towrite__starts_inside_huge),
-		cmocka_unit_test(dtree_tag_towrite__bad_arguments),
-		cmocka_unit_test(dtree_gang_lookup__order_and_overlap),
-		cmocka_unit_test(dtree_gang_lookup_any__includes_locked_clean),
-		cmocka_unit_test(dtree_claim_towrite__locks_and_clears),
-		cmocka_unit_test(dtree_claim_towrite__stops_at_entry_locked_elsewhere),
-		cmocka_unit_test_teardown(dtree_release__clear_after_writeback_control,
-					  reset_faults),
-		cmocka_unit_test(dtree_remove_range__whole_and_partial),
-		cmocka_unit_test(dtree_remove_range__many_entries),
-		cmocka_unit_test(dtree_remove_range__waits_for_locked_entry),
-		cmocka_unit_test(dtree_lookup__bad_arguments),
-		cmocka_unit_test(dtree_stats_get__counters_follow_the_dirty_set),
-		cmocka_unit_test(dtree_stats_get__bytes_per_page),
+	    cmocka_unit_test(dtree_new__bad_arguments),
+	    cmocka_unit_test(dtree_delete__null),
+	    cmocka_unit_test(dtree_new__empty_tree),
+	    cmocka_unit_test(dtree_mark_dirty__bad_arguments),
+	    cmocka_unit_test(dtree_mark_dirty__single_page),
+	    cmocka_unit_test(dtree_mark_dirty__bytes_straddling_pages),
+	    cmocka_unit_test(dtree_mark_dirty__already_dirty_changes_nothing),
+	    cmocka_unit_test(dtree_mark_dirty__tiny_volume),
+	    cmocka_unit_test(dtree_mark_dirty__whole_2m_aligned_location),
+	    cmocka_unit_test(dtree_mark_dirty__whole_2m_unaligned_location),
+	    cmocka_unit_test(dtree_mark_dirty__2m_not_wholly_covered),
+	    cmocka_unit_test(dtree_mark_dirty__huge_replaces_small_carrying_towrite),
+	    cmocka_unit_test_teardown(dtree_mark_dirty__no_towrite_inherit_control, reset_faults),
+	    cmocka_unit_test(dtree_mark_dirty__small_write_inside_huge),
+	    cmocka_unit_test(dtree_mark_dirty__1g_entries),
+	    cmocka_unit_test(dtree_mark_dirty__1g_needs_aligned_location),
+	    cmocka_unit_test(dtree_mark_dirty__huge_waits_for_locked_entry),
+	    cmocka_unit_test(dtree_tag_towrite__batches),
+	    cmocka_unit_test(dtree_tag_towrite__starts_inside_huge),
+	    cmocka_unit_test(dtree_tag_towrite__bad_arguments),
+	    cmocka_unit_test(dtree_gang_lookup__order_and_overlap),
+	    cmocka_unit_test(dtree_gang_lookup_any__includes_locked_clean),
+	    cmocka_unit_test(dtree_claim_towrite__locks_and_clears),
+	    cmocka_unit_test(dtree_claim_towrite__stops_at_entry_locked_elsewhere),
+	    cmocka_unit_test_teardown(dtree_release__clear_after_writeback_control, reset_faults),
+	    cmocka_unit_test(dtree_remove_range__whole_and_partial),
+	    cmocka_unit_test(dtree_remove_range__many_entries),
+	    cmocka_unit_test(dtree_remove_range__waits_for_locked_entry),
+	    cmocka_unit_test(dtree_lookup__bad_arguments),
+	    cmocka_unit_test(dtree_stats_get__counters_follow_the_dirty_set),
+	    cmocka_unit_test(dtree_stats_get__bytes_per_page),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,10 +43,10 @@
 #include "dirty_tree.h"
 #include "faults.h"
 
-#define PG RDAX_PAGE_SIZE
-#define PMD_PAGES 512ULL
-#define PUD_PAGES (1ULL << 18)
-#define NO_TICKET 0ULL
+#define PG	    RDAX_PAGE_SIZE
+#define PMD_PAGES   512ULL
+#define PUD_PAGES   (1ULL << 18)
+#define NO_TICKET   0ULL
 #define MAX_THREADS 2
 #define CLAIM_BATCH 8U
 
@@ -255,7 +255,8 @@ static void *walker_thread(void *p)
 static uint64_t seed_from_env(void)
 {
 	const char *env = getenv("RDAX_SEED");
-	uint64_t s = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	uint64_t s =
+	    env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	printf("# dtree concurrency: seed=%" PRIu64 " (RDAX_SEED repeats)\n", s);
 	fflush(stdout);
 	return s;
@@ -275,17 +276,17 @@ static void run_threads(uint64_t npages, uint64_t base, int nm, int nw, uint64_t
 	if (nm > 1)
 		region = align_down(region, PMD_PAGES);
 	for (int i = 0; i < nw; i++) {
-		wa[i] = (struct thread_arg){ .h = &h, .id = i, .rng = seed + 100 + (uint64_t)i };
+		wa[i] = (struct thread_arg){.h = &h, .id = i, .rng = seed + 100 + (uint64_t)i};
 		assert_int_equal(pthread_create(&wt[i], NULL, walker_thread, &wa[i]), 0);
 	}
 	for (int i = 0; i < nm; i++) {
-		ma[i] = (struct thread_arg){ .h = &h,
-					     .id = i,
-					     .iterations = iterations,
-					     .region_first = region * (uint64_t)i,
-					     .region_end = i == nm - 1 ? npages
-								       : region * (uint64_t)(i + 1),
-					     .rng = seed + (uint64_t)i };
+		ma[i] = (struct thread_arg){.h = &h,
+					    .id = i,
+					    .iterations = iterations,
+					    .region_first = region * (uint64_t)i,
+					    .region_end =
+						i == nm - 1 ? npages : region * (uint64_t)(i + 1),
+					    .rng = seed + (uint64_t)i};
 		assert_int_equal(pthread_create(&mt[i], NULL, marker_thread, &ma[i]), 0);
 	}
 	for (int i = 0; i < nm; i++)
@@ -398,12 +399,12 @@ static int reset_faults(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(dtree_concurrency__write_during_writeback_kept),
-		cmocka_unit_test_teardown(dtree_concurrency__clear_after_writeback_control,
-					  reset_faults),
-		cmocka_unit_test(dtree_concurrency__marker_and_walker),
-		cmocka_unit_test(dtree_concurrency__marker_and_walker_1g),
-		cmocka_unit_test(dtree_concurrency__two_markers_two_walkers),
+	    cmocka_unit_test(dtree_concurrency__write_during_writeback_kept),
+	    cmocka_unit_test_teardown(dtree_concurrency__clear_after_writeback_control,
+				      reset_faults),
+	    cmocka_unit_test(dtree_concurrency__marker_and_walker),
+	    cmocka_unit_test(dtree_concurrency__marker_and_walker_1g),
+	    cmocka_unit_test(dtree_concurrency__two_markers_two_walkers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,17 +47,17 @@
 #include "checked.h"
 #include "dirty_tree.h"
 
-#define PG RDAX_PAGE_SIZE
-#define PMD_PAGES 512ULL
-#define PUD_PAGES (1ULL << 18)
-#define OPS_PER_VOLUME 25000ULL
+#define PG		 RDAX_PAGE_SIZE
+#define PMD_PAGES	 512ULL
+#define PUD_PAGES	 (1ULL << 18)
+#define OPS_PER_VOLUME	 25000ULL
 #define FULL_CHECK_EVERY 1000ULL
-#define MAX_HELD 8U
-#define FIND_ANY 2U
+#define MAX_HELD	 8U
+#define FIND_ANY	 2U
 
-#define MF_DIRTY 0x1
+#define MF_DIRTY   0x1
 #define MF_TOWRITE 0x2
-#define MF_LOCKED 0x4
+#define MF_LOCKED  0x4
 
 static uint64_t seed;
 static uint64_t rng_state;
@@ -79,19 +79,19 @@ static uint64_t rnd(uint64_t n)
 	return rnd64() % n;
 }
 
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			fprintf(stderr, "# FAILED: seed=%" PRIu64 " op=%" PRIu64 " (%s)\n# ", \
-				seed, op_no, op_desc);                                     \
-			fprintf(stderr, __VA_ARGS__);                                      \
-			fprintf(stderr, "\n# repeat with RDAX_SEED=%" PRIu64 "\n", seed);  \
-			fail_msg("model mismatch, seed %" PRIu64, seed);                   \
-		}                                                                          \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "# FAILED: seed=%" PRIu64 " op=%" PRIu64 " (%s)\n# ",      \
+				seed, op_no, op_desc);                                             \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n# repeat with RDAX_SEED=%" PRIu64 "\n", seed);          \
+			fail_msg("model mismatch, seed %" PRIu64, seed);                           \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_EQ(a, b, what)                                                          \
-	CHECK((uint64_t)(a) == (uint64_t)(b), "%s: tree %" PRIu64 ", model %" PRIu64, what, \
+#define CHECK_EQ(a, b, what)                                                                       \
+	CHECK((uint64_t)(a) == (uint64_t)(b), "%s: tree %" PRIu64 ", model %" PRIu64, what,        \
 	      (uint64_t)(a), (uint64_t)(b))
 
 /* ------------------------------------------------------------------------ */
@@ -379,8 +379,7 @@ static void check_page(struct dtree *t, const struct model *m, uint64_t p)
 	CHECK_EQ(first, c, "first page of the covering entry");
 	CHECK_EQ(entry, m_entry_value(m, c), "entry value");
 	CHECK_EQ(dtree_get_mark(t, p, DTREE_DIRTY), (m->flags[c] & MF_DIRTY) != 0, "DIRTY");
-	CHECK_EQ(dtree_get_mark(t, p, DTREE_TOWRITE), (m->flags[c] & MF_TOWRITE) != 0,
-		 "TOWRITE");
+	CHECK_EQ(dtree_get_mark(t, p, DTREE_TOWRITE), (m->flags[c] & MF_TOWRITE) != 0, "TOWRITE");
 	if (m->written[p])
 		CHECK(m->flags[c] & MF_DIRTY, "R1: written page %" PRIu64 " not DIRTY", p);
 }
@@ -429,14 +428,19 @@ static void check_full(struct dtree *t, const struct model *m)
 			      "R3: entry at %" PRIu64 " clean, unlocked, present", c);
 			/* R1 for pages before this entry: none may be written */
 			for (; w < c; w++)
-				CHECK(!m->written[w], "R1: written page %" PRIu64 " has no entry", w);
+				CHECK(!m->written[w], "R1: written page %" PRIu64 " has no entry",
+				      w);
 			bool any_written = memchr(m->written + c, 1, pages) != NULL;
 			if (dirty)
-				CHECK(any_written, "R2: DIRTY entry at %" PRIu64 " (%" PRIu64
-					       " pages) has no written page", c, pages);
+				CHECK(any_written,
+				      "R2: DIRTY entry at %" PRIu64 " (%" PRIu64
+				      " pages) has no written page",
+				      c, pages);
 			else
-				CHECK(!any_written, "R1: entry at %" PRIu64 " has written pages "
-					       "but is not DIRTY", c);
+				CHECK(!any_written,
+				      "R1: entry at %" PRIu64 " has written pages "
+				      "but is not DIRTY",
+				      c);
 			w = c + pages;
 			/* nodes: one per distinct (level, index >> level span) */
 			unsigned ns = size_node_shift(dentry_size(e));
@@ -450,8 +454,7 @@ static void check_full(struct dtree *t, const struct model *m)
 			mc = m_next_start(m, c + pages, m->npages);
 		}
 	}
-	CHECK(mc == m->npages, "entry walk: model has an entry at %" PRIu64 " the tree lacks",
-	      mc);
+	CHECK(mc == m->npages, "entry walk: model has an entry at %" PRIu64 " the tree lacks", mc);
 	for (; w < m->npages; w++)
 		CHECK(!m->written[w], "R1: written page %" PRIu64 " has no entry", w);
 	struct dtree_stats st;
@@ -586,9 +589,9 @@ static void op_gang(struct run *r)
 		 what, max);
 	struct dtree_item ti[16], mi[16];
 	uint64_t tx = first, mx = first;
-	unsigned tn = what == FIND_ANY ? dtree_gang_lookup_any(r->t, &tx, end, ti, max)
-				       : dtree_gang_lookup(r->t, &tx, end, (enum dtree_mark)what,
-							   ti, max);
+	unsigned tn = what == FIND_ANY
+			  ? dtree_gang_lookup_any(r->t, &tx, end, ti, max)
+			  : dtree_gang_lookup(r->t, &tx, end, (enum dtree_mark)what, ti, max);
 	unsigned mn = m_walk(&r->m, &mx, end, what, false, false, mi, max);
 	check_items(ti, tn, mi, mn, tx, mx, "gang_lookup");
 }
@@ -746,10 +749,10 @@ static void dtree_model__random_operations(void **state)
 	       seed, total);
 	fflush(stdout);
 
-	uint64_t huge_made[DTREE_NR_SIZES] = { 0 };
+	uint64_t huge_made[DTREE_NR_SIZES] = {0};
 	uint64_t done = 0;
 	for (unsigned k = 0; done < total; k++) {
-		struct run r = { 0 };
+		struct run r = {0};
 		uint64_t npages, base;
 		volume_config(k, &npages, &base);
 		assert_int_equal(dtree_new(npages, base, &r.t), 0);
@@ -784,7 +787,7 @@ static void dtree_model__random_operations(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(dtree_model__random_operations),
+	    cmocka_unit_test(dtree_model__random_operations),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
