@@ -865,6 +865,11 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	bool close;
 
 	out_init(out, h->type, h->request_id);
+	if (h->type == 0 || h->type >= FRAME_TYPE_MAX || h->body_len > env->max_body) {
+		/* dispatch_header() refuses these; never index the table with them */
+		out_error(out, true, -RDAX_E_PROTOCOL, "bad frame header");
+		return;
+	}
 	union request req;
 	req.base = protobuf_c_message_unpack(request_desc[h->type], NULL, h->body_len,
 					     body ? body : empty);

@@ -55,7 +55,7 @@
 
 static const char *const rdaxd_transports[] = { "tcp" };
 
-/* fail -- one error line on stderr (and in the log); returns the exit code */
+/* fail -- one error line on stderr (where the log goes too); returns the exit code */
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int code, const char *fmt, ...)
 {
@@ -213,10 +213,8 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < cfg->nnamespaces; i++) {
 		const struct config_namespace *n = &cfg->namespaces[i];
 		ret = store_namespace_add(d->store, n->path, n->size, n->mode, err, sizeof(err));
-		if (ret) {
-			LOG_ERROR("%s", err);
+		if (ret)
 			return fail(1, "%s", err);
-		}
 	}
 	return 0;
 }
@@ -262,10 +260,8 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		ret = server_tcp_listen(d->srv, cfg->listens[i].host, cfg->listens[i].port, err,
 					sizeof(err));
-		if (ret) {
-			LOG_ERROR("%s", err);
+		if (ret)
 			return fail(1, "%s", err);
-		}
 	}
 	for (unsigned i = 0; i < d->nworkers; i++) {
 		ret = worker_start(d->workers[i]);
