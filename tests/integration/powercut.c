@@ -2,7 +2,8 @@
 /*
  * powercut.c -- power cuts under load: every acknowledged fsync survives
  *
- *   powercut [--cuts N] [--seed S] [--loaders L] [--control] [--keep] [--verbose]
+ *   powercut [--cuts N] [--seed S] [--loaders L] [--clean-every K] [--control] [--keep]
+ *            [--verbose]
  *
  * rdaxd runs in sim mode (persist.h): a SIGKILL is a power cut that keeps
  * exactly what was written back. Each round starts L load clients
@@ -32,6 +33,10 @@
  * whose delete was not attempted, none whose delete was acknowledged, none
  * that was never attempted, and each with its size; the metadata must load
  * at every restart. The driver deletes the leftovers after each check.
+ *
+ * --clean-every K: after every K cuts one extra round ends with SIGTERM
+ * instead (the daemon must exit 0); there every write whose completion was
+ * reported counts as durable too, since a clean stop writes back everything.
  *
  * --control runs the daemon with RDAX_FAULTS=skip-writeback (the first entry
  * of every fsync is not written back) and inverts the verdict: exit 0 when a
@@ -64,7 +69,7 @@
 #error "POWERCUT_LOAD_PATH must be defined by the build"
 #endif
 
-#define MAX_LOADERS PC_NREGIONS
+#define MAX_LOADERS PC_NBIG
 #define VOLUME "pc"
 #define LOADER_EXIT_TIMEOUT_MS 60000
 #define ACK_WAIT_TIMEOUT_MS 120000
@@ -88,6 +93,8 @@ struct pc {
 	uint64_t seed;
 	unsigned cuts, loaders;
 	bool control, keep, verbose;
+	unsigned clean_every; /* after every N cuts, one round ends with SIGTERM instead */
+	bool clean_round;     /* this round ends with a clean stop */
 	char dir[256];
 	struct hx_daemon d;
 	uint32_t *durable;     /* per byte: generation of the durable content (0: zeros) */
@@ -106,7 +113,7 @@ struct pc {
 
 static unsigned owner_of(const struct pc *pc, uint64_t off)
 {
-	return (unsigned)((off / PC_REGION) % pc->loaders);
+	return pc_region_of(off) % pc->loaders;
 }
 
 static bool gen_is_discard(const struct pc *pc, uint32_t gen)
@@ -149,8 +156,9 @@ static long replay(struct pc *pc, unsigned k, const char *path)
 		if (r.kind == PC_WRITE || r.kind == PC_DISCARD) {
 			if (r.gen < pc->round_gen0 + k * GEN_SPAN ||
 			    r.gen >= pc->round_gen0 + (k + 1) * GEN_SPAN || r.len == 0 ||
-			    r.off + r.len > PC_VOLUME_SIZE ||
-			    owner_of(pc, r.off) != k || owner_of(pc, r.off + r.len - 1) != k) {
+			    r.off + r.len > PC_VOLUME_SIZE || pc_region_of(r.off) == PC_NREGIONS ||
+			    pc_region_of(r.off) != pc_region_of(r.off + r.len - 1) ||
+			    owner_of(pc, r.off) != k) {
 				fprintf(stderr, "powercut: loader %u: bad record gen %u [%llu, +%llu)\n",
 					k, r.gen, (unsigned long long)r.off, (unsigned long long)r.len);
 				fclose(f);
@@ -168,8 +176,11 @@ static long replay(struct pc *pc, unsigned k, const char *path)
 			}
 			ls->p[ls->n++] = (struct pending){ r.gen, r.kind == PC_DISCARD, r.off, r.len };
 			pc->total_ops++;
-		} else if (r.kind == PC_FSYNC || r.kind == PC_DURABLE) {
-			acks++;
+		} else if (r.kind == PC_FSYNC || r.kind == PC_DURABLE ||
+			   (r.kind == PC_ACKED && pc->clean_round)) {
+			/* after a clean stop, every completed write counts as durable */
+			if (r.kind != PC_ACKED)
+				acks++;
 			uint64_t off = r.len ? r.off : 0, len = r.len ? r.len : PC_VOLUME_SIZE;
 			size_t keep = 0;
 			for (size_t i = 0; i < ls->n; i++) {
@@ -318,7 +329,13 @@ static uint64_t verify(struct pc *pc, unsigned round)
 	uint64_t b = 0;
 	while (b < PC_VOLUME_SIZE) {
 		/* a run of bytes with the same durable generation inside one region */
-		uint64_t e = b + 1, rend = (b / PC_REGION + 1) * PC_REGION;
+		uint64_t rstart, rlen, rend = PC_VOLUME_SIZE;
+		unsigned reg = pc_region_of(b);
+		if (reg < PC_NREGIONS) {
+			pc_region(reg, &rstart, &rlen);
+			rend = rstart + rlen;
+		}
+		uint64_t e = b + 1;
 		while (e < rend && pc->durable[e] == pc->durable[b] && e - b < (1 << 20))
 			e++;
 		size_t n = (size_t)(e - b);
@@ -354,7 +371,7 @@ static uint64_t verify(struct pc *pc, unsigned round)
 					"line %llu): has 0x%02x, durable gen %u wants 0x%02x; "
 					"pending candidates:",
 					round, (unsigned long long)i, k,
-					(unsigned long long)(i / PC_REGION),
+					(unsigned long long)pc_region_of(i),
 					(unsigned long long)(i / 64), actual, pc->durable[i],
 					pc->want[i - b]);
 				for (size_t j = 0; j < ls->n; j++) {
@@ -467,7 +484,9 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 	do
 		clock_gettime(CLOCK_MONOTONIC, &t);
 	while ((int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000 < until);
-	int ret = hx_daemon_kill(&pc->d);
+	int ret = pc->clean_round ? hx_daemon_stop(&pc->d) : hx_daemon_kill(&pc->d);
+	if (ret < 0 && pc->clean_round)
+		fprintf(stderr, "powercut: round %u: rdaxd did not stop cleanly under load\n", round);
 	close(pfd[0]);
 	int status_bad = 0;
 	for (unsigned k = 0; k < nproc; k++) {
@@ -518,8 +537,9 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 	bad += (uint64_t)meta_bad;
 	pc->lost_bytes += bad;
 	if (pc->verbose || bad)
-		printf("powercut: cut %u/%u seed 0x%llx: %ld acks logged, %llu bytes lost\n", round,
-		       pc->cuts, (unsigned long long)rseed, round_acks, (unsigned long long)bad);
+		printf("powercut: round %u (%s) seed 0x%llx: %ld acks logged, %llu bytes lost\n",
+		       round, pc->clean_round ? "clean stop" : "cut", (unsigned long long)rseed,
+		       round_acks, (unsigned long long)bad);
 	/* the next round's generations start above everything used so far */
 	pc->round_gen0 = pc->round_gen0 + (pc->loaders + 1) * GEN_SPAN;
 	pc->next_gen = pc->round_gen0;
@@ -528,8 +548,8 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: powercut [--cuts N] [--seed S] [--loaders L] [--control] "
-			"[--keep] [--verbose]\n");
+	fprintf(stderr, "usage: powercut [--cuts N] [--seed S] [--loaders L] [--clean-every K] "
+			"[--control] [--keep] [--verbose]\n");
 	exit(2);
 }
 
@@ -539,6 +559,7 @@ int main(int argc, char **argv)
 		{ "cuts", required_argument, NULL, 'n' }, { "seed", required_argument, NULL, 's' },
 		{ "loaders", required_argument, NULL, 'L' }, { "control", no_argument, NULL, 'c' },
 		{ "keep", no_argument, NULL, 'k' },	  { "verbose", no_argument, NULL, 'v' },
+		{ "clean-every", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct pc pc;
@@ -556,23 +577,26 @@ int main(int argc, char **argv)
 		case 'c': pc.control = true; break;
 		case 'k': pc.keep = true; break;
 		case 'v': pc.verbose = true; break;
+		case 'C': pc.clean_every = (unsigned)strtoul(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
 	if (pc.cuts == 0 || pc.loaders == 0 || pc.loaders > MAX_LOADERS || optind != argc)
 		usage();
 	/* generations are 32-bit: GEN_SPAN per loader per round */
-	if ((uint64_t)(pc.cuts + 1) * (pc.loaders + 1) * GEN_SPAN >= UINT32_MAX) {
+	uint64_t rounds = pc.cuts + (pc.clean_every ? pc.cuts / pc.clean_every : 0) + 1;
+	if (rounds * (pc.loaders + 1) * GEN_SPAN >= UINT32_MAX) {
 		fprintf(stderr, "powercut: at most %llu cuts with %u loaders per run\n",
 			(unsigned long long)(UINT32_MAX / ((uint64_t)(pc.loaders + 1) * GEN_SPAN)) - 2,
 			pc.loaders);
 		return 2;
 	}
 	printf("powercut: seed 0x%llx, %u cuts, %u loaders%s (rerun: powercut --seed 0x%llx "
-	       "--cuts %u --loaders %u%s)\n",
+	       "--cuts %u --loaders %u --clean-every %u%s)\n",
 	       (unsigned long long)pc.seed, pc.cuts, pc.loaders,
 	       pc.control ? ", CONTROL: daemon with RDAX_FAULTS=skip-writeback" : "",
-	       (unsigned long long)pc.seed, pc.cuts, pc.loaders, pc.control ? " --control" : "");
+	       (unsigned long long)pc.seed, pc.cuts, pc.loaders, pc.clean_every,
+	       pc.control ? " --control" : "");
 	fflush(stdout);
 
 	pc.durable = calloc(PC_VOLUME_SIZE, sizeof(uint32_t));
@@ -606,8 +630,15 @@ int main(int argc, char **argv)
 	int verdict = 0;
 	unsigned round;
 	int64_t t0 = hx_now_ms();
-	for (round = 1; round <= pc.cuts; round++) {
+	unsigned cuts_done = 0, cleans = 0;
+	for (round = 1; cuts_done < pc.cuts; round++) {
+		pc.clean_round = pc.clean_every && !pc.control && cuts_done > 0 &&
+				 cuts_done % pc.clean_every == 0 && cleans < cuts_done / pc.clean_every;
 		verdict = one_round(&pc, round, hx_splitmix64(&rng));
+		if (pc.clean_round)
+			cleans++;
+		else
+			cuts_done++;
 		if (verdict != 0)
 			break;
 	}
@@ -620,10 +651,9 @@ int main(int argc, char **argv)
 		hx_daemon_kill(&pc.d);
 		hx_daemon_dump_log(&pc.d, 8192);
 	}
-	unsigned done = round > pc.cuts ? pc.cuts : round;
-	printf("powercut: %u cuts in %llds, %llu durability acks and %llu operations checked, "
-	       "%llu bytes lost\n",
-	       done, (long long)secs, (unsigned long long)pc.total_acks,
+	printf("powercut: %u cuts and %u clean stops in %llds, %llu durability acks and %llu "
+	       "operations checked, %llu bytes lost\n",
+	       cuts_done, cleans, (long long)secs, (unsigned long long)pc.total_acks,
 	       (unsigned long long)pc.total_ops, (unsigned long long)pc.lost_bytes);
 	int rc;
 	if (verdict == 3) {

@@ -31,6 +31,7 @@ enum pc_kind {
 	PC_CREATED,	/* ack: created */
 	PC_DELETE,	/* intent: delete */
 	PC_DELETED,	/* ack: deleted */
+	PC_ACKED,	/* ack: write gen completed (durable only after a clean stop) */
 };
 
 struct pc_rec {
@@ -47,9 +48,40 @@ uint64_t pc_key(uint64_t seed, unsigned loader, uint32_t gen);
 /* pc_content -- the bytes write (seed, loader, gen) put at [off, off + len) */
 void pc_content(void *buf, size_t len, uint64_t seed, unsigned loader, uint32_t gen, uint64_t off);
 
-/* The volume layout: NREGIONS regions of REGION bytes, region r owned by loader r % loaders. */
-#define PC_REGION (2ULL << 20)
-#define PC_NREGIONS 8
-#define PC_VOLUME_SIZE (PC_REGION * PC_NREGIONS)
+/*
+ * The volume layout: PC_NBIG regions of 2 MiB (2 MiB-aligned: whole-region
+ * writes make huge entries), then PC_NSMALL regions of PC_SMALL bytes packed
+ * back to back, so small regions of different loaders share 4 KiB pages and
+ * cache lines (an fsync of one connection writes back pages another
+ * connection is writing). Region r is owned by loader r % loaders; each
+ * region has exactly one writer.
+ */
+#define PC_REGION (2ULL << 20) /* the largest region */
+#define PC_NBIG 8
+#define PC_SMALL 1500ULL
+#define PC_NSMALL 16
+#define PC_NREGIONS (PC_NBIG + PC_NSMALL)
+#define PC_VOLUME_SIZE (PC_REGION * PC_NBIG + 24576) /* room for the small regions */
+
+/* pc_region -- where region @r starts and how long it is */
+static inline void pc_region(unsigned r, uint64_t *start, uint64_t *len)
+{
+	if (r < PC_NBIG) {
+		*start = r * PC_REGION;
+		*len = PC_REGION;
+	} else {
+		*start = PC_NBIG * PC_REGION + (r - PC_NBIG) * PC_SMALL;
+		*len = PC_SMALL;
+	}
+}
+
+/* pc_region_of -- the region holding byte @off, PC_NREGIONS for the unused tail */
+static inline unsigned pc_region_of(uint64_t off)
+{
+	if (off < PC_NBIG * PC_REGION)
+		return (unsigned)(off / PC_REGION);
+	uint64_t i = (off - PC_NBIG * PC_REGION) / PC_SMALL;
+	return i < PC_NSMALL ? (unsigned)(PC_NBIG + i) : PC_NREGIONS;
+}
 
 #endif

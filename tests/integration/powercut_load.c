@@ -105,15 +105,17 @@ static uint64_t rnd(struct load *l, uint64_t n)
 /* pick_range -- a random range inside owned region @r: mostly small, sometimes all of it */
 static void pick_range(struct load *l, unsigned r, uint64_t *off, uint64_t *len)
 {
-	uint64_t base = (uint64_t)r * PC_REGION;
+	uint64_t base, rlen;
+	pc_region(r, &base, &rlen);
 	uint64_t p = rnd(l, 100);
 	if (p < 10) {
 		*off = base;
-		*len = PC_REGION; /* whole aligned 2 MiB: a huge entry */
+		*len = rlen; /* all of it: for a big region, a huge entry */
 		return;
 	}
-	*len = p < 75 ? 1 + rnd(l, 16384) : 1 + rnd(l, 256 << 10);
-	*off = base + rnd(l, PC_REGION - *len + 1);
+	uint64_t max = p < 75 ? 16384 : 256 << 10;
+	*len = 1 + rnd(l, max < rlen ? max : rlen);
+	*off = base + rnd(l, rlen - *len + 1);
 }
 
 static unsigned pick_region(struct load *l)
@@ -128,6 +130,7 @@ static uint32_t do_write(struct load *l, uint64_t off, uint64_t len, unsigned fl
 	pc_content(l->buf, len, l->seed, l->loader, gen, off);
 	log_rec(l, PC_WRITE, gen, off, len);
 	check(l, rdax_write(l->vol, off, l->buf, len, flags), "write");
+	log_rec(l, PC_ACKED, gen, off, len);
 	return gen;
 }
 
@@ -183,6 +186,7 @@ static void op_discard(struct load *l)
 	uint32_t gen = l->gen++;
 	log_rec(l, PC_DISCARD, gen, off, len);
 	check(l, rdax_discard(l->vol, off, len), "discard");
+	log_rec(l, PC_ACKED, gen, off, len);
 	log_rec(l, PC_DURABLE, gen, off, len);
 	progress(l);
 }
@@ -211,8 +215,10 @@ static void op_pipelined(struct load *l)
 	while (done < l->nowned) {
 		int n = rdax_wait_completions(l->conn, comp, PC_NREGIONS, 1, -1);
 		check(l, n, "wait writes");
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
 			check(l, comp[i].status, "async write");
+			log_rec(l, PC_ACKED, (uint32_t)comp[i].cookie, 0, 0);
+		}
 		done += (unsigned)n;
 	}
 	uint32_t upto = last;
@@ -235,6 +241,8 @@ static void op_pipelined(struct load *l)
 			if (comp[i].cookie == UINT64_MAX) {
 				log_rec(l, PC_FSYNC, upto, 0, 0);
 				progress(l);
+			} else {
+				log_rec(l, PC_ACKED, (uint32_t)comp[i].cookie, 0, 0);
 			}
 		}
 		done += (unsigned)n;
