@@ -193,8 +193,10 @@ static void serve(struct fake_server *fs, int fd)
 				size_t l = r->token.len < sizeof(fs->token_seen) - 1
 					       ? r->token.len
 					       : sizeof(fs->token_seen) - 1;
+				pthread_mutex_lock(&fs->lock);
 				memcpy(fs->token_seen, r->token.data, l);
 				fs->token_seen[l] = '\0';
+				pthread_mutex_unlock(&fs->lock);
 			}
 			bool ok = !fs->cfg.token ||
 				  (r->has_token && r->token.len == strlen(fs->cfg.token) &&
@@ -322,7 +324,9 @@ static void serve(struct fake_server *fs, int fd)
 				st.code = code;
 				st.message = msg;
 			} else {
+				pthread_mutex_lock(&fs->lock);
 				memcpy(fs->vol + lr.offset, payload, h.payload_len);
+				pthread_mutex_unlock(&fs->lock);
 				fs->dirty += h.payload_len;
 				if (durable) {
 					rep.has_written_back = true;
@@ -350,9 +354,11 @@ static void serve(struct fake_server *fs, int fd)
 				st.code = code;
 				st.message = msg;
 			}
+			uint32_t plen = code ? 0 : (uint32_t)lr.length;
+			if (fs->cfg.short_read_at == n && plen)
+				plen--;
 			put_frame(&out, h.type | FRAME_REPLY, h.request_id, &rep.base,
-				  code ? NULL : fs->vol + lr.offset,
-				  code ? 0 : (uint32_t)lr.length);
+				  code ? NULL : fs->vol + lr.offset, plen);
 			break;
 		}
 		case FRAME_FSYNC: {
@@ -494,4 +500,20 @@ struct fake_req fake_server_req(struct fake_server *fs, unsigned i)
 	struct fake_req r = i < fs->nlog && i < FAKE_LOG_MAX ? fs->log[i] : (struct fake_req){0};
 	pthread_mutex_unlock(&fs->lock);
 	return r;
+}
+
+bool fake_server_token_is(struct fake_server *fs, const char *token)
+{
+	pthread_mutex_lock(&fs->lock);
+	bool same = strcmp(fs->token_seen, token) == 0;
+	pthread_mutex_unlock(&fs->lock);
+	return same;
+}
+
+bool fake_server_holds(struct fake_server *fs, uint64_t off, const void *data, size_t len)
+{
+	pthread_mutex_lock(&fs->lock);
+	bool same = off + len <= fs->cfg.volume_size && memcmp(fs->vol + off, data, len) == 0;
+	pthread_mutex_unlock(&fs->lock);
+	return same;
 }

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define FAKE_HANDLE  7
@@ -31,6 +32,7 @@ struct fake_cfg {
 	unsigned wrong_id_at;	  /* answer request n with another request id */
 	unsigned refuse_write_at; /* answer WRITE n with TOO_BIG before reading its payload */
 	unsigned frame_error_at;  /* answer request n with a type-0 error reply, then close */
+	unsigned short_read_at;	  /* answer READ n with one byte less than asked */
 	unsigned nvolumes_listed; /* volume list: this many volumes "v0".."vN-1" besides "vol" */
 };
 
@@ -50,7 +52,7 @@ struct fake_server {
 	uint16_t port;
 	char url[64];
 	pthread_t thread;
-	pthread_mutex_t lock; /* guards the log */
+	pthread_mutex_t lock; /* guards the log, token_seen, and writes to vol */
 	struct fake_req log[FAKE_LOG_MAX];
 	unsigned nlog;
 	uint8_t *vol;
@@ -69,5 +71,11 @@ unsigned fake_server_nlog(struct fake_server *fs);
 
 /* fake_server_req -- a copy of logged request @i (0 = HELLO) */
 struct fake_req fake_server_req(struct fake_server *fs, unsigned i);
+
+/* fake_server_token_is -- the last token a HELLO carried equals @token */
+bool fake_server_token_is(struct fake_server *fs, const char *token);
+
+/* fake_server_holds -- the volume holds @data at @off (under the lock writes take) */
+bool fake_server_holds(struct fake_server *fs, uint64_t off, const void *data, size_t len);
 
 #endif

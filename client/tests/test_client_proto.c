@@ -9,6 +9,7 @@
  * broken stream failing every pending and later call.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -121,7 +122,7 @@ static void connect__token_accepted_and_refused(void **state)
 
 	assert_int_equal(rdax_conn_opts_set_token(opts, "s3cret", 6), 0);
 	assert_int_equal(rdax_connect(fs->url, opts, &conn), 0);
-	assert_string_equal(fs->token_seen, "s3cret");
+	assert_true(fake_server_token_is(fs, "s3cret"));
 	assert_string_equal(rdax_connect_last_error(), "");
 	rdax_disconnect(&conn);
 	rdax_conn_opts_delete(&opts);
@@ -293,7 +294,7 @@ static void async__many_in_flight_complete_once_each(void **state)
 	}
 	assert_true(fake_server_nlog(e.fs) - before == N * 3);
 	assert_int_equal(rdax_wait_completions(e.conn, c, N, 0, 0), 0); /* nothing left */
-	assert_memory_equal(e.fs->vol, w, (size_t)N * LEN);		/* what the server holds */
+	assert_true(fake_server_holds(e.fs, 0, w, (size_t)N * LEN));
 	for (unsigned i = 0; i < N; i++)
 		assert_int_equal(
 		    rdax_submit_read(e.vol, (uint64_t)i * LEN, r + (size_t)i * LEN, LEN, i), 0);
@@ -583,6 +584,62 @@ static void broken__frame_error_reply_then_close(void **state)
 	env_down(&e);
 }
 
+static void broken__read_reply_of_the_wrong_length(void **state)
+{
+	struct fake_cfg cfg = {.short_read_at = 3};
+	struct env e;
+	env_up(&e, &cfg, 0);
+	uint8_t d[100];
+	assert_int_equal(rdax_read(e.vol, 0, d, sizeof(d)), -RDAX_E_PROTOCOL);
+	assert_non_null(strstr(rdax_conn_last_error(e.conn), "payload of 99 bytes"));
+	assert_int_equal(rdax_read(e.vol, 0, d, sizeof(d)), -RDAX_E_PROTOCOL);
+	env_down(&e);
+}
+
+/* --- threads: one connection each --------------------------------------- */
+
+#define THREADS 4
+#define ROUNDS	200
+
+static void *thread_io(void *arg)
+{
+	struct env *e = arg;
+	uint8_t w[9000], r[9000];
+	for (unsigned i = 0; i < ROUNDS; i++) {
+		fill_pattern(w, sizeof(w), i);
+		uint64_t off = (uint64_t)(i % 64) * 4096;
+		if (rdax_write(e->vol, off, w, sizeof(w), i % 8 == 0 ? RDAX_WRITE_FSYNC : 0) ||
+		    rdax_read(e->vol, off, r, sizeof(r)) || memcmp(w, r, sizeof(w)) != 0)
+			return (void *)1;
+		if (i % 16 == 0) {
+			rdax_submit_fsync(e->vol, 0, 0, 0, i);
+			struct rdax_completion c;
+			if (rdax_wait_completions(e->conn, &c, 1, 1, -1) != 1 || c.status)
+				return (void *)1;
+		}
+	}
+	return NULL;
+}
+
+static void threads__one_connection_each_in_parallel(void **state)
+{
+	/* the promise of librdax.h: different connections need no coordination */
+	struct fake_cfg cfg = {.max_payload = 4096};
+	struct env e[THREADS];
+	pthread_t t[THREADS];
+	for (unsigned i = 0; i < THREADS; i++)
+		env_up(&e[i], &cfg, 0);
+	for (unsigned i = 0; i < THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, thread_io, &e[i]), 0);
+	for (unsigned i = 0; i < THREADS; i++) {
+		void *res;
+		assert_int_equal(pthread_join(t[i], &res), 0);
+		assert_null(res);
+	}
+	for (unsigned i = 0; i < THREADS; i++)
+		env_down(&e[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -605,6 +662,8 @@ int main(void)
 	    cmocka_unit_test(broken__bad_magic_is_a_protocol_error),
 	    cmocka_unit_test(broken__reply_to_unknown_id_is_a_protocol_error),
 	    cmocka_unit_test(broken__frame_error_reply_then_close),
+	    cmocka_unit_test(broken__read_reply_of_the_wrong_length),
+	    cmocka_unit_test(threads__one_connection_each_in_parallel),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
