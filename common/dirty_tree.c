@@ -48,9 +48,9 @@
 #define DTREE_FIND_ANY DTREE_NR_MARKS
 
 /*
- * Free nodes kept per tree. 8 covers the deepest path of any volume (7
- * levels below a 4 PiB root) so a fresh leaf after a release rarely needs
- * malloc; more only hides memory from the counters.
+ * Free nodes kept per tree. 8 covers the deepest new path of any volume
+ * (6 levels below the root of a 2^40-page volume), so a fresh leaf after a
+ * release rarely needs malloc; more would only hide memory.
  */
 #define DTREE_CACHE_MAX 8U
 
@@ -835,18 +835,15 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			s = end;
 			break;
 		}
+		s = pos.index + entry_pages(pos.entry);
 		if (dentry_is_locked(pos.entry)) {
 			/*
-			 * Claimed by another walk (two fsyncs not serialised by
-			 * the caller). Never wait while holding entries: hand
-			 * back what we have; the next call waits.
+			 * Held by another claimer (only possible when fsyncs are
+			 * not serialised, or a caller claims again before it
+			 * releases). Skip it with its marks left set: it stays
+			 * DIRTY and TOWRITE, so the next walk takes it. Waiting
+			 * here could wait for the caller itself.
 			 */
-			if (n > 0) {
-				s = pos.index;
-				break;
-			}
-			__dtree_wait(t);
-			s = __dtree_range_start(t, s, end);
 			continue;
 		}
 		uint64_t locked = dentry_lock(pos.entry);
@@ -857,7 +854,6 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 		items[n].index = pos.index;
 		items[n].entry = locked;
 		n++;
-		s = pos.index + entry_pages(locked);
 	}
 	pthread_mutex_unlock(&t->lock);
 	*index = s < end ? s : end;

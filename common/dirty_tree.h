@@ -33,13 +33,12 @@
  * tests exercise is one thread marking (and discarding) while another runs
  * fsync walks (tag, claim, release). Calls that may block, with the mutex
  * dropped, until entry locks are released: dtree_mark_dirty() (only when a
- * huge entry replaces a locked entry), dtree_claim_towrite() (only when the
- * first TOWRITE entry it meets is locked by another claimer, and only while
- * it holds nothing itself), dtree_remove_range() and dtree_clear() (any
- * locked entry overlapping the range). So a thread that holds claimed
- * entries must dtree_release() them before it calls any of these on a
- * range that overlaps them, or it waits for itself. dtree_delete() must not
- * race with anything.
+ * huge entry replaces a locked entry), dtree_remove_range() and
+ * dtree_clear() (any locked entry overlapping the range). So a thread that
+ * holds claimed entries must dtree_release() them before it calls one of
+ * these on a range that overlaps them, or it waits for itself. No other
+ * call blocks (dtree_claim_towrite() skips entries locked elsewhere).
+ * dtree_delete() must not race with anything.
  */
 #ifndef RDAX_DIRTY_TREE_H
 #define RDAX_DIRTY_TREE_H
@@ -218,10 +217,13 @@ unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
  * lands after this sets DIRTY again). items[i].entry is the entry as
  * stored, lock bit set. The caller writes each back, then calls
  * dtree_release() with the same items. While claimed, an entry cannot be
- * removed or replaced by a huge entry (those wait). An entry already locked
- * by another claimer is waited for if nothing is claimed yet in this call,
- * else the call stops before it. Returns the count (0 when done, and on bad
- * arguments, which are logged); advances *index like dtree_gang_lookup().
+ * removed or replaced by a huge entry (those wait). A TOWRITE entry already
+ * locked by another claimer (fsyncs not serialised, or a caller holding
+ * entries across calls whose entry was written and tagged again) is
+ * skipped and keeps DIRTY and TOWRITE, so the next walk takes it: the
+ * caller must serialise fsyncs of a volume for its own guarantee. Never
+ * blocks. Returns the count (0 when done, and on bad arguments, which are
+ * logged); advances *index like dtree_gang_lookup().
  */
 unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			     struct dtree_item *items, unsigned max);

@@ -703,7 +703,7 @@ static void dtree_claim_towrite__locks_and_clears(void **state)
 	tree_done(t);
 }
 
-static void dtree_claim_towrite__stops_at_entry_locked_elsewhere(void **state)
+static void dtree_claim_towrite__skips_entry_locked_elsewhere(void **state)
 {
 	(void)state;
 	struct dtree *t = tree_new(1000, 0);
@@ -718,11 +718,16 @@ static void dtree_claim_towrite__stops_at_entry_locked_elsewhere(void **state)
 	mark_pages(t, 20, 1);
 	idx = 0;
 	assert_int_equal(dtree_tag_towrite(t, &idx, 1000, 100), 2);
+	/* the second walk (or the holder itself) does not wait: it skips page 20 */
 	idx = 0;
 	assert_int_equal(dtree_claim_towrite(t, &idx, 1000, b, 4), 1);
 	assert_int_equal(b[0].index, 10);
-	assert_int_equal(idx, 20);
+	assert_int_equal(idx, 1000);
+	/* ... which keeps its marks for the next walk */
+	assert_true(dtree_get_mark(t, 20, DTREE_DIRTY));
+	assert_true(dtree_get_mark(t, 20, DTREE_TOWRITE));
 	dtree_release(t, a, 1);
+	idx = 0;
 	assert_int_equal(dtree_claim_towrite(t, &idx, 1000, b + 1, 3), 1);
 	assert_int_equal(b[1].index, 20);
 	dtree_release(t, b, 2);
@@ -943,7 +948,7 @@ int main(void)
 	    cmocka_unit_test(dtree_gang_lookup__order_and_overlap),
 	    cmocka_unit_test(dtree_gang_lookup_any__includes_locked_clean),
 	    cmocka_unit_test(dtree_claim_towrite__locks_and_clears),
-	    cmocka_unit_test(dtree_claim_towrite__stops_at_entry_locked_elsewhere),
+	    cmocka_unit_test(dtree_claim_towrite__skips_entry_locked_elsewhere),
 	    cmocka_unit_test_teardown(dtree_release__clear_after_writeback_control, reset_faults),
 	    cmocka_unit_test(dtree_remove_range__whole_and_partial),
 	    cmocka_unit_test(dtree_remove_range__many_entries),

@@ -304,10 +304,11 @@ static unsigned m_walk(struct model *m, uint64_t *idx, uint64_t end, unsigned wh
 			     (m->flags[c] & (what == DTREE_DIRTY ? MF_DIRTY : MF_TOWRITE));
 		if (!match)
 			continue;
+		if (claim && (m->flags[c] & MF_LOCKED))
+			continue; /* held already: skipped, marks kept */
 		if (tag)
 			m_set_flag(m, c, MF_TOWRITE);
 		if (claim) {
-			assert_false(m->flags[c] & MF_LOCKED); /* the test never claims twice */
 			m->flags[c] |= MF_LOCKED;
 			m_clear_flag(m, c, MF_TOWRITE | MF_DIRTY);
 			m_clear_written(m, c);
@@ -609,23 +610,25 @@ static void op_release(struct run *r)
 
 static void op_claim(struct run *r)
 {
-	if (r->nheld) {
+	if (r->nheld == MAX_HELD) {
 		op_release(r);
 		return;
 	}
 	uint64_t first, end;
 	rand_pages(&r->m, &first, &end);
-	unsigned max = 1 + (unsigned)rnd(MAX_HELD);
+	unsigned max = 1 + (unsigned)rnd(MAX_HELD - r->nheld);
 	snprintf(op_desc, sizeof(op_desc),
-		 "claim_towrite(index=%" PRIu64 ", end=%" PRIu64 ", max=%u)", first, end, max);
+		 "claim_towrite(index=%" PRIu64 ", end=%" PRIu64 ", max=%u, holding %u)", first,
+		 end, max, r->nheld);
 	struct dtree_item mi[MAX_HELD];
 	uint64_t tx = first, mx = first;
-	unsigned tn = dtree_claim_towrite(r->t, &tx, end, r->held, max);
+	/* claiming more while holding some: never waits, skips what is held */
+	unsigned tn = dtree_claim_towrite(r->t, &tx, end, r->held + r->nheld, max);
 	unsigned mn = m_walk(&r->m, &mx, end, DTREE_TOWRITE, false, true, mi, max);
-	check_items(r->held, tn, mi, mn, tx, mx, "claim_towrite");
-	r->nheld = tn;
-	/* half the time write back at once, else hold them across later operations */
-	if (rnd(2))
+	check_items(r->held + r->nheld, tn, mi, mn, tx, mx, "claim_towrite");
+	r->nheld += tn;
+	/* often write back at once, else hold them across later operations */
+	if (rnd(3) == 0)
 		op_release(r);
 }
 
