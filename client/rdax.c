@@ -585,9 +585,10 @@ static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 
 static const struct command commands[] = {
     {"volume create", "NAME SIZE [--namespace ID]", 2, 2, ",namespace,",
-     "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G). The server\n"
-     "places it in the namespace with the most free space unless --namespace\n"
-     "names one (an id as 'rdax volume list' shows it).\n",
+     "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G; rdaxd wants a\n"
+     "multiple of 4K, and names of 1 to 63 characters of A-Z a-z 0-9 . _ -).\n"
+     "The server places it in the namespace with the most free space unless\n"
+     "--namespace names one (an id as 'rdax volume list' shows it).\n",
      cmd_volume_create},
     {"volume delete", "NAME", 1, 1, ",",
      "Delete volume NAME and its data. Fails while a client has it open.\n", cmd_volume_delete},
@@ -637,7 +638,8 @@ static void usage(FILE *f)
 		"  help [COMMAND]\n"
 		"\noptions:\n"
 		"  --server URL        the rdaxd to talk to: tcp://HOST[:PORT], IPv6 as\n"
-		"                      tcp://[::1]:7470 (default: $RDAX_SERVER, else %s)\n"
+		"                      tcp://[::1]:7470 (default: $RDAX_SERVER, else\n"
+		"                      %s)\n"
 		"  --token-file PATH   send this file's contents (trailing newline stripped)\n"
 		"                      as the access token (default: $RDAX_TOKEN_FILE)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
