@@ -33,16 +33,16 @@ enum config_key {
 };
 
 static const char *const key_names[KEY_COUNT] = {
-	[KEY_NAMESPACE] = "namespace",	 [KEY_LISTEN] = "listen",
-	[KEY_THREADS] = "threads",	 [KEY_LOG_LEVEL] = "log-level",
-	[KEY_PIDFILE] = "pidfile",	 [KEY_TOKEN_FILE] = "token-file",
-	[KEY_FLUSH_MODE] = "flush-mode", [KEY_MAX_PAYLOAD] = "max-payload",
-	[KEY_CONFIG] = "config",	 [KEY_FORMAT] = "format",
+    [KEY_NAMESPACE] = "namespace",   [KEY_LISTEN] = "listen",
+    [KEY_THREADS] = "threads",	     [KEY_LOG_LEVEL] = "log-level",
+    [KEY_PIDFILE] = "pidfile",	     [KEY_TOKEN_FILE] = "token-file",
+    [KEY_FLUSH_MODE] = "flush-mode", [KEY_MAX_PAYLOAD] = "max-payload",
+    [KEY_CONFIG] = "config",	     [KEY_FORMAT] = "format",
 };
 
 /* seterr -- format one error line into @err (may be NULL) */
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	if (!err || errlen == 0)
@@ -151,15 +151,14 @@ static int parse_uint(const char *s, unsigned long min, unsigned long max, unsig
 	return 0;
 }
 
-int config_parse_namespace(const char *spec, struct config_namespace *out, char *err,
-			   size_t errlen)
+int config_parse_namespace(const char *spec, struct config_namespace *out, char *err, size_t errlen)
 {
 	if (!spec || !out)
 		return -EINVAL;
 	char *copy = strdup(spec);
 	if (!copy)
 		return -ENOMEM;
-	struct config_namespace ns = { .mode = PERSIST_AUTO };
+	struct config_namespace ns = {.mode = PERSIST_AUTO};
 	int ret = -EINVAL;
 	char *save = NULL;
 	char *path = strtok_r(copy, ",", &save);
@@ -180,8 +179,9 @@ int config_parse_namespace(const char *spec, struct config_namespace *out, char 
 				goto err_free_copy;
 			}
 			if (ns.size < NS_MIN_SIZE) {
-				seterr(err, errlen, "'%s': size %" PRIu64 " is below the minimum %lluM",
-				       spec, ns.size, NS_MIN_SIZE >> 20);
+				seterr(err, errlen,
+				       "'%s': size %" PRIu64 " is below the minimum %lluM", spec,
+				       ns.size, NS_MIN_SIZE >> 20);
 				goto err_free_copy;
 			}
 		} else if (strncmp(opt, "mode=", 5) == 0) {
@@ -241,8 +241,8 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 			return -EINVAL;
 		}
 		if (memchr(hp, ':', (size_t)(host_end - hp))) {
-			seterr(err, errlen, "'%s': put an IPv6 address in brackets: tcp://[ADDR]:PORT",
-			       uri);
+			seterr(err, errlen,
+			       "'%s': put an IPv6 address in brackets: tcp://[ADDR]:PORT", uri);
 			return -EINVAL;
 		}
 		port = host_end + 1;
@@ -257,7 +257,7 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 		seterr(err, errlen, "'%s': port '%s' is not a number from 0 to 65535", uri, port);
 		return -EINVAL;
 	}
-	struct config_listen l = { .port = (uint16_t)p };
+	struct config_listen l = {.port = (uint16_t)p};
 	l.uri = strdup(uri);
 	l.host = strndup(host_start, (size_t)(host_end - host_start));
 	if (!l.uri || !l.host) {
@@ -318,7 +318,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		if (ret)
 			goto err_why;
 		struct config_namespace *a =
-			realloc(c->namespaces, (c->nnamespaces + 1) * sizeof(*a));
+		    realloc(c->namespaces, (c->nnamespaces + 1) * sizeof(*a));
 		if (!a) {
 			config_namespace_free(&ns);
 			return -ENOMEM;
@@ -388,7 +388,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 			seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
 		}
-		return replace_string(key == KEY_PIDFILE	 ? &c->pidfile
+		return replace_string(key == KEY_PIDFILE      ? &c->pidfile
 				      : key == KEY_TOKEN_FILE ? &c->token_file
 				      : key == KEY_CONFIG     ? &c->config_path
 							      : &c->format_path,
@@ -404,8 +404,8 @@ err_why:
 	return ret;
 }
 
-int config_set(struct config *c, const char *key, const char *value, const char *from,
-	       char *err, size_t errlen)
+int config_set(struct config *c, const char *key, const char *value, const char *from, char *err,
+	       size_t errlen)
 {
 	if (!c || !key || !value || !from)
 		return -EINVAL;
@@ -630,8 +630,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		c->listens = calloc(1, sizeof(*c->listens));
 		if (!c->listens)
 			return -ENOMEM;
-		int ret = config_parse_listen(CONFIG_DEFAULT_LISTEN, &c->listens[0], why,
-					      sizeof(why));
+		int ret =
+		    config_parse_listen(CONFIG_DEFAULT_LISTEN, &c->listens[0], why, sizeof(why));
 		if (ret)
 			return ret;
 		c->nlistens = 1;
@@ -648,8 +648,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (ret)
 			return ret;
 		c->namespaces = calloc(1, sizeof(*c->namespaces));
-		if (!c->namespaces || asprintf(&c->namespaces[0].path, "%s/%s", dir,
-					       CONFIG_DEFAULT_NS_NAME) < 0) {
+		if (!c->namespaces ||
+		    asprintf(&c->namespaces[0].path, "%s/%s", dir, CONFIG_DEFAULT_NS_NAME) < 0) {
 			free(dir);
 			return -ENOMEM;
 		}
@@ -719,7 +719,7 @@ err_close:
 
 const char *config_format_size(uint64_t bytes, char *buf, size_t len)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
 	if (bytes < 1024) {
 		snprintf(buf, len, "%" PRIu64 " B", bytes);
 		return buf;

@@ -22,13 +22,13 @@
 #include "persist.h"
 #include "volume.h"
 
-#define CONFIG_DEFAULT_PORT 7470
-#define CONFIG_DEFAULT_LISTEN "tcp://127.0.0.1:7470"
+#define CONFIG_DEFAULT_PORT    7470
+#define CONFIG_DEFAULT_LISTEN  "tcp://127.0.0.1:7470"
 #define CONFIG_DEFAULT_NS_NAME "default.ns"
 #define CONFIG_DEFAULT_NS_SIZE (1ULL << 30)
-#define CONFIG_MAX_THREADS 1024
-#define CONFIG_MAX_NAMESPACES 256
-#define CONFIG_MAX_LISTENS 64
+#define CONFIG_MAX_THREADS     1024
+#define CONFIG_MAX_NAMESPACES  256
+#define CONFIG_MAX_LISTENS     64
 /* Longest accepted token file, in bytes (after the trailing newline is stripped). */
 #define CONFIG_TOKEN_MAX 4096
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
@@ -55,12 +55,13 @@ struct config {
 	unsigned nlistens;
 	unsigned threads; /* 0 until config_finish(): the number of CPUs */
 	enum log_level log_level;
-	char *pidfile;	   /* NULL: none */
-	char *token_file;  /* NULL: clients need no token */
+	char *pidfile;		    /* NULL: none */
+	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
 	char *config_path; /* --config, NULL if none */
-	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need creating) */
+	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
+			      creating) */
 
 	/* rdaxd --format PATH [--force]: format and exit */
 	char *format_path;
@@ -96,8 +97,8 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
  * ...; '_' is accepted for '-'). @from names the source in errors ("--" for
  * a flag, "FILE:LINE: " for the config file). Returns 0 or -EINVAL.
  */
-int config_set(struct config *c, const char *key, const char *value, const char *from,
-	       char *err, size_t errlen);
+int config_set(struct config *c, const char *key, const char *value, const char *from, char *err,
+	       size_t errlen);
 
 /*
  * config_finish -- fill in what was not given: the default namespace
@@ -115,7 +116,8 @@ int config_finish(struct config *c, char *err, size_t errlen);
  */
 int config_default_datadir(char **out);
 
-/* config_parse_size -- "4096", "64K", "1G", "2T", "1GiB" (binary units) -> bytes; 0 or -EINVAL/-ERANGE */
+/* config_parse_size -- "4096", "64K", "1G", "2T", "1GiB" (binary units) -> bytes; 0 or
+ * -EINVAL/-ERANGE */
 int config_parse_size(const char *s, uint64_t *out);
 
 /* config_parse_namespace -- "PATH[,size=SIZE][,mode=auto|sim]"; 0 or -EINVAL (@err says why) */

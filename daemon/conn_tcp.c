@@ -62,11 +62,11 @@ struct conn_tcp {
 	unsigned barrier; /* ordered jobs in the pools */
 	bool paused;	  /* over the pending limits: no new frame until half drained */
 
-	bool eof;	  /* the peer closed its side */
-	bool closing;	  /* send what is queued, then close */
-	bool dead;	  /* the socket failed: drop output */
+	bool eof;	   /* the peer closed its side */
+	bool closing;	   /* send what is queued, then close */
+	bool dead;	   /* the socket failed: drop output */
 	bool tearing_down; /* the teardown job is in the metadata pool */
-	const char *why;  /* why it ended, for the log */
+	const char *why;   /* why it ended, for the log */
 };
 
 static void conn_kick(struct conn_tcp *c);
@@ -160,12 +160,12 @@ static void queue_reply(struct conn_tcp *c, struct dispatch_reply *r)
 		return;
 	}
 	struct frame_header h = {
-		.magic = FRAME_MAGIC,
-		.version = FRAME_VERSION,
-		.type = r->type,
-		.request_id = r->request_id,
-		.body_len = r->body_len,
-		.payload_len = r->payload_len,
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = r->type,
+	    .request_id = r->request_id,
+	    .body_len = r->body_len,
+	    .payload_len = r->payload_len,
 	};
 	frame_header_encode(&h, cr->hdr);
 	cr->r = *r;
@@ -220,7 +220,7 @@ static bool conn_flush(struct conn_tcp *c)
 			iov_add(iov, &n, &skip, cr->r.body, cr->r.body_len);
 			iov_add(iov, &n, &skip, cr->r.payload, cr->r.payload_len);
 		}
-		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
 		ssize_t w = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EINTR)
@@ -306,7 +306,7 @@ static void job_done(struct worker *w, struct worker_msg *m)
 {
 	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
 	struct dispatch_job *job =
-		(struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
 	struct conn_tcp *c = job->owner;
 	struct dispatch_out out;
 
@@ -419,16 +419,16 @@ static void conn_process(struct conn_tcp *c)
 			if (!can_dispatch(c) || avail < FRAME_HEADER_SIZE)
 				return;
 			if (dispatch_header(env, c->in + c->in_start, &c->hdr, &out)) {
-				LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing", c->peer,
-					 c->hdr.request_id);
+				LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing",
+					 c->peer, c->hdr.request_id);
 				handle_out(c, &out);
 				return;
 			}
 			c->in_start += FRAME_HEADER_SIZE;
 			c->rstate = RS_BODY;
 			if (inbuf_reserve(c, c->hdr.body_len)) {
-				LOG_ERROR("%s: out of memory for a body of %" PRIu32 " bytes", c->peer,
-					  c->hdr.body_len);
+				LOG_ERROR("%s: out of memory for a body of %" PRIu32 " bytes",
+					  c->peer, c->hdr.body_len);
 				conn_fail(c, "out of memory");
 				return;
 			}
@@ -749,7 +749,7 @@ static void set_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 static void set_drain(struct worker *w, struct worker_msg *m)
 {
 	struct conn_tcp_set *set =
-		(struct conn_tcp_set *)((char *)m - offsetof(struct conn_tcp_set, drain_msg));
+	    (struct conn_tcp_set *)((char *)m - offsetof(struct conn_tcp_set, drain_msg));
 	set->draining = true;
 	ev_timer_start(w->loop, &set->drain_timer);
 	for (struct conn_tcp *c = set->conns; c; c = c->next) {
@@ -800,8 +800,8 @@ void conn_tcp_set_delete(struct conn_tcp_set **setp)
 		return;
 	struct conn_tcp_set *set = *setp;
 	if (set->nconns)
-		LOG_ERROR("worker %u: freeing a connection set with %u connections", set->worker->id,
-			  set->nconns);
+		LOG_ERROR("worker %u: freeing a connection set with %u connections",
+			  set->worker->id, set->nconns);
 	free(set);
 	*setp = NULL;
 }

@@ -23,18 +23,18 @@
 
 /* Body of every request type. */
 static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
-	[FRAME_HELLO] = &rdax__hello_request__descriptor,
-	[FRAME_VOLUME_CREATE] = &rdax__volume_create_request__descriptor,
-	[FRAME_VOLUME_DELETE] = &rdax__volume_delete_request__descriptor,
-	[FRAME_VOLUME_LIST] = &rdax__volume_list_request__descriptor,
-	[FRAME_VOLUME_INFO] = &rdax__volume_info_request__descriptor,
-	[FRAME_VOLUME_OPEN] = &rdax__volume_open_request__descriptor,
-	[FRAME_VOLUME_CLOSE] = &rdax__volume_close_request__descriptor,
-	[FRAME_WRITE] = &rdax__write_request__descriptor,
-	[FRAME_READ] = &rdax__read_request__descriptor,
-	[FRAME_FSYNC] = &rdax__fsync_request__descriptor,
-	[FRAME_DISCARD] = &rdax__discard_request__descriptor,
-	[FRAME_STAT] = &rdax__stat_request__descriptor,
+    [FRAME_HELLO] = &rdax__hello_request__descriptor,
+    [FRAME_VOLUME_CREATE] = &rdax__volume_create_request__descriptor,
+    [FRAME_VOLUME_DELETE] = &rdax__volume_delete_request__descriptor,
+    [FRAME_VOLUME_LIST] = &rdax__volume_list_request__descriptor,
+    [FRAME_VOLUME_INFO] = &rdax__volume_info_request__descriptor,
+    [FRAME_VOLUME_OPEN] = &rdax__volume_open_request__descriptor,
+    [FRAME_VOLUME_CLOSE] = &rdax__volume_close_request__descriptor,
+    [FRAME_WRITE] = &rdax__write_request__descriptor,
+    [FRAME_READ] = &rdax__read_request__descriptor,
+    [FRAME_FSYNC] = &rdax__fsync_request__descriptor,
+    [FRAME_DISCARD] = &rdax__discard_request__descriptor,
+    [FRAME_STAT] = &rdax__stat_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -120,7 +120,7 @@ static int reply_pack(const ProtobufCMessage *m, struct dispatch_reply *r)
  * the generic message of @code. Returns 0 or -ENOMEM (no body).
  */
 static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...)
 {
 	char msg[STATUS_MSG_MAX];
@@ -192,8 +192,7 @@ static void out_reply(struct dispatch_out *out, const ProtobufCMessage *m)
 		  ret == -RDAX_E_TOO_BIG ? "reply larger than 16 MiB" : "out of memory");
 }
 
-bool dispatch_token_equal(const uint8_t *want, size_t want_len, const uint8_t *got,
-			  size_t got_len)
+bool dispatch_token_equal(const uint8_t *want, size_t want_len, const uint8_t *got, size_t got_len)
 {
 	/* time depends only on the configured length, never on where a mismatch is */
 	volatile uint8_t diff = want_len != got_len;
@@ -569,8 +568,9 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 	case FRAME_HELLO:
 		if (req.hello->protocol_version != FRAME_VERSION) {
 			*close = true;
-			fmt_msg(m, "protocol version %" PRIu32 " not supported (this daemon speaks %u)",
-				req.hello->protocol_version, FRAME_VERSION);
+			fmt_msg(
+			    m, "protocol version %" PRIu32 " not supported (this daemon speaks %u)",
+			    req.hello->protocol_version, FRAME_VERSION);
 			return -RDAX_E_VERSION;
 		}
 		if (env->token &&
@@ -602,7 +602,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		if (ret)
 			return ret;
 		if (s->nopen >= SESSION_MAX_HANDLES) {
-			fmt_msg(m, "%d volumes open on this connection already", SESSION_MAX_HANDLES);
+			fmt_msg(m, "%d volumes open on this connection already",
+				SESSION_MAX_HANDLES);
 			return -RDAX_E_TOO_BIG;
 		}
 		return 0;
@@ -739,12 +740,12 @@ static void act_write(struct dispatch_out *out, struct session *s, const struct 
 	out->payload_dst = v->data + rq->offset;
 	out->payload_len = h->payload_len;
 	out->write = (struct dispatch_write){
-		.request_id = h->request_id,
-		.hold = rq->handle,
-		.v = v,
-		.offset = rq->offset,
-		.len = h->payload_len,
-		.fsync = rq->has_fsync && rq->fsync,
+	    .request_id = h->request_id,
+	    .hold = rq->handle,
+	    .v = v,
+	    .offset = rq->offset,
+	    .len = h->payload_len,
+	    .fsync = rq->has_fsync && rq->fsync,
 	};
 }
 
@@ -754,8 +755,8 @@ static void act_held_job(const struct dispatch_env *env, struct dispatch_out *ou
 			 uint64_t off, uint64_t len, bool hammer)
 {
 	bool fsync = h->type == FRAME_FSYNC;
-	struct job *j = job_new(env, h, DISPATCH_POOL_FSYNC, !fsync,
-				fsync ? run_fsync : run_discard);
+	struct job *j =
+	    job_new(env, h, DISPATCH_POOL_FSYNC, !fsync, fsync ? run_fsync : run_discard);
 	if (!j) {
 		out_job(out, NULL);
 		return;
@@ -915,11 +916,12 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		LOG_ERROR("%s: volume_mark_written(%s, %" PRIu64 ", %" PRIu32 ") failed: %s",
 			  s->peer, w->v->name, w->offset, w->len, rdax_strerror(ret));
 		session_handle_release(s, w->hold);
-		out_error(out, false, ret, fmt_msg(m, "write not recorded: %s", rdax_strerror(ret)));
+		out_error(out, false, ret,
+			  fmt_msg(m, "write not recorded: %s", rdax_strerror(ret)));
 		return;
 	}
 	if (w->fsync) {
-		struct frame_header h = { .type = FRAME_WRITE, .request_id = w->request_id };
+		struct frame_header h = {.type = FRAME_WRITE, .request_id = w->request_id};
 		struct job *j = job_new(env, &h, DISPATCH_POOL_FSYNC, false, run_fsync);
 		if (!j) {
 			session_handle_release(s, w->hold);

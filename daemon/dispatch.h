@@ -75,7 +75,7 @@ struct dispatch_reply {
 	uint32_t body_len;
 	const uint8_t *payload; /* READ: inside the volume mapping */
 	uint32_t payload_len;
-	uint32_t hold; /* handle held until the reply is sent (0: none) */
+	uint32_t hold;	       /* handle held until the reply is sent (0: none) */
 	struct volume *volume; /* READ: the volume read ... */
 	uint64_t offset;       /* ... and where, for write-after-read ordering */
 };
@@ -171,7 +171,6 @@ struct dispatch_job *dispatch_teardown_job(struct session **sp);
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r);
 
 /* dispatch_token_equal -- compare a token in time independent of where they differ */
-bool dispatch_token_equal(const uint8_t *want, size_t want_len, const uint8_t *got,
-			  size_t got_len);
+bool dispatch_token_equal(const uint8_t *want, size_t want_len, const uint8_t *got, size_t got_len);
 
 #endif

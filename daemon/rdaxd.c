@@ -53,7 +53,7 @@
 /* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
 #define RDAXD_META_THREADS 2
 
-static const char *const rdaxd_transports[] = { "tcp" };
+static const char *const rdaxd_transports[] = {"tcp"};
 
 /* fail -- one error line on stderr (where the log goes too); returns the exit code */
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -112,13 +112,15 @@ static int run_format(const struct config *cfg)
 			    "all its volumes)",
 			    path);
 	case -ENOENT:
-		return fail(1,
-			    "%s does not exist; --format needs a devdax device or an existing "
-			    "file (to create an emulated namespace: rdaxd --namespace %s,size=SIZE)",
-			    path, path);
+		return fail(
+		    1,
+		    "%s does not exist; --format needs a devdax device or an existing "
+		    "file (to create an emulated namespace: rdaxd --namespace %s,size=SIZE)",
+		    path, path);
 	case -EINVAL:
-		return fail(1, "%s cannot be formatted: too small (at least %llu MiB) or not a file "
-			       "or devdax device",
+		return fail(1,
+			    "%s cannot be formatted: too small (at least %llu MiB) or not a file "
+			    "or devdax device",
 			    path, NS_MIN_SIZE >> 20);
 	default:
 		return fail(1, "format %s: %s", path, rdax_strerror(ret));
@@ -155,8 +157,8 @@ static void ready_line(const struct server_tcp *srv, const struct store *store, 
 		struct ns *ns = store_namespace(store, i);
 		char size[32];
 		n += (size_t)snprintf(buf + n, len - n, "%s%s, %s, method %s", i ? "; " : "",
-				      ns->path, config_format_size(ns->persist.size, size,
-								   sizeof(size)),
+				      ns->path,
+				      config_format_size(ns->persist.size, size, sizeof(size)),
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
@@ -224,15 +226,15 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 {
 	char err[CONFIG_ERR_MAX];
 	d->env = (struct dispatch_env){
-		.store = d->store,
-		.max_payload = cfg->max_payload,
-		.max_body = FRAME_DEFAULT_MAX_BODY,
-		.token = d->token,
-		.token_len = d->token_len,
-		.flush_mode = cfg->flush_mode,
-		.server_version = RDAX_VERSION,
-		.transports = rdaxd_transports,
-		.ntransports = sizeof(rdaxd_transports) / sizeof(rdaxd_transports[0]),
+	    .store = d->store,
+	    .max_payload = cfg->max_payload,
+	    .max_body = FRAME_DEFAULT_MAX_BODY,
+	    .token = d->token,
+	    .token_len = d->token_len,
+	    .flush_mode = cfg->flush_mode,
+	    .server_version = RDAX_VERSION,
+	    .transports = rdaxd_transports,
+	    .ntransports = sizeof(rdaxd_transports) / sizeof(rdaxd_transports[0]),
 	};
 	unsigned nfsync = cfg->threads < 2 ? 2 : cfg->threads;
 	int ret = fsync_pool_new("fsync", nfsync, &d->pool_fsync);
@@ -241,9 +243,9 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	if (ret)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->shared = (struct conn_tcp_shared){
-		.env = &d->env,
-		.pool_fsync = d->pool_fsync,
-		.pool_meta = d->pool_meta,
+	    .env = &d->env,
+	    .pool_fsync = d->pool_fsync,
+	    .pool_meta = d->pool_meta,
 	};
 
 	d->workers = calloc(cfg->threads, sizeof(*d->workers));
@@ -298,7 +300,7 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 /* run_daemon -- serve until SIGTERM/SIGINT; the exit code */
 static int run_daemon(const struct config *cfg)
 {
-	struct daemon d = { 0 };
+	struct daemon d = {0};
 	char err[CONFIG_ERR_MAX];
 	int code = 0;
 
@@ -309,8 +311,8 @@ static int run_daemon(const struct config *cfg)
 		return fail(1, "cannot create the event loop");
 
 	if (cfg->token_file) {
-		int ret = config_token_load(cfg->token_file, &d.token, &d.token_len, err,
-					    sizeof(err));
+		int ret =
+		    config_token_load(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}

@@ -22,7 +22,7 @@
 
 /* seterr -- format one error line into @err */
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	if (!err || errlen == 0)
@@ -155,8 +155,8 @@ int server_tcp_new(struct ev_loop *accept_loop, struct worker **workers, unsigne
 /* listen_one -- socket, bind and listen on one resolved address; the fd or -errno */
 static int listen_one(const struct addrinfo *ai)
 {
-	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			ai->ai_protocol);
+	int fd =
+	    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0)
 		return -errno;
 	int one = 1;
@@ -180,9 +180,9 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 	char portstr[8];
 	snprintf(portstr, sizeof(portstr), "%u", port);
 	struct addrinfo hints = {
-		.ai_family = AF_UNSPEC,
-		.ai_socktype = SOCK_STREAM,
-		.ai_flags = AI_PASSIVE | AI_NUMERICSERV,
+	    .ai_family = AF_UNSPEC,
+	    .ai_socktype = SOCK_STREAM,
+	    .ai_flags = AI_PASSIVE | AI_NUMERICSERV,
 	};
 	struct addrinfo *res;
 	int gai = getaddrinfo(host, portstr, &hints, &res);
@@ -202,7 +202,7 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 			continue;
 		}
 		struct server_tcp_listener *a =
-			realloc(s->listeners, (s->nlisteners + 1) * sizeof(*a));
+		    realloc(s->listeners, (s->nlisteners + 1) * sizeof(*a));
 		if (!a) {
 			close(fd);
 			last = -ENOMEM;

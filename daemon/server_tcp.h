@@ -28,7 +28,7 @@
 #include "worker.h"
 
 #define SERVER_TCP_ACCEPT_PAUSE 0.5
-#define SERVER_TCP_URI_MAX 80
+#define SERVER_TCP_URI_MAX	80
 
 struct server_tcp;
 

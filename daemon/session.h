@@ -35,7 +35,7 @@
 struct session_slot {
 	struct volume *v; /* NULL: the slot is free */
 	uint16_t gen;
-	bool open;	  /* false once closed by the client; v lives on while holds > 0 */
+	bool open; /* false once closed by the client; v lives on while holds > 0 */
 	uint32_t holds;
 };
 

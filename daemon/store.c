@@ -18,7 +18,7 @@
 
 /* seterr -- format one error line into @err (may be NULL) */
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	if (!err || errlen == 0)
@@ -204,7 +204,7 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 	if (!s || !path || !*path)
 		return -EINVAL;
 	uint32_t id = s->count;
-	struct store_ns sn = { .lock_fd = -1 };
+	struct store_ns sn = {.lock_fd = -1};
 	struct stat st;
 	int ret;
 
@@ -212,10 +212,11 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 		ret = -errno;
 		if (ret != -ENOENT || create_size == 0) {
 			if (ret == -ENOENT)
-				seterr(err, errlen,
-				       "namespace %s does not exist; add ,size=SIZE to create it as "
-				       "an emulated namespace (a file), or give a devdax device",
-				       path);
+				seterr(
+				    err, errlen,
+				    "namespace %s does not exist; add ,size=SIZE to create it as "
+				    "an emulated namespace (a file), or give a devdax device",
+				    path);
 			else
 				open_error(ret, path, err, errlen);
 			return ret;

@@ -80,7 +80,7 @@ int worker_hook_add(struct worker *w, void (*fn)(struct worker *w, void *arg), v
 		return -EINVAL;
 	if (w->nhooks >= WORKER_MAX_HOOKS)
 		return -ENOSPC;
-	w->hooks[w->nhooks++] = (struct worker_hook){ fn, arg };
+	w->hooks[w->nhooks++] = (struct worker_hook){fn, arg};
 	return 0;
 }
 

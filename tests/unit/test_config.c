@@ -47,7 +47,7 @@ static const char *write_file(const char *name, const char *text, size_t len)
 /* parse -- config_parse_args on a NULL-terminated list of arguments */
 static int parse(struct config *c, char *err, ...)
 {
-	char *argv[32] = { "rdaxd" };
+	char *argv[32] = {"rdaxd"};
 	int argc = 1;
 	va_list ap;
 	va_start(ap, err);
@@ -80,8 +80,8 @@ static void config_parse_size__units(void **state)
 static void config_parse_size__bad(void **state)
 {
 	uint64_t v = 77;
-	const char *bad[] = { "", "G", "abc", "-1", "+1", " 1", "1 ", "1.5G", "1X", "1GB", "1Gi",
-			      "1KK", "0x10" };
+	const char *bad[] = {"",     "G",  "abc", "-1",	 "+1",	" 1",  "1 ",
+			     "1.5G", "1X", "1GB", "1Gi", "1KK", "0x10"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		assert_int_equal(config_parse_size(bad[i], &v), -EINVAL);
 	assert_int_equal(config_parse_size("16777216T", &v), -ERANGE); /* 2^64 */
@@ -109,14 +109,15 @@ static void config_parse_namespace__options(void **state)
 	assert_int_equal(ns.mode, PERSIST_SIM);
 	free(ns.path);
 
-	assert_int_equal(config_parse_namespace("b.ns,mode=auto,size=4M", &ns, err, sizeof(err)), 0);
+	assert_int_equal(config_parse_namespace("b.ns,mode=auto,size=4M", &ns, err, sizeof(err)),
+			 0);
 	assert_int_equal(ns.size, 4ULL << 20);
 	free(ns.path);
 }
 
 static void config_parse_namespace__bad(void **state)
 {
-	struct config_namespace ns = { .path = NULL };
+	struct config_namespace ns = {.path = NULL};
 	char err[CONFIG_ERR_MAX];
 	assert_int_equal(config_parse_namespace("", &ns, err, sizeof(err)), -EINVAL);
 	assert_int_equal(config_parse_namespace(",size=1G", &ns, err, sizeof(err)), -EINVAL);
@@ -182,8 +183,8 @@ static void config_parse_args__flags(void **state)
 	assert_int_equal(parse(&c, err, "--namespace", "a.ns,size=4M", "--namespace=b.ns,mode=sim",
 			       "--listen", "tcp://127.0.0.1:1", "--listen=tcp://[::1]:2",
 			       "--threads", "3", "--log-level=debug", "--pidfile", "/run/p",
-			       "--token-file", "/etc/t", "--flush-mode", "hammer",
-			       "--max-payload", "8M", NULL),
+			       "--token-file", "/etc/t", "--flush-mode", "hammer", "--max-payload",
+			       "8M", NULL),
 			 0);
 	assert_int_equal(c.nnamespaces, 2);
 	assert_string_equal(c.namespaces[0].path, "a.ns");
@@ -360,9 +361,9 @@ static void config_parse_args__flags_add_to_and_override_file(void **state)
 	struct config c;
 	char err[CONFIG_ERR_MAX];
 	/* --config after the flags still applies first */
-	assert_int_equal(parse(&c, err, "--threads", "2", "--namespace", "/flag.ns", "--config",
-			       cpath, NULL),
-			 0);
+	assert_int_equal(
+	    parse(&c, err, "--threads", "2", "--namespace", "/flag.ns", "--config", cpath, NULL),
+	    0);
 	assert_int_equal(c.threads, 2);
 	assert_int_equal(c.log_level, LOG_LEVEL_WARN);
 	assert_int_equal(c.nnamespaces, 2);
@@ -493,25 +494,25 @@ static void config_format_size__units(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(config_parse_size__units),
-		cmocka_unit_test(config_parse_size__bad),
-		cmocka_unit_test(config_parse_namespace__options),
-		cmocka_unit_test(config_parse_namespace__bad),
-		cmocka_unit_test(config_parse_listen__forms),
-		cmocka_unit_test(config_parse_listen__bad),
-		cmocka_unit_test(config_parse_args__flags),
-		cmocka_unit_test(config_parse_args__later_flag_wins),
-		cmocka_unit_test(config_parse_args__bad),
-		cmocka_unit_test(config_parse_args__help_version),
-		cmocka_unit_test(config_load_file__settings),
-		cmocka_unit_test(config_load_file__errors_name_the_line),
-		cmocka_unit_test(config_parse_args__flags_add_to_and_override_file),
-		cmocka_unit_test(config_finish__defaults),
-		cmocka_unit_test(config_default_datadir__order),
-		cmocka_unit_test(config_finish__format_combinations),
-		cmocka_unit_test(config_token_load__strips_newline),
-		cmocka_unit_test(config_token_load__bad),
-		cmocka_unit_test(config_format_size__units),
+	    cmocka_unit_test(config_parse_size__units),
+	    cmocka_unit_test(config_parse_size__bad),
+	    cmocka_unit_test(config_parse_namespace__options),
+	    cmocka_unit_test(config_parse_namespace__bad),
+	    cmocka_unit_test(config_parse_listen__forms),
+	    cmocka_unit_test(config_parse_listen__bad),
+	    cmocka_unit_test(config_parse_args__flags),
+	    cmocka_unit_test(config_parse_args__later_flag_wins),
+	    cmocka_unit_test(config_parse_args__bad),
+	    cmocka_unit_test(config_parse_args__help_version),
+	    cmocka_unit_test(config_load_file__settings),
+	    cmocka_unit_test(config_load_file__errors_name_the_line),
+	    cmocka_unit_test(config_parse_args__flags_add_to_and_override_file),
+	    cmocka_unit_test(config_finish__defaults),
+	    cmocka_unit_test(config_default_datadir__order),
+	    cmocka_unit_test(config_finish__format_combinations),
+	    cmocka_unit_test(config_token_load__strips_newline),
+	    cmocka_unit_test(config_token_load__bad),
+	    cmocka_unit_test(config_format_size__units),
 	};
 	return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }

@@ -26,7 +26,7 @@
 
 #define VOL_SIZE (8ULL << 20)
 
-static const char *const transports[] = { "tcp" };
+static const char *const transports[] = {"tcp"};
 
 struct fixture {
 	char dir[200];
@@ -43,7 +43,8 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	const char *tmp = getenv("TMPDIR");
-	snprintf(f->dir, sizeof(f->dir), "%s/rdax-test-dispatch-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	snprintf(f->dir, sizeof(f->dir), "%s/rdax-test-dispatch-XXXXXX",
+		 tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(f->dir))
 		return -1;
 	snprintf(f->path, sizeof(f->path), "%s/ns0", f->dir);
@@ -54,13 +55,13 @@ static int setup(void **state)
 		return -1;
 	}
 	f->env = (struct dispatch_env){
-		.store = f->store,
-		.max_payload = 1U << 20,
-		.max_body = FRAME_DEFAULT_MAX_BODY,
-		.flush_mode = FLUSH_TRACKED,
-		.server_version = "test",
-		.transports = transports,
-		.ntransports = 1,
+	    .store = f->store,
+	    .max_payload = 1U << 20,
+	    .max_body = FRAME_DEFAULT_MAX_BODY,
+	    .flush_mode = FLUSH_TRACKED,
+	    .server_version = "test",
+	    .transports = transports,
+	    .ntransports = 1,
 	};
 	if (session_new(f->store, "test", &f->s))
 		return -1;
@@ -87,12 +88,12 @@ static void request(struct fixture *f, struct session *s, uint16_t type, const P
 	uint8_t body[4096];
 	size_t n = m ? protobuf_c_message_pack(m, body) : 0;
 	struct frame_header h = {
-		.magic = FRAME_MAGIC,
-		.version = FRAME_VERSION,
-		.type = type,
-		.request_id = f->next_id++,
-		.body_len = (uint32_t)n,
-		.payload_len = payload_len,
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = type,
+	    .request_id = f->next_id++,
+	    .body_len = (uint32_t)n,
+	    .payload_len = payload_len,
 	};
 	dispatch_request(&f->env, s, &h, body, out);
 	assert_int_equal(out->reply.request_id, h.request_id);
@@ -111,7 +112,7 @@ static void finish_job(struct fixture *f, struct session *s, struct dispatch_out
 static uint32_t reply_code(const struct dispatch_out *out)
 {
 	Rdax__StatusReply *r =
-		rdax__status_reply__unpack(NULL, out->reply.body_len, out->reply.body);
+	    rdax__status_reply__unpack(NULL, out->reply.body_len, out->reply.body);
 	assert_non_null(r);
 	assert_non_null(r->status);
 	uint32_t code = r->status->code;
@@ -168,7 +169,7 @@ static uint32_t open_volume(struct fixture *f, struct session *s, const char *na
 	finish_job(f, s, &out);
 	assert_int_equal(out.action, DISPATCH_REPLY);
 	Rdax__VolumeOpenReply *r =
-		rdax__volume_open_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+	    rdax__volume_open_reply__unpack(NULL, out.reply.body_len, out.reply.body);
 	assert_non_null(r);
 	assert_int_equal(r->status->code, 0);
 	assert_true(r->has_handle);
@@ -229,12 +230,12 @@ static void dispatch_header__checks(void **state)
 {
 	struct fixture *f = *state;
 	struct frame_header ok = {
-		.magic = FRAME_MAGIC,
-		.version = FRAME_VERSION,
-		.type = FRAME_WRITE,
-		.request_id = 0x1122334455667788ULL,
-		.body_len = 10,
-		.payload_len = 4096,
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = FRAME_WRITE,
+	    .request_id = 0x1122334455667788ULL,
+	    .body_len = 10,
+	    .payload_len = 4096,
 	};
 	header_out(f, ok, 0);
 	struct frame_header h = ok;
@@ -372,10 +373,12 @@ static void dispatch_request__undecodable_body(void **state)
 {
 	struct fixture *f = *state;
 	hello(f, f->s);
-	static const uint8_t junk[] = { 0xff, 0xff, 0xff, 0xff, 0xff };
-	struct frame_header h = { .magic = FRAME_MAGIC, .version = FRAME_VERSION,
-				  .type = FRAME_VOLUME_OPEN, .request_id = 42,
-				  .body_len = sizeof(junk) };
+	static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff};
+	struct frame_header h = {.magic = FRAME_MAGIC,
+				 .version = FRAME_VERSION,
+				 .type = FRAME_VOLUME_OPEN,
+				 .request_id = 42,
+				 .body_len = sizeof(junk)};
 	struct dispatch_out out;
 	dispatch_request(&f->env, f->s, &h, junk, &out);
 	assert_int_equal(out.reply.type, FRAME_VOLUME_OPEN | FRAME_REPLY);
@@ -421,7 +424,7 @@ static void dispatch_request__create_checks(void **state)
 	request(f, f->s, FRAME_VOLUME_INFO, &im.base, 0, &out);
 	finish_job(f, f->s, &out);
 	Rdax__VolumeInfoReply *ir =
-		rdax__volume_info_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+	    rdax__volume_info_reply__unpack(NULL, out.reply.body_len, out.reply.body);
 	assert_non_null(ir);
 	assert_string_equal(ir->volume->name, "w");
 	assert_int_equal(ir->volume->size, 4096);
@@ -435,7 +438,7 @@ static void dispatch_request__create_checks(void **state)
 	request(f, f->s, FRAME_VOLUME_LIST, NULL, 0, &out);
 	finish_job(f, f->s, &out);
 	Rdax__VolumeListReply *lr =
-		rdax__volume_list_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+	    rdax__volume_list_reply__unpack(NULL, out.reply.body_len, out.reply.body);
 	assert_non_null(lr);
 	assert_int_equal(lr->n_volumes, 2);
 	rdax__volume_list_reply__free_unpacked(lr, NULL);
@@ -768,15 +771,15 @@ static void dispatch_request__error_reply_decodes_as_every_reply_type(void **sta
 	struct dispatch_out out;
 	request(f, f->s, FRAME_STAT, NULL, 0, &out); /* before hello: an error reply */
 	const ProtobufCMessageDescriptor *replies[] = {
-		&rdax__hello_reply__descriptor,	       &rdax__status_reply__descriptor,
-		&rdax__volume_list_reply__descriptor,  &rdax__volume_info_reply__descriptor,
-		&rdax__volume_open_reply__descriptor,  &rdax__write_reply__descriptor,
-		&rdax__read_reply__descriptor,	       &rdax__fsync_reply__descriptor,
-		&rdax__stat_reply__descriptor,
+	    &rdax__hello_reply__descriptor,	  &rdax__status_reply__descriptor,
+	    &rdax__volume_list_reply__descriptor, &rdax__volume_info_reply__descriptor,
+	    &rdax__volume_open_reply__descriptor, &rdax__write_reply__descriptor,
+	    &rdax__read_reply__descriptor,	  &rdax__fsync_reply__descriptor,
+	    &rdax__stat_reply__descriptor,
 	};
 	for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
-		ProtobufCMessage *m = protobuf_c_message_unpack(replies[i], NULL,
-								out.reply.body_len, out.reply.body);
+		ProtobufCMessage *m =
+		    protobuf_c_message_unpack(replies[i], NULL, out.reply.body_len, out.reply.body);
 		assert_non_null(m);
 		/* every reply type has the Status as its first member */
 		Rdax__Status *st = ((Rdax__StatusReply *)m)->status;
@@ -816,34 +819,33 @@ int main(void)
 	if (!getenv("RDAX_TEST_LOG"))
 		log_set_level(LOG_LEVEL_ERROR);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(dispatch_header__checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__hello_must_come_first, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__hello_reply, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__hello_wrong_version, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__hello_token, setup, teardown),
-		cmocka_unit_test(dispatch_token_equal__cases),
-		cmocka_unit_test_setup_teardown(dispatch_request__undecodable_body, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__create_checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__delete_open_volume_is_busy, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__unknown_handle, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__read_checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__write_checks, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__write_lands_in_the_mapping, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_payload_done__fsync_write, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_payload_abort__marks_what_landed, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__fsync_and_discard_ranges, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__close_waits_for_holds, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__stat, setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__error_reply_decodes_as_every_reply_type,
-						setup, teardown),
-		cmocka_unit_test_setup_teardown(dispatch_request__hammer_flush_mode, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_header__checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__hello_must_come_first, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__hello_reply, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__hello_wrong_version, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__hello_token, setup, teardown),
+	    cmocka_unit_test(dispatch_token_equal__cases),
+	    cmocka_unit_test_setup_teardown(dispatch_request__undecodable_body, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__create_checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__delete_open_volume_is_busy, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__unknown_handle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__read_checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__write_checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__write_lands_in_the_mapping, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_payload_done__fsync_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_payload_abort__marks_what_landed, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__fsync_and_discard_ranges, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__close_waits_for_holds, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__stat, setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+		dispatch_request__error_reply_decodes_as_every_reply_type, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__hammer_flush_mode, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
