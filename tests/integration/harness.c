@@ -223,8 +223,19 @@ static int daemon_spawn(struct hx_daemon *d)
 	snprintf(threads, sizeof(threads), "%u", o->threads ? o->threads : 2);
 	snprintf(pidfile, sizeof(pidfile), "%s/rdaxd.pid", d->dir);
 
-	const char *argv[48];
+	const char *argv[64];
+	char wrapper[512] = "";
 	int n = 0;
+	/* RDAXD_WRAPPER="valgrind --error-exitcode=99 ...": run the daemon under a tool */
+	const char *wrap = getenv("RDAXD_WRAPPER");
+	if (wrap && *wrap) {
+		snprintf(wrapper, sizeof(wrapper), "%s", wrap);
+		char *save = NULL;
+		for (char *t = strtok_r(wrapper, " ", &save); t && n < 16;
+		     t = strtok_r(NULL, " ", &save))
+			argv[n++] = t;
+	}
+	int first = n;
 	argv[n++] = RDAXD_PATH;
 	argv[n++] = "--namespace";
 	argv[n++] = ns_spec;
@@ -291,13 +302,16 @@ static int daemon_spawn(struct hx_daemon *d)
 			setenv("RDAX_FAULTS", o->faults, 1);
 		else
 			unsetenv("RDAX_FAULTS");
-		dprintf(2, "harness: exec %s", RDAXD_PATH);
-		for (int i = 1; argv[i]; i++)
+		dprintf(2, "harness: exec");
+		for (int i = 0; argv[i]; i++)
 			dprintf(2, " %s", argv[i]);
 		dprintf(2, "%s%s\n", o->faults ? " with RDAX_FAULTS=" : "",
 			o->faults ? o->faults : "");
-		execv(RDAXD_PATH, (char *const *)argv);
-		dprintf(2, "harness: exec %s: %s\n", RDAXD_PATH, strerror(errno));
+		if (first > 0)
+			execvp(argv[0], (char *const *)argv);
+		else
+			execv(RDAXD_PATH, (char *const *)argv);
+		dprintf(2, "harness: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
 	close(pipefd[1]);

@@ -9,7 +9,10 @@
  * within a bound. hx_daemon_kill is the power cut (SIGKILL).
  *
  * The daemon's stderr (its log) goes to a file in the directory and is
- * printed by hx_daemon_dump_log when something fails.
+ * printed by hx_daemon_dump_log when something fails. The environment
+ * variable RDAXD_WRAPPER (e.g. "valgrind --error-exitcode=99 -q") is put
+ * in front of the daemon's command line, so a run can check the daemon
+ * under a tool; a tool's non-zero exit then fails hx_daemon_stop.
  *
  * Thread safety: a struct hx_daemon belongs to one thread. hx_daemon_start
  * must be called from the main thread: the daemon gets PR_SET_PDEATHSIG,
