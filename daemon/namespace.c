@@ -348,7 +348,7 @@ int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 	}
 
 	int ret;
-	uint64_t off;
+	uint64_t off = 0; /* set by __ns_place; initialised for -Wmaybe-uninitialized at -O2 */
 	struct volume *v;
 	pthread_mutex_lock(&ns->lock);
 	if (__ns_volume_find(ns, name) >= 0) {
