@@ -30,6 +30,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,41 +197,75 @@ static void floor_pingpong(const struct opts *o, double *p50, double *p99, doubl
 	free(lat);
 }
 
-/* floor_stream -- 1 MiB messages, 8 in flight, each acked with 64 bytes: MiB/s */
+struct acker {
+	int fd;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned inflight;
+	bool done;	/* the sender sent its last message */
+	uint64_t acked;
+};
+
+/* floor_acker -- read the 64-byte acks of the stream while the sender keeps sending */
+static void *floor_acker(void *arg)
+{
+	struct acker *a = arg;
+	char ack[64];
+	for (;;) {
+		pthread_mutex_lock(&a->lock);
+		bool finished = a->done && a->inflight == 0;
+		pthread_mutex_unlock(&a->lock);
+		if (finished || read_full(a->fd, ack, sizeof(ack)))
+			break;
+		pthread_mutex_lock(&a->lock);
+		a->inflight--;
+		a->acked++;
+		pthread_cond_signal(&a->cond);
+		pthread_mutex_unlock(&a->lock);
+	}
+	return NULL;
+}
+
+/*
+ * floor_stream -- 1 MiB messages, at most 8 unacknowledged (each acked with
+ * 64 bytes, like a write reply), acks read by a second thread on the
+ * client's CPU: MiB/s
+ */
 static double floor_stream(const struct opts *o)
 {
 	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 1 };
-	pthread_t th;
+	pthread_t th, ath;
 	int fd = floor_connect(&s, &th);
 	if (fd < 0)
 		exit(1);
 	uint8_t *b = calloc(1, BIG);
-	char ack[64];
-	unsigned inflight = 0;
-	uint64_t sent = 0;
+	struct acker a = { .fd = fd };
+	pthread_mutex_init(&a.lock, NULL);
+	pthread_cond_init(&a.cond, NULL);
+	pthread_create(&ath, NULL, floor_acker, &a);
 	double t0 = now_us(), end = t0 + o->seconds * 1e6;
-	/* two threads would be needed to keep 8 messages truly in flight over one
-	 * blocking socket; the kernel buffers make 8 sends ahead of the acks close */
 	while (now_us() < end) {
-		while (inflight < 8) {
-			if (write_full(fd, b, BIG))
-				exit(1);
-			inflight++;
-			sent++;
-		}
-		if (read_full(fd, ack, 64))
+		pthread_mutex_lock(&a.lock);
+		while (a.inflight >= 8)
+			pthread_cond_wait(&a.cond, &a.lock);
+		a.inflight++;
+		pthread_mutex_unlock(&a.lock);
+		if (write_full(fd, b, BIG))
 			exit(1);
-		inflight--;
 	}
-	while (inflight--)
-		if (read_full(fd, ack, 64))
-			exit(1);
+	pthread_mutex_lock(&a.lock);
+	a.done = true;
+	while (a.inflight > 0)
+		pthread_cond_wait(&a.cond, &a.lock);
+	pthread_mutex_unlock(&a.lock);
 	double secs = (now_us() - t0) / 1e6;
+	shutdown(fd, SHUT_RDWR); /* wakes the acker if it is already waiting for more */
+	pthread_join(ath, NULL);
 	close(fd);
 	pthread_join(th, NULL);
 	close(s.lfd);
 	free(b);
-	return (double)sent * BIG / secs / (1 << 20);
+	return (double)a.acked * BIG / secs / (1 << 20);
 }
 
 /* --- rdax --------------------------------------------------------------- */
