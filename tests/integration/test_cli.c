@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -668,6 +669,90 @@ static void token__required(void **state)
 	hx_tmpdir_remove(dir);
 }
 
+/* rdaxd --format PATH: formats a file once, refuses a formatted one without --force */
+static void daemon__format(void **state)
+{
+	(void)state;
+	char dir[256], path[320];
+	assert_int_equal(hx_tmpdir_make("cli-format", dir, sizeof(dir)), 0);
+	snprintf(path, sizeof(path), "%s/fmt.ns", dir);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(ftruncate(fileno(f), 16 << 20), 0);
+	fclose(f);
+	const char *fmt[] = { RDAXD_PATH, "--format", path, NULL };
+	const char *force[] = { RDAXD_PATH, "--format", path, "--force", NULL };
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(fmt, NULL, 0, &r), 0);
+	if (r.status != 0) {
+		show("rdaxd --format", &r);
+		fail_msg("rdaxd --format of a blank file failed");
+	}
+	hx_run_free(&r);
+	assert_int_equal(hx_run_argv(fmt, NULL, 0, &r), 0);
+	if (r.status == 0) {
+		show("rdaxd --format (again)", &r);
+		fail_msg("rdaxd --format overwrote a formatted namespace without --force");
+	}
+	hx_run_free(&r);
+	/* a daemon on it (no size: the namespace must exist), a volume, then --force wipes it */
+	struct hx_daemon d;
+	struct hx_daemon_opts o = { .ns_name = "fmt.ns", .ns_size = "16M" };
+	assert_int_equal(hx_daemon_start(&d, dir, &o), 0);
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "volume", "create", "f1", "1M", NULL), 0);
+	ok("volume create on a formatted namespace", &r);
+	hx_run_free(&r);
+	assert_int_equal(hx_daemon_stop(&d), 0);
+	assert_int_equal(hx_run_argv(force, NULL, 0, &r), 0);
+	if (r.status != 0) {
+		show("rdaxd --format --force", &r);
+		fail_msg("rdaxd --format --force failed");
+	}
+	hx_run_free(&r);
+	assert_int_equal(hx_daemon_restart(&d), 0);
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "volume", "list", NULL), 0);
+	ok("volume list", &r);
+	assert_false(has_word(r.out, "f1"));
+	hx_run_free(&r);
+	assert_int_equal(hx_daemon_stop(&d), 0);
+	hx_tmpdir_remove(dir);
+}
+
+/* --config FILE: its namespace and listen address add to the command line's */
+static void daemon__config_file(void **state)
+{
+	(void)state;
+	char dir[256], conf[320], text[1024];
+	assert_int_equal(hx_tmpdir_make("cli-config", dir, sizeof(dir)), 0);
+	snprintf(conf, sizeof(conf), "%s/rdaxd.conf", dir);
+	int port = hx_free_port();
+	assert_true(port > 0);
+	int n = snprintf(text, sizeof(text),
+			 "# a comment\n"
+			 "namespace = %s/second.ns,size=32M,mode=sim\n"
+			 "listen = tcp://127.0.0.1:%d   # trailing comment\n"
+			 "log-level = warn\n",
+			 dir, port);
+	assert_int_equal(hx_write_file(conf, text, (size_t)n), 0);
+	struct hx_daemon d;
+	struct hx_daemon_opts o = { .ns_size = "32M", .extra_args = { "--config", conf } };
+	assert_int_equal(hx_daemon_start(&d, dir, &o), 0);
+	/* both listen addresses serve; two namespaces: 2 x 32M holds what one cannot */
+	struct wconn c;
+	assert_int_equal(wire_connect(&c, port), 0);
+	assert_int_equal(wire_hello(&c, NULL, 0), 0);
+	assert_int_equal(wire_create(&c, "c1", 20 << 20), 0);
+	assert_int_equal(wire_create(&c, "c2", 20 << 20), 0);
+	wire_close(&c);
+	struct hx_run r;
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "volume", "list", NULL), 0);
+	ok("volume list", &r);
+	assert_true(has_word(r.out, "c1") && has_word(r.out, "c2"));
+	hx_run_free(&r);
+	assert_int_equal(hx_daemon_stop(&d), 0);
+	hx_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -685,6 +770,8 @@ int main(void)
 		cmocka_unit_test(clients__many_processes_at_once),
 		cmocka_unit_test(restart__data_intact_after_clean_stop),
 		cmocka_unit_test(token__required),
+		cmocka_unit_test(daemon__format),
+		cmocka_unit_test(daemon__config_file),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
