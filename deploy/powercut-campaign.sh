@@ -13,6 +13,8 @@
 #
 # Environment: BUILD_DIR (default build-campaign; configured and built here,
 # without sanitizers unless SANITIZE=1), BATCH, LOADERS (default 4),
+# CLEAN_EVERY (default 10: after every 10 cuts one round ends with SIGTERM
+# instead, where every completed write must survive; 0: none),
 # TMPDIR (where the namespaces and logs go).
 # Exit: 0 all cuts passed; 1 a loss was found (its files are kept and named);
 # 3 the control did not detect the loss, or the harness failed.
@@ -23,6 +25,7 @@ cuts=${1:-1000}
 seed=${2:-}
 batch=${BATCH:-200}
 loaders=${LOADERS:-4}
+clean=${CLEAN_EVERY:-10}
 BUILD_DIR=${BUILD_DIR:-build-campaign}
 case $cuts in '' | *[!0-9]*) echo "usage: $0 [CUTS] [SEED]" >&2; exit 2 ;; esac
 case $batch in '' | *[!0-9]* | 0) echo "BATCH must be a positive number" >&2; exit 2 ;; esac
@@ -57,10 +60,11 @@ while [ "$done_cuts" -lt "$cuts" ]; do
 	fi
 	echo "== batch $n: $this cuts, seed $bseed ($done_cuts of $cuts done)"
 	rc=0
-	"$pc" --cuts "$this" --seed "$bseed" --loaders "$loaders" || rc=$?
+	"$pc" --cuts "$this" --seed "$bseed" --loaders "$loaders" --clean-every "$clean" || rc=$?
 	if [ $rc -ne 0 ]; then
 		echo "== batch $n FAILED (exit $rc) after $done_cuts earlier cuts;" \
-			"rerun: $pc --cuts $this --seed $bseed --loaders $loaders --keep --verbose" >&2
+			"rerun: $pc --cuts $this --seed $bseed --loaders $loaders --clean-every $clean" \
+			"--keep --verbose" >&2
 		[ $rc -eq 1 ] && exit 1
 		exit 3
 	fi
