@@ -58,9 +58,10 @@ struct conn_tcp {
 	unsigned out_count;
 	unsigned out_reads; /* queued replies with a READ payload */
 	size_t out_body;
-	unsigned jobs;	  /* in the pools */
-	unsigned barrier; /* ordered jobs in the pools */
-	bool paused;	  /* over the pending limits: no new frame until half drained */
+	unsigned jobs;		     /* in the pools (or parked) */
+	struct dispatch_job *parked; /* a job waiting for READ replies over its range to leave */
+	unsigned barrier;	     /* ordered jobs in the pools */
+	bool paused;		     /* over the pending limits: no new frame until half drained */
 
 	bool eof;	   /* the peer closed its side */
 	bool closing;	   /* send what is queued, then close */
@@ -83,18 +84,6 @@ static void flush_add(struct conn_tcp *c)
 	c->set->flush = c;
 }
 
-/* conn_fail -- the socket is unusable: stop everything on it and drop queued output */
-static void conn_fail(struct conn_tcp *c, const char *why)
-{
-	if (c->dead)
-		return;
-	c->dead = true;
-	if (!c->why)
-		c->why = why;
-	ev_io_stop(c->set->worker->loop, &c->rio);
-	ev_io_stop(c->set->worker->loop, &c->wio);
-}
-
 /* replies_drop -- release every queued reply (sent or not) */
 static void replies_drop(struct conn_tcp *c)
 {
@@ -108,6 +97,20 @@ static void replies_drop(struct conn_tcp *c)
 	c->out_head = c->out_tail = NULL;
 	c->out_count = c->out_reads = 0;
 	c->out_body = 0;
+}
+
+/* conn_fail -- the socket is unusable: stop everything on it and drop queued output */
+static void conn_fail(struct conn_tcp *c, const char *why)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (!c->why)
+		c->why = why;
+	ev_io_stop(c->set->worker->loop, &c->rio);
+	ev_io_stop(c->set->worker->loop, &c->wio);
+	/* nobody will read them: release their holds now (a parked job may wait on them) */
+	replies_drop(c);
 }
 
 /* conn_free -- unlink and free (worker hook, nothing refers to c any more) */
@@ -285,20 +288,30 @@ static bool can_dispatch(struct conn_tcp *c)
 	return true;
 }
 
-/* write_hazard -- would the pending WRITE land under a READ reply still queued? */
-static bool write_hazard(const struct conn_tcp *c)
+/* range_hazard -- does [off, off + len) of @v overlap a READ reply still queued? */
+static bool range_hazard(const struct conn_tcp *c, const struct volume *v, uint64_t off,
+			 uint64_t len)
 {
-	if (c->rstate != RS_PAYLOAD || !c->pdst || c->out_reads == 0)
+	if (c->out_reads == 0)
 		return false;
-	uint64_t wb = c->pw.offset, we = c->pw.offset + c->pw.len;
+	/* validated ranges: off + len does not wrap */
+	uint64_t wb = off, we = off + len;
 	for (const struct conn_reply *cr = c->out_head; cr; cr = cr->next) {
-		if (!cr->r.payload_len || cr->r.volume != c->pw.v)
+		if (!cr->r.payload_len || cr->r.volume != v)
 			continue;
 		uint64_t rb = cr->r.offset, re = cr->r.offset + cr->r.payload_len;
 		if (rb < we && wb < re)
 			return true;
 	}
 	return false;
+}
+
+/* write_hazard -- would the pending WRITE land under a READ reply still queued? */
+static bool write_hazard(const struct conn_tcp *c)
+{
+	if (c->rstate != RS_PAYLOAD || !c->pdst)
+		return false;
+	return range_hazard(c, c->pw.v, c->pw.offset, c->pw.len);
 }
 
 /* job_done -- a pool job ran (worker thread, posted by the pool) */
@@ -314,7 +327,7 @@ static void job_done(struct worker *w, struct worker_msg *m)
 	if (job->ordered)
 		c->barrier--;
 	dispatch_job_finish(c->set->shared->env, c->session, job, &out);
-	if (out.action == DISPATCH_REPLY || out.action == DISPATCH_CLOSE)
+	if (out.reply.body)
 		queue_reply(c, &out.reply);
 	if (out.action == DISPATCH_CLOSE && !c->closing) {
 		c->closing = true;
@@ -333,6 +346,26 @@ static void submit_job(struct conn_tcp *c, struct dispatch_job *job)
 	c->jobs++;
 	if (job->ordered)
 		c->barrier++;
+	if (job->mod_volume && range_hazard(c, job->mod_volume, job->mod_offset, job->mod_len)) {
+		/* it would change data under a READ reply still queued: after that reply */
+		LOG_DEBUG("%s: job parked until READ replies over [%" PRIu64 ", +%" PRIu64
+			  ") have left",
+			  c->peer, job->mod_offset, job->mod_len);
+		c->parked = job;
+		return;
+	}
+	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
+			  &job->task);
+}
+
+/* unpark -- start the parked job once the READ replies it waited for have left */
+static void unpark(struct conn_tcp *c)
+{
+	struct dispatch_job *job = c->parked;
+	if (!job || range_hazard(c, job->mod_volume, job->mod_offset, job->mod_len))
+		return;
+	const struct conn_tcp_shared *sh = c->set->shared;
+	c->parked = NULL;
 	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
 			  &job->task);
 }
@@ -567,6 +600,7 @@ static void conn_kick(struct conn_tcp *c)
 		conn_check_end(c);
 		return;
 	}
+	unpark(c);
 	conn_process(c);
 	conn_update_watchers(c);
 	conn_check_end(c);

@@ -23,7 +23,8 @@
  *
  * Write after read: a WRITE whose range overlaps a READ reply of this
  * connection still queued waits (its payload is not received) until that
- * reply has left, so a READ never returns data written by a later request.
+ * reply has left, and so does a DISCARD (its job is parked), so a READ never
+ * returns data changed by a later request of its connection.
  *
  * End: on EOF, a socket error, a DISPATCH_CLOSE or a drain, the connection
  * stops reading, waits for its jobs (fsyncs in flight finish, their holds

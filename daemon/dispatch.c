@@ -770,6 +770,11 @@ static void act_held_job(const struct dispatch_env *env, struct dispatch_out *ou
 	j->off = off;
 	j->len = len;
 	j->mode = fsync_mode(env, hammer);
+	if (!fsync) {
+		j->pub.mod_volume = j->v;
+		j->pub.mod_offset = off;
+		j->pub.mod_len = len;
+	}
 	out_job(out, j);
 }
 

@@ -106,6 +106,13 @@ struct dispatch_job {
 	void *owner;		/* the transport's connection */
 	enum dispatch_pool pool;
 	bool ordered;
+	/*
+	 * The range the job changes (DISCARD), NULL volume if none: the
+	 * transport starts it only when no READ reply over that range is
+	 * still waiting to be sent, as for a WRITE's payload.
+	 */
+	struct volume *mod_volume;
+	uint64_t mod_offset, mod_len;
 };
 
 struct dispatch_out {

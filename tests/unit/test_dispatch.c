@@ -638,6 +638,7 @@ static void dispatch_request__write_lands_in_the_mapping(void **state)
 	assert_int_equal(out.action, DISPATCH_JOB);
 	assert_false(out.job->ordered);
 	assert_int_equal(out.job->pool, DISPATCH_POOL_FSYNC);
+	assert_null(out.job->mod_volume); /* an fsync changes no data */
 	finish_job(f, f->s, &out);
 	Rdax__FsyncReply *fr = rdax__fsync_reply__unpack(NULL, out.reply.body_len, out.reply.body);
 	assert_non_null(fr);
@@ -726,6 +727,10 @@ static void dispatch_request__fsync_and_discard_ranges(void **state)
 	request(f, f->s, FRAME_DISCARD, &dm.base, 0, &out);
 	assert_int_equal(out.action, DISPATCH_JOB);
 	assert_true(out.job->ordered); /* a later WRITE must land after the zeros */
+	/* it changes data: the transport waits for READ replies over the range */
+	assert_non_null(out.job->mod_volume);
+	assert_int_equal(out.job->mod_offset, 0);
+	assert_int_equal(out.job->mod_len, 8192);
 	finish_job(f, f->s, &out);
 	expect(f->s, &out, DISPATCH_REPLY, 0);
 	assert_int_equal(session_holds(f->s), 0);
