@@ -340,7 +340,8 @@ static int run_daemon(const struct config *cfg)
 
 	char line[2048];
 	ready_line(d.srv, d.store, line, sizeof(line));
-	LOG_INFO("%s (%u threads, flush mode %s, max payload %" PRIu32 "%s)", line, cfg->threads,
+	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %" PRIu32 "%s)", line,
+		 cfg->threads, cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked", cfg->max_payload,
 		 d.token ? ", token required" : "");
 	printf("%s\n", line);
