@@ -123,7 +123,16 @@ static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, uint64_
 	if (fsync_hooks.after_tag)
 		fsync_hooks.after_tag(v, fsync_hooks.arg);
 
-	while ((n = dtree_claim_towrite(v->tree, &index, end, items, FSYNC_CLAIM_BATCH)) > 0) {
+	/*
+	 * The cursor reaches @end when the walk has passed every entry (as in
+	 * fsync_tag()), so the common one-batch fsync makes one claim call,
+	 * not a second one that finds nothing: ~200 instructions and a mutex
+	 * round trip of a ~2000-instruction one-page fsync (callgrind).
+	 */
+	while (index < end) {
+		n = dtree_claim_towrite(v->tree, &index, end, items, FSYNC_CLAIM_BATCH);
+		if (n == 0)
+			break;
 		if (fsync_hooks.after_claim)
 			fsync_hooks.after_claim(v, items, n, fsync_hooks.arg);
 		for (unsigned i = 0; i < n; i++) {
@@ -292,9 +301,14 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 	if (mode == FLUSH_HAMMER) {
 		ret = fsync_hammer(v, &written);
 	} else if (first < end) {
-		/* step 1: a start inside a huge entry includes that whole entry */
+		/*
+		 * step 1: a start inside a huge entry includes that whole entry.
+		 * No entry starts before a 1 GiB-aligned page and covers it, so
+		 * the lookup is skipped there (every whole-volume fsync).
+		 */
 		uint64_t head, entry;
-		if (dtree_lookup(v->tree, first, &head, &entry) == 0 && head < first)
+		if (!is_aligned(first, 1ULL << dtree_size_order(DTREE_SIZE_1G)) &&
+		    dtree_lookup(v->tree, first, &head, &entry) == 0 && head < first)
 			first = head;
 		ret = fsync_tracked(v, first, end, &written);
 	}
