@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +437,8 @@ static void *server_thread(void *arg)
 		int fd = accept(fs->listen_fd, NULL, NULL);
 		if (fd < 0)
 			break;
+		int one = 1; /* replies go one by one: no waiting for ACKs (Nagle) */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		__atomic_store_n(&fs->conn_fd, fd, __ATOMIC_SEQ_CST);
 		serve(fs, fd);
 		__atomic_store_n(&fs->conn_fd, -1, __ATOMIC_SEQ_CST);
