@@ -296,9 +296,11 @@ int rdax_write(struct rdax_volume *vol, uint64_t offset, const void *buf, size_t
 int rdax_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len);
 
 /*
- * rdax_fsync -- make every write to [offset, offset + length) that returned
- * (or completed) before this call durable. @length 0: to the end of the
- * volume. *written_back (may be NULL) = bytes the server wrote back.
+ * rdax_fsync -- make durable every write to [offset, offset + length) that
+ * was sent on this connection before this call (synchronous, or submitted
+ * and not failed -- completed or not), and every write of other connections
+ * that had completed before it. @length 0: to the end of the volume.
+ * *written_back (may be NULL) = bytes the server wrote back.
  */
 int rdax_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length, uint64_t *written_back);
 
