@@ -152,6 +152,7 @@ static const char *namespace_label(struct ctx *ctx, uint32_t id, char *buf, size
 
 /* --- commands ----------------------------------------------------------- */
 
+/* cmd_volume_create -- rdax volume create NAME SIZE [--namespace ID] */
 static int cmd_volume_create(struct ctx *ctx, char **args, unsigned nargs)
 {
 	uint64_t size;
@@ -179,6 +180,7 @@ static int cmd_volume_create(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
+/* cmd_volume_delete -- rdax volume delete NAME */
 static int cmd_volume_delete(struct ctx *ctx, char **args, unsigned nargs)
 {
 	int ret = connect_server(ctx);
@@ -193,6 +195,7 @@ static int cmd_volume_delete(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
+/* cmd_volume_list -- rdax volume list: a table, one volume a line */
 static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 {
 	int ret = connect_server(ctx);
@@ -220,6 +223,7 @@ static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
+/* cmd_volume_info -- rdax volume info NAME: key: value lines */
 static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 {
 	int ret = connect_server(ctx);
@@ -373,6 +377,7 @@ out_free:
 	return rc;
 }
 
+/* cmd_write -- rdax write NAME OFFSET [--fsync]: stdin into the volume */
 static int cmd_write(struct ctx *ctx, char **args, unsigned nargs)
 {
 	uint64_t offset;
@@ -465,6 +470,7 @@ out_free:
 	return rc;
 }
 
+/* cmd_read -- rdax read NAME OFFSET LENGTH: the volume to stdout */
 static int cmd_read(struct ctx *ctx, char **args, unsigned nargs)
 {
 	uint64_t offset, length;
@@ -492,6 +498,7 @@ static int cmd_read(struct ctx *ctx, char **args, unsigned nargs)
 	return ret;
 }
 
+/* cmd_fsync -- rdax fsync NAME [OFFSET LENGTH]: prints the bytes written back */
 static int cmd_fsync(struct ctx *ctx, char **args, unsigned nargs)
 {
 	uint64_t offset = 0, length = 0;
@@ -525,6 +532,7 @@ static int cmd_fsync(struct ctx *ctx, char **args, unsigned nargs)
 	return ret;
 }
 
+/* cmd_discard -- rdax discard NAME OFFSET LENGTH */
 static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
 {
 	uint64_t offset, length;
@@ -552,6 +560,7 @@ static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
 	return ret;
 }
 
+/* cmd_stat -- rdax stat NAME: the counters as key: value lines */
 static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 {
 	int ret = connect_server(ctx);
@@ -627,6 +636,7 @@ static const struct command commands[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* usage -- the overview of rdax --help */
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] COMMAND "
@@ -650,6 +660,7 @@ static void usage(FILE *f)
 		RDAX_DEFAULT_URL);
 }
 
+/* command_help -- rdax help COMMAND */
 static void command_help(const struct command *cmd)
 {
 	printf("usage: rdax [OPTIONS] %s%s%s\n\n%s", cmd->name, cmd->usage[0] ? " " : "",
@@ -685,6 +696,7 @@ static const struct command *find_command(char **argv, int argc, int *nwords, bo
 	return NULL;
 }
 
+/* volume_help -- the volume subcommands */
 static void volume_help(FILE *f)
 {
 	fprintf(f, "usage: rdax [OPTIONS] volume SUBCOMMAND\n\nsubcommands:\n");
@@ -782,6 +794,7 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 	return cmd->run(ctx, args, nargs);
 }
 
+/* main -- global options, then the command (see usage) */
 int main(int argc, char **argv)
 {
 	struct ctx ctx = {.server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE")};
