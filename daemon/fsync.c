@@ -35,7 +35,7 @@ void fsync_set_test_hooks(const struct fsync_test_hooks *hooks)
 	if (hooks)
 		fsync_hooks = *hooks;
 	else
-		fsync_hooks = (struct fsync_test_hooks){ 0 };
+		fsync_hooks = (struct fsync_test_hooks){0};
 }
 
 /*
@@ -265,7 +265,8 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 		return -EINVAL;
 	}
 	if (mode != FLUSH_DEFAULT && mode != FLUSH_TRACKED && mode != FLUSH_HAMMER) {
-		LOG_ERROR("fsync_range(volume=%s, mode=%d): unknown flush mode", v->name, (int)mode);
+		LOG_ERROR("fsync_range(volume=%s, mode=%d): unknown flush mode", v->name,
+			  (int)mode);
 		return -EINVAL;
 	}
 	if (len == 0) {

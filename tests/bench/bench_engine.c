@@ -45,14 +45,14 @@
 #endif
 
 #define PAGE RDAX_PAGE_SIZE
-#define GIB ((uint64_t)1 << 30)
+#define GIB  ((uint64_t)1 << 30)
 
 /* the aims of the issue */
-#define AIM_RATIO_1G 100000.0	/* hammer / tracked, one dirty page, 1 GiB */
-#define AIM_OVERHEAD_NS 100.0	/* tree overhead per dirty page */
-#define AIM_SEQ_BYTES 16.0	/* tree bytes per dirty page, sequential */
+#define AIM_RATIO_1G	100000.0 /* hammer / tracked, one dirty page, 1 GiB */
+#define AIM_OVERHEAD_NS 100.0	 /* tree overhead per dirty page */
+#define AIM_SEQ_BYTES	16.0	 /* tree bytes per dirty page, sequential */
 
-static const unsigned dirty_counts[] = { 1, 16, 256, 2048 };
+static const unsigned dirty_counts[] = {1, 16, 256, 2048};
 #define NCOUNTS (sizeof(dirty_counts) / sizeof(dirty_counts[0]))
 
 /* the namespace file being measured, removed at exit and on SIGINT/SIGTERM */
@@ -119,7 +119,8 @@ static void pick_pages(uint64_t *pages, unsigned n, uint64_t npages)
 
 static void die(const char *what, int ret)
 {
-	fprintf(stderr, "bench_engine: %s failed: %d (%s)\n", what, ret, strerror(ret < 0 ? -ret : ret));
+	fprintf(stderr, "bench_engine: %s failed: %d (%s)\n", what, ret,
+		strerror(ret < 0 ? -ret : ret));
 	exit(1);
 }
 
@@ -164,8 +165,8 @@ static uint64_t time_fsync(struct volume *v, enum flush_mode mode, uint64_t expe
 	if (ret)
 		die("fsync_range", ret);
 	if (written != expect) {
-		fprintf(stderr, "bench_engine: fsync wrote back %" PRIu64 " bytes, expected %" PRIu64
-				"\n",
+		fprintf(stderr,
+			"bench_engine: fsync wrote back %" PRIu64 " bytes, expected %" PRIu64 "\n",
 			written, expect);
 		exit(1);
 	}
@@ -386,7 +387,8 @@ static void print_results(const struct results *all, unsigned nres, unsigned rep
 			printf("%12u  %16.0f  %20.0f  %16.0f\n", dirty_counts[ci],
 			       r->tracked_per_page[ci], r->raw_per_page[ci],
 			       r->tracked_per_page[ci] - r->raw_per_page[ci]);
-		printf("  (raw flush: pmem_flush of the same pages in the same order + one pmem_drain;\n"
+		printf("  (raw flush: pmem_flush of the same pages in the same order + one "
+		       "pmem_drain;\n"
 		       "   tree = tracked - raw: tag, claim, release, the per-volume lock)\n");
 		printf("\ndirty tree memory (empty tree %.0f B):\n", r->empty_tree_bytes);
 		printf("  sequential 4 KiB writes: %7.2f B per dirty page (%" PRIu64 " pages)\n",

@@ -45,24 +45,24 @@
 #include "namespace.h"
 #include "volume.h"
 
-#define NS_SIZE (16ULL << 20)
-#define VOL_SIZE (8ULL << 20)
-#define NS_ID 9
-#define VOL_NAME "crash"
-#define PAGE RDAX_PAGE_SIZE
-#define PMD RDAX_PMD_SIZE
+#define NS_SIZE		  (16ULL << 20)
+#define VOL_SIZE	  (8ULL << 20)
+#define NS_ID		  9
+#define VOL_NAME	  "crash"
+#define PAGE		  RDAX_PAGE_SIZE
+#define PMD		  RDAX_PMD_SIZE
 #define REPORT_TIMEOUT_MS 60000
 
 /* ---- the child -> parent reports ---------------------------------------- */
 
 enum rep_type {
-	REP_READY = 1,	  /* set-up done (deterministic test: B written) */
-	REP_WRITE,	  /* before a write: id, off, len, crc of its bytes */
-	REP_DISCARD,	  /* before a discard: off, len */
-	REP_DISCARD_ACK,  /* the discard returned: [off, off + len) is durably zero */
-	REP_FSYNC_ACK,	  /* fsync_range returned 0 for [off, off + len) */
-	REP_DONE,	  /* all operations done; the child now waits to be killed */
-	REP_FAIL,	  /* the child failed: id = source line, len = -error */
+	REP_READY = 1,	 /* set-up done (deterministic test: B written) */
+	REP_WRITE,	 /* before a write: id, off, len, crc of its bytes */
+	REP_DISCARD,	 /* before a discard: off, len */
+	REP_DISCARD_ACK, /* the discard returned: [off, off + len) is durably zero */
+	REP_FSYNC_ACK,	 /* fsync_range returned 0 for [off, off + len) */
+	REP_DONE,	 /* all operations done; the child now waits to be killed */
+	REP_FAIL,	 /* the child failed: id = source line, len = -error */
 };
 
 /* one report; far below PIPE_BUF, so each write(2) of one is atomic */
@@ -74,22 +74,21 @@ struct report {
 	uint64_t len;
 };
 
-static void child_send(int fd, uint32_t type, uint64_t id, uint64_t off, uint64_t len,
-		       uint32_t crc)
+static void child_send(int fd, uint32_t type, uint64_t id, uint64_t off, uint64_t len, uint32_t crc)
 {
-	struct report r = { .type = type, .crc = crc, .id = id, .off = off, .len = len };
+	struct report r = {.type = type, .crc = crc, .id = id, .off = off, .len = len};
 	if (write(fd, &r, sizeof(r)) != (ssize_t)sizeof(r))
 		_exit(3);
 }
 
 /* child_check -- in the child a failed step is reported, never asserted */
-#define child_check(fd, expr)                                                         \
-	do {                                                                          \
-		long long child_ret_ = (long long)(expr);                             \
-		if (child_ret_ != 0) {                                                \
-			child_send((fd), REP_FAIL, __LINE__, 0, (uint64_t)-child_ret_, 0); \
-			_exit(2);                                                     \
-		}                                                                     \
+#define child_check(fd, expr)                                                                      \
+	do {                                                                                       \
+		long long child_ret_ = (long long)(expr);                                          \
+		if (child_ret_ != 0) {                                                             \
+			child_send((fd), REP_FAIL, __LINE__, 0, (uint64_t)-child_ret_, 0);         \
+			_exit(2);                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* child_wait_for_power_cut -- the child's last act: wait for SIGKILL */
@@ -188,7 +187,7 @@ static bool child_read(struct child *c, struct report *r)
 {
 	size_t got = 0;
 	while (got < sizeof(*r)) {
-		struct pollfd pfd = { .fd = c->rfd, .events = POLLIN };
+		struct pollfd pfd = {.fd = c->rfd, .events = POLLIN};
 		int n = poll(&pfd, 1, REPORT_TIMEOUT_MS);
 		if (n == 0) {
 			kill(c->pid, SIGKILL);
@@ -249,17 +248,13 @@ struct range {
 
 /* A: bytes, a range crossing pages, a whole 2 MiB block (a huge entry) */
 static const struct range ranges_a[] = {
-	{ 0, 10000 },
-	{ 3 * PMD / 2 + 100, 5000 },
-	{ 2 * PMD, PMD },
+    {0, 10000},
+    {3 * PMD / 2 + 100, 5000},
+    {2 * PMD, PMD},
 };
 /* B: overlapping A, beside it, across the end of A's huge block, a fresh huge block */
 static const struct range ranges_b[] = {
-	{ 5000, 15000 },
-	{ PMD / 2, PAGE },
-	{ 3 * PMD - 100, 8192 },
-	{ 3 * PMD / 2 + 100, 5000 },
-	{ PMD, PMD },
+    {5000, 15000}, {PMD / 2, PAGE}, {3 * PMD - 100, 8192}, {3 * PMD / 2 + 100, 5000}, {PMD, PMD},
 };
 #define KEY_A 0xa11ceULL
 #define KEY_B 0xb0bULL
@@ -338,7 +333,7 @@ static void check_ab(const uint8_t *got, struct ab_verdict *out)
 static void run_ab(struct fx *fx, bool skip_writeback, enum persist_mode reopen,
 		   struct ab_verdict *verdict, uint64_t *written)
 {
-	struct ab_args args = { .path = fx->path, .skip_writeback = skip_writeback };
+	struct ab_args args = {.path = fx->path, .skip_writeback = skip_writeback};
 	struct child c;
 	struct report r;
 	bool acked = false, ready = false;
@@ -397,7 +392,7 @@ static void powercut__control_skip_writeback_is_detected(void **state)
 /* ---- the randomised rounds ------------------------------------------------ */
 
 #define RANDOM_ROUNDS 8
-#define RANDOM_OPS 300
+#define RANDOM_OPS    300
 
 static uint64_t test_seed;
 
@@ -469,7 +464,8 @@ static void child_random(int wfd, void *arg)
 			}
 			uint64_t id = ((uint64_t)a->round << 32) | op;
 			content_fill(buf, write_key(id), off, len);
-			child_send(wfd, REP_WRITE, id, off, len, (uint32_t)crc32(0, buf, (uInt)len));
+			child_send(wfd, REP_WRITE, id, off, len,
+				   (uint32_t)crc32(0, buf, (uInt)len));
 			child_check(wfd, volume_write(v, off, buf, len));
 		} else if (pick < 78) {
 			len = 1 + rng_below(&rng, 4 * PAGE);
@@ -563,8 +559,7 @@ static void model_apply(struct model *m, const struct report *r, uint8_t *scratc
 		assert_true(r->len > 0 && r->len <= PMD && r->off + r->len <= VOL_SIZE);
 		assert_true(m->nlog < m->log_cap);
 		bool write = r->type == REP_WRITE;
-		m->log[m->nlog++] =
-			(struct pending_op){ write ? r->id : UINT64_MAX, r->off, r->len };
+		m->log[m->nlog++] = (struct pending_op){write ? r->id : UINT64_MAX, r->off, r->len};
 		if (write) {
 			content_fill(scratch, write_key(r->id), r->off, r->len);
 			/* the child's bytes and the parent's model agree */
@@ -580,7 +575,7 @@ static void model_apply(struct model *m, const struct report *r, uint8_t *scratc
 		assert_true(r->off + r->len <= VOL_SIZE);
 		assert_true(m->nacks < m->acks_cap);
 		memcpy(m->acked + r->off, m->cur + r->off, r->len);
-		m->acks[m->nacks++] = (struct ack){ r->off, r->len, m->nlog };
+		m->acks[m->nacks++] = (struct ack){r->off, r->len, m->nlog};
 		break;
 	default:
 		break;
@@ -629,7 +624,8 @@ static uint64_t model_check_and_rebase(struct model *m, const uint8_t *got, unsi
 			continue;
 		}
 		if (bad++ < 3)
-			print_message("round %u: byte %" PRIu64 " reads 0x%02x, acknowledged 0x%02x\n",
+			print_message("round %u: byte %" PRIu64
+				      " reads 0x%02x, acknowledged 0x%02x\n",
 				      round, b, got[b], m->acked[b]);
 	}
 	memcpy(m->acked, got, VOL_SIZE);
@@ -640,9 +636,9 @@ static uint64_t model_check_and_rebase(struct model *m, const uint8_t *got, unsi
 }
 
 struct random_totals {
-	uint64_t bad;	 /* bytes not allowed by the model, all rounds */
-	uint64_t acks;	 /* fsync acknowledgements seen */
-	uint64_t later;	 /* bytes holding an unacknowledged, newer value */
+	uint64_t bad;	/* bytes not allowed by the model, all rounds */
+	uint64_t acks;	/* fsync acknowledgements seen */
+	uint64_t later; /* bytes holding an unacknowledged, newer value */
 	unsigned killed_before_done;
 };
 
@@ -670,14 +666,13 @@ static void run_random(struct fx *fx, bool skip_writeback, bool kill_early,
 
 	for (unsigned round = 0; round < RANDOM_ROUNDS; round++) {
 		struct random_args args = {
-			.path = fx->path, .round = round, .skip_writeback = skip_writeback
-		};
+		    .path = fx->path, .round = round, .skip_writeback = skip_writeback};
 		/*
 		 * A round sends about 1.1 reports per operation: a cut point
 		 * drawn below 1.2 per operation lands before the end most times.
 		 */
 		uint64_t kill_after =
-			kill_early ? 1 + rng_below(&rng, RANDOM_OPS + RANDOM_OPS / 5) : UINT64_MAX;
+		    kill_early ? 1 + rng_below(&rng, RANDOM_OPS + RANDOM_OPS / 5) : UINT64_MAX;
 		struct child c;
 		size_t n = 0;
 		bool done = false;
@@ -735,19 +730,20 @@ int main(void)
 	const char *env = getenv("RDAX_TEST_SEED");
 	test_seed = env && *env ? strtoull(env, NULL, 0)
 				: (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-	fprintf(stderr, "test_powercut_engine: seed %" PRIu64 " (RDAX_TEST_SEED=%" PRIu64
-			" repeats this run)\n",
+	fprintf(stderr,
+		"test_powercut_engine: seed %" PRIu64 " (RDAX_TEST_SEED=%" PRIu64
+		" repeats this run)\n",
 		test_seed, test_seed);
 	log_set_level(LOG_LEVEL_WARN);
 	setvbuf(stdout, NULL, _IOLBF, 0); /* reports interleave with the children's output */
 
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-		T(powercut__fsynced_survives_unsynced_absent_sim),
-		T(powercut__fsynced_survives_unsynced_absent_auto),
-		T(powercut__control_skip_writeback_is_detected),
-		T(powercut_random__acknowledged_data_survives),
-		T(powercut_random__control_skip_writeback_is_detected),
+	    T(powercut__fsynced_survives_unsynced_absent_sim),
+	    T(powercut__fsynced_survives_unsynced_absent_auto),
+	    T(powercut__control_skip_writeback_is_detected),
+	    T(powercut_random__acknowledged_data_survives),
+	    T(powercut_random__control_skip_writeback_is_detected),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

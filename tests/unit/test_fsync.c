@@ -27,10 +27,10 @@
 #include "namespace.h"
 #include "volume.h"
 
-#define NS_SIZE (64ULL << 20)
+#define NS_SIZE	 (64ULL << 20)
 #define VOL_SIZE (32ULL << 20)
-#define PAGE RDAX_PAGE_SIZE
-#define PMD RDAX_PMD_SIZE
+#define PAGE	 RDAX_PAGE_SIZE
+#define PMD	 RDAX_PMD_SIZE
 
 struct fx {
 	char dir[256];
@@ -318,9 +318,8 @@ static void fsync_range__more_entries_than_one_batch(void **state)
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * PAGE);
 	for (uint64_t i = 0; i < npages; i += 997) {
 		uint8_t got = 0;
-		assert_int_equal(pread(fx->fd, &got, 1,
-				       (off_t)(fx->v->ns_offset + i * PAGE + (i % 4000))),
-				 1);
+		assert_int_equal(
+		    pread(fx->fd, &got, 1, (off_t)(fx->v->ns_offset + i * PAGE + (i % 4000))), 1);
 		assert_int_equal(got, b);
 	}
 	volume_stats_get(fx->v, &st);
@@ -348,15 +347,15 @@ static void fsync_range__bad_input_changes_nothing(void **state)
 		int mode;
 		int ret;
 	} cases[] = {
-		{ 0, 0, 99, -EINVAL },
-		{ 0, 0, -1, -EINVAL },
-		{ VOL_SIZE + 1, 0, FLUSH_TRACKED, -ERANGE },
-		{ VOL_SIZE, 1, FLUSH_TRACKED, -ERANGE },
-		{ 0, VOL_SIZE + 1, FLUSH_TRACKED, -ERANGE },
-		{ PAGE, UINT64_MAX, FLUSH_TRACKED, -EOVERFLOW },
-		{ UINT64_MAX, 2, FLUSH_TRACKED, -EOVERFLOW },
-		{ UINT64_MAX, 0, FLUSH_HAMMER, -ERANGE },
-		{ VOL_SIZE, PAGE, FLUSH_HAMMER, -ERANGE },
+	    {0, 0, 99, -EINVAL},
+	    {0, 0, -1, -EINVAL},
+	    {VOL_SIZE + 1, 0, FLUSH_TRACKED, -ERANGE},
+	    {VOL_SIZE, 1, FLUSH_TRACKED, -ERANGE},
+	    {0, VOL_SIZE + 1, FLUSH_TRACKED, -ERANGE},
+	    {PAGE, UINT64_MAX, FLUSH_TRACKED, -EOVERFLOW},
+	    {UINT64_MAX, 2, FLUSH_TRACKED, -EOVERFLOW},
+	    {UINT64_MAX, 0, FLUSH_HAMMER, -ERANGE},
+	    {VOL_SIZE, PAGE, FLUSH_HAMMER, -ERANGE},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint64_t written = 777;
@@ -452,13 +451,13 @@ static void hook_before_fence(struct volume *v, void *arg)
 static void fsync_set_test_hooks__run_in_step_order(void **state)
 {
 	struct fx *fx = *state;
-	struct hook_log log = { 0 };
+	struct hook_log log = {0};
 	struct fsync_test_hooks hooks = {
-		.after_tag = hook_after_tag,
-		.after_claim = hook_after_claim,
-		.before_fence = hook_before_fence,
-		.arg = &log,
-		.after_writeback = hook_after_writeback,
+	    .after_tag = hook_after_tag,
+	    .after_claim = hook_after_claim,
+	    .before_fence = hook_before_fence,
+	    .arg = &log,
+	    .after_writeback = hook_after_writeback,
 	};
 	write_pattern(fx, 2 * PAGE, 1, 29);
 	write_pattern(fx, 6 * PAGE, 1, 30);
@@ -480,22 +479,22 @@ int main(void)
 	log_set_level(LOG_LEVEL_WARN);
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-		T(fsync_range__one_page_written_back),
-		T(fsync_range__unaligned_write_spanning_pages),
-		T(fsync_range__huge_entry_written_back_whole),
-		T(fsync_range__partial_range_leaves_rest_dirty),
-		T(fsync_range__start_inside_huge_entry_rounds_down),
-		T(fsync_range__end_inside_huge_entry_includes_it),
-		T(fsync_range__len_zero_means_to_end),
-		T(fsync_range__second_fsync_returns_zero),
-		T(fsync_range__hammer_returns_volume_size),
-		T(fsync_range__default_mode_follows_volume),
-		T(fsync_range__counters),
-		T(fsync_range__more_entries_than_one_batch),
-		T(fsync_range__written_back_may_be_null),
-		T(fsync_range__bad_input_changes_nothing),
-		T(fsync_range__skip_writeback_control_loses_data),
-		T(fsync_set_test_hooks__run_in_step_order),
+	    T(fsync_range__one_page_written_back),
+	    T(fsync_range__unaligned_write_spanning_pages),
+	    T(fsync_range__huge_entry_written_back_whole),
+	    T(fsync_range__partial_range_leaves_rest_dirty),
+	    T(fsync_range__start_inside_huge_entry_rounds_down),
+	    T(fsync_range__end_inside_huge_entry_includes_it),
+	    T(fsync_range__len_zero_means_to_end),
+	    T(fsync_range__second_fsync_returns_zero),
+	    T(fsync_range__hammer_returns_volume_size),
+	    T(fsync_range__default_mode_follows_volume),
+	    T(fsync_range__counters),
+	    T(fsync_range__more_entries_than_one_batch),
+	    T(fsync_range__written_back_may_be_null),
+	    T(fsync_range__bad_input_changes_nothing),
+	    T(fsync_range__skip_writeback_control_loses_data),
+	    T(fsync_set_test_hooks__run_in_step_order),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

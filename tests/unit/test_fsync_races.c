@@ -50,10 +50,10 @@
 #include "namespace.h"
 #include "volume.h"
 
-#define NS_SIZE (32ULL << 20)
-#define VOL_SIZE (16ULL << 20)
-#define PAGE RDAX_PAGE_SIZE
-#define PMD RDAX_PMD_SIZE
+#define NS_SIZE		  (32ULL << 20)
+#define VOL_SIZE	  (16ULL << 20)
+#define PAGE		  RDAX_PAGE_SIZE
+#define PMD		  RDAX_PMD_SIZE
 #define SAFETY_DEADLINE_S 60
 
 struct fx {
@@ -204,7 +204,7 @@ struct race {
 	pthread_t a_thread, other_thread;
 	bool a_started, other_started;
 	/* under mu */
-	bool a_paused;	/* A is inside the hook (and stays until a_release) */
+	bool a_paused; /* A is inside the hook (and stays until a_release) */
 	bool a_release;
 	bool b_waiting;	 /* B called before_wait */
 	bool b_returned; /* fsync B returned */
@@ -374,11 +374,11 @@ static void *thread_fsync_a(void *arg)
 static void race_start_a(struct race *r)
 {
 	struct fsync_test_hooks hooks = {
-		.after_tag = hook_after_tag,
-		.after_claim = hook_after_claim,
-		.arg = r,
-		.after_writeback = hook_after_writeback,
-		.before_wait = hook_before_wait,
+	    .after_tag = hook_after_tag,
+	    .after_claim = hook_after_claim,
+	    .arg = r,
+	    .after_writeback = hook_after_writeback,
+	    .before_wait = hook_before_wait,
 	};
 	fsync_set_test_hooks(&hooks);
 	assert_int_equal(pthread_create(&r->a_thread, NULL, thread_fsync_a, r), 0);
@@ -425,7 +425,7 @@ static bool actor_run_until_done_or_blocked(struct race *r)
 		if (time(NULL) - start > SAFETY_DEADLINE_S)
 			fail_msg("actor neither finished nor blocked within %d s",
 				 SAFETY_DEADLINE_S);
-		struct timespec ms = { 0, 1000000 };
+		struct timespec ms = {0, 1000000};
 		nanosleep(&ms, NULL);
 	}
 }
@@ -476,7 +476,7 @@ static void run_two_fsyncs(struct fx *fx, struct two_fsyncs_result *res)
 {
 	write_pattern(fx, PAGE, 3 * PAGE, 41);
 	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, 0, 0);
-	r->b = (struct b_state){ .check_off = PAGE, .check_len = 3 * PAGE, .check_seed = 41 };
+	r->b = (struct b_state){.check_off = PAGE, .check_len = 3 * PAGE, .check_seed = 41};
 	race_start_a(r);
 	assert_int_equal(r->nclaimed, 3);
 	assert_int_equal(pthread_create(&r->other_thread, NULL, thread_fsync_b, r), 0);
@@ -570,8 +570,7 @@ static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write
 	res->new_data_durable = durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
-	res->durable_after_next_fsync =
-		durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
+	res->durable_after_next_fsync = durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
 	race_end(r);
 }
 
@@ -709,8 +708,8 @@ static void volume_discard__waits_for_fsync_holding_huge_entry(void **state)
 /* ---- race 4: a huge entry replacing tagged small ones --------------------- */
 
 struct conversion_result {
-	bool converted;		/* one 2 MiB entry after the write */
-	bool huge_towrite;	/* and it carries TOWRITE */
+	bool converted;		 /* one 2 MiB entry after the write */
+	bool huge_towrite;	 /* and it carries TOWRITE */
 	bool small_data_durable; /* when A returned */
 	uint64_t a_written;
 };
@@ -755,15 +754,15 @@ static void run_conversion_while_tagged(struct fx *fx, struct conversion_result 
 	assert_int_equal(r->a_ret, 0);
 	assert_int_equal(r->actor.ret, 0);
 	assert_true(done);
-	res->small_data_durable = durable_equals(fx, s1_off, s1_len, 81) &&
-				  durable_equals(fx, s2_off, s2_len, 82);
+	res->small_data_durable =
+	    durable_equals(fx, s1_off, s1_len, 81) && durable_equals(fx, s2_off, s2_len, 82);
 	res->a_written = r->a_written;
 	race_end(r);
 }
 
 static void fsync_range__huge_conversion_of_tagged_entries_is_written_back(void **state)
 {
-	struct conversion_result res = { 0 };
+	struct conversion_result res = {0};
 	run_conversion_while_tagged(*state, &res);
 	assert_true(res.converted);
 	assert_true(res.huge_towrite);
@@ -773,7 +772,7 @@ static void fsync_range__huge_conversion_of_tagged_entries_is_written_back(void 
 
 static void fsync_range__huge_conversion_control_no_towrite_inherit(void **state)
 {
-	struct conversion_result res = { 0 };
+	struct conversion_result res = {0};
 	rdax_faults.no_towrite_inherit = true;
 	run_conversion_while_tagged(*state, &res);
 	rdax_faults.no_towrite_inherit = false;
@@ -822,17 +821,17 @@ int main(void)
 	log_set_level(LOG_LEVEL_WARN);
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
-		T(fsync_range__concurrent_fsync_waits_for_claimed_writeback),
-		T(fsync_range__concurrent_fsync_control_no_serialise),
-		T(fsync_range__write_after_writeback_stays_dirty),
-		T(fsync_range__write_after_writeback_control_clear_after_writeback),
-		T(fsync_range__write_after_claim_stays_dirty),
-		T(fsync_range__write_after_claim_control_clear_after_writeback),
-		T(volume_discard__waits_for_fsync_holding_small_entries),
-		T(volume_discard__waits_for_fsync_holding_huge_entry),
-		T(fsync_range__huge_conversion_of_tagged_entries_is_written_back),
-		T(fsync_range__huge_conversion_control_no_towrite_inherit),
-		T(fsync_range__small_write_into_tagged_huge_entry_keeps_it),
+	    T(fsync_range__concurrent_fsync_waits_for_claimed_writeback),
+	    T(fsync_range__concurrent_fsync_control_no_serialise),
+	    T(fsync_range__write_after_writeback_stays_dirty),
+	    T(fsync_range__write_after_writeback_control_clear_after_writeback),
+	    T(fsync_range__write_after_claim_stays_dirty),
+	    T(fsync_range__write_after_claim_control_clear_after_writeback),
+	    T(volume_discard__waits_for_fsync_holding_small_entries),
+	    T(volume_discard__waits_for_fsync_holding_huge_entry),
+	    T(fsync_range__huge_conversion_of_tagged_entries_is_written_back),
+	    T(fsync_range__huge_conversion_control_no_towrite_inherit),
+	    T(fsync_range__small_write_into_tagged_huge_entry_keeps_it),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
