@@ -635,9 +635,12 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
  * data would come back after a power cut.
  *
  * No switch in faults.h disables that wait, so these tests have no control:
- * they check the state (the discard is asleep, not finished, while A holds
- * the entries; afterwards zeros read back and are durable, and the tree is
- * consistent) and rely on ASan for the memory errors.
+ * they check the state (the discard is waiting in the tree, not finished,
+ * while A holds the entries; afterwards zeros read back and are durable,
+ * and the tree is consistent) and rely on ASan for the memory errors. That
+ * they can fail was checked once by hand, not by a switch: with the wait
+ * taken out of dtree_remove_range(), both fail (the discard finishes while
+ * A is held, and A's release no longer finds the entries it claimed).
  */
 static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, bool huge)
 {
