@@ -487,7 +487,9 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 	int ret = pc->clean_round ? hx_daemon_stop(&pc->d) : hx_daemon_kill(&pc->d);
 	if (ret < 0 && pc->clean_round)
 		fprintf(stderr, "powercut: round %u: rdaxd did not stop cleanly under load\n", round);
-	close(pfd[0]);
+	/* the read end stays open until the loaders exited: an ack arriving after the cut
+	 * must not kill its loader with SIGPIPE (loaders keep SIGPIPE's default action, so
+	 * a SIGPIPE raised by librdax would still show) */
 	int status_bad = 0;
 	for (unsigned k = 0; k < nproc; k++) {
 		int st = 0;
@@ -507,6 +509,7 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 			status_bad = 1;
 		}
 	}
+	close(pfd[0]);
 	if (ret < 0 || status_bad)
 		return 3;
 	if (acks < want_acks)
