@@ -71,8 +71,10 @@ static void config_listen_free(struct config_listen *l)
 {
 	free(l->uri);
 	free(l->host);
+	free(l->path);
 	l->uri = NULL;
 	l->host = NULL;
+	l->path = NULL;
 }
 
 void config_free(struct config *c)
@@ -210,46 +212,111 @@ err_free_copy:
 	return ret;
 }
 
+/* parse_listen_unix -- "nbd+unix:///PATH[?mode=OCTAL]" (@rest: what follows "nbd+unix://") */
+static int parse_listen_unix(const char *uri, const char *rest, struct config_listen *out,
+			     char *err, size_t errlen)
+{
+	const char *q = strchr(rest, '?');
+	size_t plen = q ? (size_t)(q - rest) : strlen(rest);
+	unsigned long mode = CONFIG_NBD_UNIX_MODE;
+	if (plen < 2 || rest[0] != '/') {
+		seterr(err, errlen, "'%s': not of the form nbd+unix:///PATH (an absolute path)",
+		       uri);
+		return -EINVAL;
+	}
+	/* sun_path holds 108 bytes with the terminating NUL */
+	if (plen > 107) {
+		seterr(err, errlen, "'%s': socket path longer than 107 bytes", uri);
+		return -EINVAL;
+	}
+	if (q) {
+		const char *m = q + 1;
+		char *end = NULL;
+		bool ok = strncmp(m, "mode=", 5) == 0 && m[5] >= '0' && m[5] <= '7';
+		if (ok) {
+			errno = 0;
+			mode = strtoul(m + 5, &end, 8);
+			ok = errno == 0 && *end == '\0' && mode <= 0777;
+		}
+		if (!ok) {
+			seterr(err, errlen,
+			       "'%s': the only option is ?mode=OCTAL (file mode, e.g. mode=0660)",
+			       uri);
+			return -EINVAL;
+		}
+	}
+	struct config_listen l = {.kind = CONFIG_LISTEN_NBD_UNIX, .mode = (unsigned)mode};
+	l.uri = strdup(uri);
+	l.path = strndup(rest, plen);
+	if (!l.uri || !l.path) {
+		config_listen_free(&l);
+		return -ENOMEM;
+	}
+	*out = l;
+	return 0;
+}
+
 int config_parse_listen(const char *uri, struct config_listen *out, char *err, size_t errlen)
 {
-	static const char scheme[] = "tcp://";
+	static const struct {
+		const char *scheme;
+		enum config_listen_kind kind;
+	} schemes[] = {
+	    {"tcp://", CONFIG_LISTEN_TCP},
+	    {"nbd://", CONFIG_LISTEN_NBD},
+	    {"nbd+unix://", CONFIG_LISTEN_NBD_UNIX},
+	};
 	if (!uri || !out)
 		return -EINVAL;
-	if (strncmp(uri, scheme, sizeof(scheme) - 1) != 0) {
+	const char *scheme = NULL, *hp = NULL;
+	enum config_listen_kind kind = CONFIG_LISTEN_TCP;
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		size_t n = strlen(schemes[i].scheme);
+		if (strncmp(uri, schemes[i].scheme, n) == 0) {
+			scheme = schemes[i].scheme;
+			kind = schemes[i].kind;
+			hp = uri + n;
+			break;
+		}
+	}
+	if (!scheme) {
 		const char *sep = strstr(uri, "://");
 		if (sep)
-			seterr(err, errlen, "'%s': transport '%.*s' is not supported (only tcp://)",
+			seterr(err, errlen,
+			       "'%s': transport '%.*s' is not supported (tcp://, nbd://, "
+			       "nbd+unix://)",
 			       uri, (int)(sep - uri), uri);
 		else
 			seterr(err, errlen, "'%s': not of the form tcp://HOST:PORT", uri);
 		return -EINVAL;
 	}
-	const char *hp = uri + sizeof(scheme) - 1;
+	if (kind == CONFIG_LISTEN_NBD_UNIX)
+		return parse_listen_unix(uri, hp, out, err, errlen);
 	const char *host_start = hp, *host_end, *port;
 	if (*hp == '[') {
 		host_start = hp + 1;
 		host_end = strchr(host_start, ']');
 		if (!host_end || host_end[1] != ':') {
-			seterr(err, errlen, "'%s': not of the form tcp://[IPV6]:PORT", uri);
+			seterr(err, errlen, "'%s': not of the form %s[IPV6]:PORT", uri, scheme);
 			return -EINVAL;
 		}
 		port = host_end + 2;
 	} else {
 		host_end = strrchr(hp, ':');
 		if (!host_end) {
-			seterr(err, errlen, "'%s': no port (tcp://HOST:PORT)", uri);
+			seterr(err, errlen, "'%s': no port (%sHOST:PORT)", uri, scheme);
 			return -EINVAL;
 		}
 		if (memchr(hp, ':', (size_t)(host_end - hp))) {
-			seterr(err, errlen,
-			       "'%s': put an IPv6 address in brackets: tcp://[ADDR]:PORT", uri);
+			seterr(err, errlen, "'%s': put an IPv6 address in brackets: %s[ADDR]:PORT",
+			       uri, scheme);
 			return -EINVAL;
 		}
 		port = host_end + 1;
 	}
 	if (host_end == host_start) {
-		seterr(err, errlen, "'%s': no host (tcp://HOST:PORT, e.g. tcp://0.0.0.0:%d)", uri,
-		       CONFIG_DEFAULT_PORT);
+		seterr(err, errlen, "'%s': no host (%sHOST:PORT, e.g. %s0.0.0.0:%d)", uri, scheme,
+		       scheme, kind == CONFIG_LISTEN_NBD ? 10809 : CONFIG_DEFAULT_PORT);
 		return -EINVAL;
 	}
 	unsigned long p;
@@ -257,7 +324,7 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 		seterr(err, errlen, "'%s': port '%s' is not a number from 0 to 65535", uri, port);
 		return -EINVAL;
 	}
-	struct config_listen l = {.port = (uint16_t)p};
+	struct config_listen l = {.port = (uint16_t)p, .kind = kind};
 	l.uri = strdup(uri);
 	l.host = strndup(host_start, (size_t)(host_end - host_start));
 	if (!l.uri || !l.host) {
@@ -748,6 +815,11 @@ void config_usage(FILE *f)
 		"                        mode=sim is the power-fail simulator.\n"
 		"  --listen tcp://HOST:PORT  listen here (repeatable; default %s;\n"
 		"                        port 0 picks a free port, shown in the ready line)\n"
+		"  --listen nbd://HOST:PORT  export every volume over NBD (export name =\n"
+		"                        volume name). NBD has no token: with --token-file\n"
+		"                        HOST must be a loopback address (docs/nbd.md)\n"
+		"  --listen nbd+unix:///PATH[?mode=OCTAL]  NBD on a unix socket (mode\n"
+		"                        default 0600; a stale socket is replaced)\n"
 		"  --threads N           event-loop threads (default: number of CPUs)\n"
 		"  --log-level LEVEL     error, warn, info (default) or debug\n"
 		"  --pidfile PATH        write the daemon's pid here, removed at exit\n"

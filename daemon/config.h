@@ -41,11 +41,24 @@ struct config_namespace {
 	enum persist_mode mode;
 };
 
-/* One --listen tcp://HOST:PORT. */
+/* What a --listen address serves. */
+enum config_listen_kind {
+	CONFIG_LISTEN_TCP,	/* tcp://HOST:PORT: the rdax protocol */
+	CONFIG_LISTEN_NBD,	/* nbd://HOST:PORT: NBD (docs/nbd.md) */
+	CONFIG_LISTEN_NBD_UNIX, /* nbd+unix:///PATH[?mode=OCTAL]: NBD on a unix socket */
+};
+
+/* Default file mode of an nbd+unix socket: the daemon's user only. */
+#define CONFIG_NBD_UNIX_MODE 0600
+
+/* One --listen tcp://HOST:PORT, nbd://HOST:PORT or nbd+unix:///PATH. */
 struct config_listen {
 	char *uri;  /* as given */
-	char *host; /* without the brackets of an IPv6 literal */
+	char *host; /* without the brackets of an IPv6 literal; NULL for nbd+unix */
 	uint16_t port;
+	enum config_listen_kind kind;
+	char *path;	   /* nbd+unix: the socket path; else NULL */
+	unsigned mode; /* nbd+unix: file mode of the socket */
 };
 
 struct config {
@@ -124,7 +137,11 @@ int config_parse_size(const char *s, uint64_t *out);
 int config_parse_namespace(const char *spec, struct config_namespace *out, char *err,
 			   size_t errlen);
 
-/* config_parse_listen -- "tcp://HOST:PORT" (HOST may be [IPv6]); 0 or -EINVAL (@err says why) */
+/*
+ * config_parse_listen -- "tcp://HOST:PORT" or "nbd://HOST:PORT" (HOST may be
+ * [IPv6]), or "nbd+unix:///PATH[?mode=OCTAL]" (an absolute socket path, mode
+ * default CONFIG_NBD_UNIX_MODE). Returns 0, -EINVAL (@err says why), -ENOMEM.
+ */
 int config_parse_listen(const char *uri, struct config_listen *out, char *err, size_t errlen);
 
 /*

@@ -260,6 +260,8 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	if (ret)
 		return fail(1, "cannot set up the TCP server: %s", strerror(-ret));
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
+		if (cfg->listens[i].kind != CONFIG_LISTEN_TCP)
+			continue;
 		ret = server_tcp_listen(d->srv, cfg->listens[i].host, cfg->listens[i].port, err,
 					sizeof(err));
 		if (ret)
