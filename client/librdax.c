@@ -205,7 +205,7 @@ static int hello(struct rdax_conn *c, const struct rdax_conn_opts *opts)
 		req.token.len = opts->token_len;
 	}
 	req.client_name = opts && opts->client_name ? opts->client_name : CLIENT_NAME_DEFAULT;
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = conn_op_new_control(c, FRAME_HELLO, &req.base, &op);
 	if (ret)
 		return ret;
@@ -310,7 +310,7 @@ static int control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *m
 {
 	if (c->broken)
 		return conn_set_error(c, c->broken, "%s", c->broken_msg);
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = conn_op_new_control(c, type, msg, &op);
 	if (ret)
 		return ret;
@@ -620,14 +620,14 @@ static int run_sync(struct rdax_conn *c, struct conn_op *op, uint64_t *written_b
 int rdax_write(struct rdax_volume *vol, uint64_t offset, const void *buf, size_t len,
 	       unsigned flags)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_WRITE, offset, len, buf, flags, &op);
 	return ret ? ret : run_sync(vol->conn, op, NULL);
 }
 
 int rdax_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_READ, offset, len, buf, 0, &op);
 	return ret ? ret : run_sync(vol->conn, op, NULL);
 }
@@ -635,7 +635,7 @@ int rdax_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len)
 int rdax_fsync_flags(struct rdax_volume *vol, uint64_t offset, uint64_t length, unsigned flags,
 		     uint64_t *written_back)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_FSYNC, offset, length, NULL, flags, &op);
 	return ret ? ret : run_sync(vol->conn, op, written_back);
 }
@@ -716,7 +716,7 @@ static int submit_async(struct rdax_volume *vol, struct conn_op *op, uint64_t co
 int rdax_submit_write(struct rdax_volume *vol, uint64_t offset, const void *buf, size_t len,
 		      unsigned flags, uint64_t cookie)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_WRITE, offset, len, buf, flags, &op);
 	return ret ? ret : submit_async(vol, op, cookie);
 }
@@ -724,7 +724,7 @@ int rdax_submit_write(struct rdax_volume *vol, uint64_t offset, const void *buf,
 int rdax_submit_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t len,
 		     uint64_t cookie)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_READ, offset, len, buf, 0, &op);
 	return ret ? ret : submit_async(vol, op, cookie);
 }
@@ -732,7 +732,7 @@ int rdax_submit_read(struct rdax_volume *vol, uint64_t offset, void *buf, size_t
 int rdax_submit_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length, unsigned flags,
 		      uint64_t cookie)
 {
-	struct conn_op *op;
+	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_FSYNC, offset, length, NULL, flags, &op);
 	return ret ? ret : submit_async(vol, op, cookie);
 }

@@ -356,7 +356,7 @@ static void config_parse_args__flags_add_to_and_override_file(void **state)
 				   "threads = 4\n"
 				   "log-level = warn\n";
 	const char *path = write_file("g.conf", text, sizeof(text) - 1);
-	char cpath[256];
+	char cpath[300]; /* as large as write_file()'s buffer */
 	snprintf(cpath, sizeof(cpath), "%s", path);
 	struct config c;
 	char err[CONFIG_ERR_MAX];
