@@ -9,7 +9,10 @@ add_library(rdaxd_core STATIC
 	${CMAKE_CURRENT_LIST_DIR}/worker.c
 	${CMAKE_CURRENT_LIST_DIR}/fsync_pool.c
 	${CMAKE_CURRENT_LIST_DIR}/conn_tcp.c
-	${CMAKE_CURRENT_LIST_DIR}/server_tcp.c)
+	${CMAKE_CURRENT_LIST_DIR}/server_tcp.c
+	${CMAKE_CURRENT_LIST_DIR}/nbd_proto.c
+	${CMAKE_CURRENT_LIST_DIR}/conn_nbd.c
+	${CMAKE_CURRENT_LIST_DIR}/server_nbd.c)
 target_include_directories(rdaxd_core PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(rdaxd_core PUBLIC RDAX_VERSION="${PROJECT_VERSION}")
 target_link_libraries(rdaxd_core PUBLIC rdax_engine rdax_proto libev::libev Threads::Threads)

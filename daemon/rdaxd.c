@@ -42,6 +42,7 @@
 #include "fsync_pool.h"
 #include "log.h"
 #include "namespace.h"
+#include "server_nbd.h"
 #include "server_tcp.h"
 #include "store.h"
 #include "worker.h"
@@ -142,13 +143,17 @@ static int pidfile_write(const char *path)
 }
 
 /* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
-static void ready_line(const struct server_tcp *srv, const struct store *store, char *buf,
-		       size_t len)
+static void ready_line(const struct server_tcp *srv, const struct server_nbd *nbd,
+		       const struct store *store, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
+	const size_t first = n;
 	for (unsigned i = 0; i < srv->nlisteners && n < len; i++)
 		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
 				      srv->listeners[i].uri);
+	for (unsigned i = 0; nbd && i < nbd->nlisteners && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", n > first ? ", " : "",
+				      nbd->listeners[i].uri);
 	unsigned count = store_namespace_count(store);
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " (%u namespace%s: ", count,
@@ -183,6 +188,8 @@ struct daemon {
 	struct worker **workers;
 	unsigned nworkers;
 	struct server_tcp *srv;
+	struct conn_nbd_shared nbd_shared;
+	struct server_nbd *nbd; /* NULL without an NBD listener */
 	bool served; /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
@@ -215,6 +222,44 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < cfg->nnamespaces; i++) {
 		const struct config_namespace *n = &cfg->namespaces[i];
 		ret = store_namespace_add(d->store, n->path, n->size, n->mode, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", err);
+	}
+	return 0;
+}
+
+/*
+ * daemon_start_nbd -- the NBD server and its listeners, if any --listen asks
+ * for NBD (before the workers start: its connection sets hook into them).
+ * With a token, nbd:// must be loopback-only (docs/nbd.md). 0 or an exit code.
+ */
+static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < cfg->nlistens; i++)
+		n += cfg->listens[i].kind == CONFIG_LISTEN_NBD ||
+		     cfg->listens[i].kind == CONFIG_LISTEN_NBD_UNIX;
+	if (n == 0)
+		return 0;
+	d->nbd_shared = (struct conn_nbd_shared){
+	    .store = d->store,
+	    .pool_fsync = d->pool_fsync,
+	    .pool_meta = d->pool_meta,
+	    .flush_mode = cfg->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT,
+	    .max_block = NBD_MAX_BLOCK,
+	};
+	int ret = server_nbd_new(ev_default_loop(0), d->workers, d->nworkers, &d->nbd_shared,
+				 &d->nbd);
+	if (ret)
+		return fail(1, "cannot set up the NBD server: %s", strerror(-ret));
+	for (unsigned i = 0; i < cfg->nlistens; i++) {
+		const struct config_listen *l = &cfg->listens[i];
+		if (l->kind == CONFIG_LISTEN_NBD)
+			ret = server_nbd_listen_tcp(d->nbd, l->host, l->port, d->token != NULL, err,
+						    sizeof(err));
+		else if (l->kind == CONFIG_LISTEN_NBD_UNIX)
+			ret = server_nbd_listen_unix(d->nbd, l->path, l->mode, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}
@@ -267,12 +312,17 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		if (ret)
 			return fail(1, "%s", err);
 	}
+	ret = daemon_start_nbd(d, cfg);
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < d->nworkers; i++) {
 		ret = worker_start(d->workers[i]);
 		if (ret)
 			return fail(1, "cannot start worker %u: %s", i, strerror(-ret));
 	}
 	server_tcp_start(d->srv);
+	if (d->nbd)
+		server_nbd_start(d->nbd);
 	return 0;
 }
 
@@ -285,11 +335,14 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 {
 	if (d->served)
 		server_tcp_shutdown(d->srv);
+	if (d->served && d->nbd)
+		server_nbd_shutdown(d->nbd);
 	fsync_pool_delete(&d->pool_fsync);
 	fsync_pool_delete(&d->pool_meta);
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_stop(d->workers[i]);
 	server_tcp_delete(&d->srv);
+	server_nbd_delete(&d->nbd);
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
@@ -341,7 +394,7 @@ static int run_daemon(const struct config *cfg)
 	ev_signal_start(loop, &sigint);
 
 	char line[2048];
-	ready_line(d.srv, d.store, line, sizeof(line));
+	ready_line(d.srv, d.nbd, d.store, line, sizeof(line));
 	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %" PRIu32 "%s)", line,
 		 cfg->threads, cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked", cfg->max_payload,
