@@ -1,12 +1,14 @@
 #!/bin/sh
-# install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with.
+# install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
+# (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients).
 # Idempotent; needs root (or sudo).
 set -eu
 
 packages="build-essential cmake pkg-config
 	libpmem-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
-	libcmocka-dev python3"
+	libcmocka-dev python3
+	qemu-utils libnbd-bin python3-libnbd fio"
 
 missing=""
 for p in $packages; do
