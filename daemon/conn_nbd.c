@@ -192,11 +192,15 @@ static void conn_free(struct conn_nbd *c)
 	free(c);
 }
 
-/* conn_bury -- c is finished: free it before the loop sleeps */
+/* conn_bury -- c is finished: close its socket, free it before the loop sleeps */
 static void conn_bury(struct conn_nbd *c)
 {
 	if (c->in_dead)
 		return;
+	if (c->fd >= 0) {
+		close(c->fd);
+		c->fd = -1;
+	}
 	c->in_dead = true;
 	c->dead_next = c->set->dead;
 	c->set->dead = c;
@@ -1106,8 +1110,7 @@ static void conn_end(struct conn_nbd *c)
 	ev_io_stop(loop, &c->rio);
 	ev_io_stop(loop, &c->wio);
 	if (c->phase == PH_REQ_PAYLOAD && c->pdst && c->pgot) {
-		/* in the mapping already: tracked so a later flush covers it (never acknowledged)
-		 */
+		/* in the mapping already: tracked, so a later flush covers it (never acked) */
 		volume_mark_written(c->v, c->req.offset, c->pgot);
 		LOG_DEBUG("%s: WRITE (handle %" PRIu64 ") cut off after %" PRIu32 " of %" PRIu32
 			  " bytes",
@@ -1115,14 +1118,15 @@ static void conn_end(struct conn_nbd *c)
 	}
 	c->pdst = NULL;
 	outs_drop(c);
-	if (c->fd >= 0) {
-		close(c->fd);
-		c->fd = -1;
-	}
 	LOG_DEBUG("%s: NBD connection closed after %" PRIu64 " requests (%s)", c->peer, c->requests,
 		  c->why ? c->why : "end");
 	if (c->v) {
-		/* closing a volume takes the namespace lock: not on the loop */
+		/*
+		 * Closing a volume takes the namespace lock: not on the loop. The
+		 * socket stays open until the volume is closed, so a client that
+		 * sees the end of the connection (after NBD_CMD_DISC, say) knows
+		 * the export is no longer held and the volume may be deleted.
+		 */
 		struct nbd_job *j = job_new(c, JOB_CLOSE);
 		if (j) {
 			c->v = NULL;
