@@ -54,6 +54,15 @@
  */
 #define DTREE_CACHE_MAX 8U
 
+/*
+ * Sanitizer builds (the test builds) cross-check what the fast paths take
+ * on trust, at the cost of a walk: dtree_release() compares the node and
+ * slot a claim recorded with a lookup from the root.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(DTREE_DEBUG)
+#define DTREE_DEBUG_CHECKS 1
+#endif
+
 /* Entries removed by dtree_remove_range() before it lets others in. */
 #define DTREE_REMOVE_BATCH 1024U
 
@@ -80,6 +89,12 @@ struct dtree {
 	bool huge_ok[DTREE_NR_SIZES]; /* location alignment allows this size class */
 	uint64_t entries[DTREE_NR_SIZES];
 	uint64_t dirty_bytes;
+	/*
+	 * entries carrying each mark: a walk that has met them all stops
+	 * instead of searching the rest of the range (for a whole-volume
+	 * fsync of one page, half of the search)
+	 */
+	uint64_t marked[DTREE_NR_MARKS];
 	uint64_t nodes; /* allocated nodes in the tree, the root not counted */
 	struct dtree_node *cache;
 	unsigned ncache;
@@ -266,6 +281,7 @@ static void __entry_mark_set(struct dtree *t, struct dtree_node *n, unsigned off
 		return;
 	bool was_any = n->marks[m] != 0;
 	n->marks[m] |= bit;
+	t->marked[m]++;
 	if (m == DTREE_DIRTY)
 		t->dirty_bytes += dentry_bytes(n->slots[off]);
 	if (!was_any)
@@ -279,6 +295,7 @@ static void __entry_mark_clear(struct dtree *t, struct dtree_node *n, unsigned o
 	if (!(n->marks[m] & bit))
 		return;
 	n->marks[m] &= ~bit;
+	t->marked[m]--;
 	if (m == DTREE_DIRTY)
 		t->dirty_bytes -= dentry_bytes(n->slots[off]);
 	if (n->marks[m] == 0)
@@ -361,6 +378,8 @@ static void __subtree_free(struct dtree *t, struct dtree_node *n)
 			t->entries[dentry_size(v)]--;
 			if (__entry_has_mark(n, i, DTREE_DIRTY))
 				t->dirty_bytes -= dentry_bytes(v);
+			for (unsigned m = 0; m < DTREE_NR_MARKS; m++)
+				t->marked[m] -= __entry_has_mark(n, i, m);
 		}
 	}
 	__node_free(t, n);
@@ -412,6 +431,13 @@ static uint64_t __dtree_range_start(struct dtree *t, uint64_t index, uint64_t en
 	uint64_t first;
 	if (index >= end || index >= t->npages)
 		return index;
+	/*
+	 * Only a huge entry begins before a page it covers, and none begins
+	 * before a 1 GiB-aligned page: no walk for most fsyncs (start 0).
+	 */
+	if ((t->entries[DTREE_SIZE_2M] | t->entries[DTREE_SIZE_1G]) == 0 ||
+	    is_aligned(index, size_pages(DTREE_SIZE_1G)))
+		return index;
 	return __dtree_load(t, index, &n, &off, &first) ? first : index;
 }
 
@@ -434,29 +460,56 @@ static unsigned node_next_present(const struct dtree_node *n, unsigned off)
 }
 
 /*
- * __dtree_find -- the first entry whose first page is in [start, end) and
- * that carries mark @what (DTREE_FIND_ANY: any entry). @start must not be
- * inside an entry that begins before it (see __dtree_range_start()): the
- * walk skips sibling slots. Context: t->lock held.
+ * Where the last __dtree_find() of a walk stopped: the node holding the
+ * entry it found and that node's first page. The next search of the walk
+ * starts there and climbs only as far as it must, instead of descending
+ * from the root for every entry (for sparse pages, one leaf each, that was
+ * two dependent node loads and ~40 instructions per entry and pass).
+ * Valid while the mutex is held and no node is freed; every walk that
+ * removes entries starts a new cursor after a removal.
  */
-static bool __dtree_find(struct dtree *t, uint64_t start, uint64_t end, unsigned what,
-			 struct dtree_pos *pos)
+struct dtree_cursor {
+	struct dtree_node *node;
+	uint64_t base;
+};
+
+static inline void cursor_init(struct dtree *t, struct dtree_cursor *c)
 {
-	struct dtree_node *n = &t->root;
-	uint64_t base = 0;
+	c->node = &t->root;
+	c->base = 0;
+}
+
+/*
+ * __dtree_find -- the first entry whose first page is in [start, end) and
+ * that carries mark @what (DTREE_FIND_ANY: any entry), searching from
+ * cursor @cur (updated to the node of the entry found). @start must not be
+ * inside an entry that begins before it (see __dtree_range_start()): the
+ * walk skips sibling slots. @start must not lie before the cursor's node:
+ * walks only move forward. Context: t->lock held.
+ */
+static bool __dtree_find(struct dtree *t, struct dtree_cursor *cur, uint64_t start, uint64_t end,
+			 unsigned what, struct dtree_pos *pos)
+{
+	struct dtree_node *n = cur->node;
+	uint64_t base = cur->base;
+	/* the shift kept in a register: a child's is its parent's less 6 (dtree_check()) */
+	unsigned shift = n->shift;
 	uint64_t s = start;
 
 	if (end > t->npages)
 		end = t->npages;
-	while (s < end) {
-		if (s >= base + node_span(n)) {
-			if (!n->parent)
-				return false;
+	if (s >= end)
+		return false;
+	for (;;) {
+		/* climb while @s lies beyond this node (never past the root: s < end) */
+		while (((s - base) >> shift) >= DTREE_SLOTS) {
 			n = n->parent;
-			base = align_down(base, node_span(n));
-			continue;
+			if (!n)
+				return false;
+			shift += DTREE_SLOT_BITS;
+			base = align_down(base, (uint64_t)DTREE_SLOTS << shift);
 		}
-		unsigned off = (s >> n->shift) & DTREE_SLOT_MASK;
+		unsigned off = (unsigned)((s - base) >> shift);
 		unsigned i;
 		if (what == DTREE_FIND_ANY) {
 			i = node_next_present(n, off);
@@ -465,27 +518,31 @@ static bool __dtree_find(struct dtree *t, uint64_t start, uint64_t end, unsigned
 			i = bits ? (unsigned)__builtin_ctzll(bits) : DTREE_SLOTS;
 		}
 		if (i == DTREE_SLOTS) {
-			s = base + node_span(n);
+			s = base + ((uint64_t)DTREE_SLOTS << shift);
+			if (s >= end)
+				return false;
 			continue;
 		}
-		uint64_t idx = base + ((uint64_t)i << n->shift);
+		uint64_t idx = base + ((uint64_t)i << shift);
 		if (idx >= end)
 			return false;
-		if (i > off)
-			s = idx;
 		uint64_t v = n->slots[i];
 		if (slot_is_node(v)) {
 			n = slot_node(v);
 			base = idx;
+			shift -= DTREE_SLOT_BITS;
+			if (idx > s)
+				s = idx;
 			continue;
 		}
 		pos->node = n;
 		pos->off = i;
 		pos->index = idx;
 		pos->entry = v;
+		cur->node = n;
+		cur->base = base;
 		return true;
 	}
-	return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -636,9 +693,12 @@ static int __mark_huge(struct dtree *t, uint64_t p, enum dtree_size size, uint64
 	n->count = (uint8_t)(n->count + nslots);
 	t->entries[size]++;
 	n->marks[DTREE_DIRTY] |= 1ULL << off;
+	t->marked[DTREE_DIRTY]++;
 	t->dirty_bytes += size_pages(size) << RDAX_PAGE_SHIFT;
-	if (towrite && !rdax_faults.no_towrite_inherit)
+	if (towrite && !rdax_faults.no_towrite_inherit) {
 		n->marks[DTREE_TOWRITE] |= 1ULL << off;
+		t->marked[DTREE_TOWRITE]++;
+	}
 	__marks_fixup(n, DTREE_DIRTY);
 	__marks_fixup(n, DTREE_TOWRITE);
 	*next = p + size_pages(size);
@@ -743,10 +803,13 @@ long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned 
 
 	long tagged = 0;
 	struct dtree_pos pos;
+	struct dtree_cursor cur;
 	pthread_mutex_lock(&t->lock);
 	uint64_t s = __dtree_range_start(t, *index, end);
+	uint64_t left = t->marked[DTREE_DIRTY]; /* DIRTY entries not yet met */
+	cursor_init(t, &cur);
 	while ((unsigned long)tagged < batch) {
-		if (!__dtree_find(t, s, end, DTREE_DIRTY, &pos)) {
+		if (left-- == 0 || !__dtree_find(t, &cur, s, end, DTREE_DIRTY, &pos)) {
 			s = end;
 			break;
 		}
@@ -759,6 +822,16 @@ long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned 
 	return tagged;
 }
 
+/* item_set -- fill @item from a found position; the hint only for a claimed entry */
+static inline void item_set(struct dtree_item *item, const struct dtree_pos *pos, uint64_t entry,
+			    bool claimed)
+{
+	item->index = pos->index;
+	item->entry = entry;
+	item->priv_node = claimed ? pos->node : NULL;
+	item->priv_slot = claimed ? pos->off : 0;
+}
+
 /*
  * __dtree_gang -- copy up to @max entries carrying @what overlapping
  * [*index, end) into @items and advance *index. Context: t->lock held.
@@ -768,14 +841,18 @@ static unsigned __dtree_gang(struct dtree *t, uint64_t *index, uint64_t end, uns
 {
 	unsigned n = 0;
 	struct dtree_pos pos;
+	struct dtree_cursor cur;
 	uint64_t s = __dtree_range_start(t, *index, end);
+	/* entries with @what not yet met */
+	uint64_t left = what == DTREE_FIND_ANY ? t->entries[0] + t->entries[1] + t->entries[2]
+					       : t->marked[what];
+	cursor_init(t, &cur);
 	while (n < max) {
-		if (!__dtree_find(t, s, end, what, &pos)) {
+		if (left-- == 0 || !__dtree_find(t, &cur, s, end, what, &pos)) {
 			s = end;
 			break;
 		}
-		items[n].index = pos.index;
-		items[n].entry = pos.entry;
+		item_set(&items[n], &pos, pos.entry, false);
 		n++;
 		s = pos.index + entry_pages(pos.entry);
 	}
@@ -815,6 +892,22 @@ unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
 	return n;
 }
 
+/*
+ * __entry_claim -- fsync step 3 for one unlocked entry: set its lock bit,
+ * then clear TOWRITE and DIRTY (DIRTY only on release under the
+ * clear_after_writeback control). Fills @item. Context: t->lock held.
+ */
+static inline void __entry_claim(struct dtree *t, const struct dtree_pos *pos,
+				 struct dtree_item *item)
+{
+	uint64_t locked = dentry_lock(pos->entry);
+	pos->node->slots[pos->off] = locked;
+	__entry_mark_clear(t, pos->node, pos->off, DTREE_TOWRITE);
+	if (!rdax_faults.clear_after_writeback)
+		__entry_mark_clear(t, pos->node, pos->off, DTREE_DIRTY);
+	item_set(item, pos, locked, true);
+}
+
 unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			     struct dtree_item *items, unsigned max)
 {
@@ -828,10 +921,14 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 
 	unsigned n = 0;
 	struct dtree_pos pos;
+	struct dtree_cursor cur;
 	pthread_mutex_lock(&t->lock);
 	uint64_t s = __dtree_range_start(t, *index, end);
+	/* TOWRITE entries not yet met; claiming one takes it off t->marked, not off this */
+	uint64_t left = t->marked[DTREE_TOWRITE];
+	cursor_init(t, &cur);
 	while (n < max) {
-		if (!__dtree_find(t, s, end, DTREE_TOWRITE, &pos)) {
+		if (left-- == 0 || !__dtree_find(t, &cur, s, end, DTREE_TOWRITE, &pos)) {
 			s = end;
 			break;
 		}
@@ -846,13 +943,7 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			 */
 			continue;
 		}
-		uint64_t locked = dentry_lock(pos.entry);
-		pos.node->slots[pos.off] = locked;
-		__entry_mark_clear(t, pos.node, pos.off, DTREE_TOWRITE);
-		if (!rdax_faults.clear_after_writeback)
-			__entry_mark_clear(t, pos.node, pos.off, DTREE_DIRTY);
-		items[n].index = pos.index;
-		items[n].entry = locked;
+		__entry_claim(t, &pos, &items[n]);
 		n++;
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -860,7 +951,129 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 	return n;
 }
 
-void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n)
+/*
+ * dtree_claim_dirty -- see dirty_tree.h. One pass under one hold of the
+ * mutex: first find the DIRTY entries of the range, at most @max + 1 of
+ * them (their positions kept in @items and @extra; nothing changes while
+ * looking, so the positions stay valid), then act on all of them:
+ *  - at most @max: claim each (an entry locked by another claimer is
+ *    skipped with its marks, as dtree_claim_towrite() skips it). This is
+ *    dtree_tag_towrite() over the whole range followed by
+ *    dtree_claim_towrite() over it, with no moment between the two at
+ *    which another thread could run: every entry DIRTY when the call
+ *    began is claimed, none is left TOWRITE, and a write that lands after
+ *    the call sets DIRTY again (the same order of lock bit and marks).
+ *  - more: tag those @max + 1 TOWRITE, exactly dtree_tag_towrite()'s first
+ *    batch, and tell the caller to go on with the batched walk.
+ * The pass is bounded (@max + 1 entries, the cursor only moves forward),
+ * so a stream of new writes cannot keep it going: the no-livelock rule of
+ * the tagged walk holds for it as well.
+ */
+long dtree_claim_dirty(struct dtree *t, uint64_t *index, uint64_t end, struct dtree_item *items,
+		       unsigned max)
+{
+	if (!range_args_ok("dtree_claim_dirty", t, index, end))
+		return -EINVAL;
+	if (!items || max == 0) {
+		LOG_ERROR("dtree_claim_dirty(index=%" PRIu64 ", max=%u): bad arguments", *index,
+			  max);
+		return -EINVAL;
+	}
+
+	unsigned found = 0;
+	bool more = false;
+	struct dtree_pos pos, extra = {0};
+	struct dtree_cursor cur;
+	pthread_mutex_lock(&t->lock);
+	uint64_t s = __dtree_range_start(t, *index, end);
+	uint64_t left = t->marked[DTREE_DIRTY]; /* DIRTY entries not yet met */
+	cursor_init(t, &cur);
+	while (left-- != 0 && __dtree_find(t, &cur, s, end, DTREE_DIRTY, &pos)) {
+		s = pos.index + entry_pages(pos.entry);
+		if (found == max) {
+			extra = pos;
+			more = true;
+			break;
+		}
+		item_set(&items[found++], &pos, pos.entry, true);
+	}
+
+	long ret;
+	if (!more) {
+		unsigned n = 0;
+		for (unsigned i = 0; i < found; i++) {
+			if (dentry_is_locked(items[i].entry))
+				continue; /* held by another claimer: see dtree_claim_towrite() */
+			pos.node = items[i].priv_node;
+			pos.off = items[i].priv_slot;
+			pos.index = items[i].index;
+			pos.entry = items[i].entry;
+			__entry_claim(t, &pos, &items[n]);
+			n++;
+		}
+		*index = end;
+		ret = n;
+	} else {
+		for (unsigned i = 0; i < found; i++)
+			__entry_mark_set(t, items[i].priv_node, items[i].priv_slot, DTREE_TOWRITE);
+		__entry_mark_set(t, extra.node, extra.off, DTREE_TOWRITE);
+		*index = s < end ? s : end;
+		ret = -EAGAIN;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/*
+ * __release_find -- the node and slot of claimed item @item, or false when
+ * it names no claimed entry. The hint stored by the claim is used when it
+ * still describes the item exactly: a claimed entry is locked, and nothing
+ * removes a locked entry (removals and huge conversions wait for it), so
+ * its node can be neither freed nor changed until this release. An item
+ * that was not made by a claim has no hint; one whose hint does not match
+ * (a caller bug: released twice, or changed) is looked up from the root
+ * like it. Context: t->lock held.
+ */
+static bool __release_find(struct dtree *t, const struct dtree_item *item, struct dtree_node **np,
+			   unsigned *offp)
+{
+	struct dtree_node *node = item->priv_node;
+	unsigned off = item->priv_slot;
+	bool claimed = dentry_is_locked(item->entry) &&
+		       dentry_location(item->entry) == t->base_location + item->index;
+
+	if (node && claimed && off < DTREE_SLOTS && node->slots[off] == item->entry) {
+#ifdef DTREE_DEBUG_CHECKS
+		struct dtree_node *wn = NULL;
+		unsigned woff = 0;
+		uint64_t wfirst = 0;
+		uint64_t wv = __dtree_load(t, item->index, &wn, &woff, &wfirst);
+		if (wv != item->entry || wn != node || woff != off || wfirst != item->index) {
+			LOG_ERROR("dtree_release(index=%" PRIu64 "): hint names slot %u of %p, the "
+				  "tree has it in slot %u of %p",
+				  item->index, off, (void *)node, woff, (void *)wn);
+			abort();
+		}
+#endif
+		*np = node;
+		*offp = off;
+		return true;
+	}
+	uint64_t first = 0;
+	uint64_t v = 0;
+	if (item->index < t->npages)
+		v = __dtree_load(t, item->index, np, offp, &first);
+	if (!v || first != item->index || !dentry_is_locked(v) ||
+	    dentry_unlock(v) != dentry_unlock(item->entry)) {
+		LOG_ERROR("dtree_release(index=%" PRIu64 ", entry=%#" PRIx64
+			  "): not a claimed entry (found %#" PRIx64 ")",
+			  item->index, item->entry, v);
+		return false;
+	}
+	return true;
+}
+
+void dtree_release(struct dtree *t, struct dtree_item *items, unsigned n)
 {
 	if (!t || (!items && n)) {
 		LOG_ERROR("dtree_release(n=%u): no tree or no items", n);
@@ -870,18 +1083,12 @@ void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n)
 	for (unsigned i = 0; i < n; i++) {
 		struct dtree_node *node;
 		unsigned off;
-		uint64_t first = 0;
-		uint64_t v = 0;
-		if (items[i].index < t->npages)
-			v = __dtree_load(t, items[i].index, &node, &off, &first);
-		if (!v || first != items[i].index || !dentry_is_locked(v) ||
-		    dentry_unlock(v) != dentry_unlock(items[i].entry)) {
-			LOG_ERROR("dtree_release(index=%" PRIu64 ", entry=%#" PRIx64
-				  "): not a claimed entry (found %#" PRIx64 ")",
-				  items[i].index, items[i].entry, v);
+		bool found = __release_find(t, &items[i], &node, &off);
+		items[i].priv_node = NULL;
+		items[i].priv_slot = 0;
+		if (!found)
 			continue;
-		}
-		node->slots[off] = dentry_unlock(v);
+		node->slots[off] = dentry_unlock(node->slots[off]);
 		if (rdax_faults.clear_after_writeback)
 			__entry_mark_clear(t, node, off, DTREE_DIRTY);
 		if (!__entry_has_mark(node, off, DTREE_DIRTY) &&
@@ -939,18 +1146,22 @@ uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end)
 	uint64_t removed = 0;
 	unsigned batch = 0;
 	struct dtree_pos pos;
+	struct dtree_cursor cur;
 	pthread_mutex_lock(&t->lock);
 	uint64_t s = __dtree_range_start(t, first, end);
-	while (__dtree_find(t, s, end, DTREE_FIND_ANY, &pos)) {
+	cursor_init(t, &cur);
+	while (__dtree_find(t, &cur, s, end, DTREE_FIND_ANY, &pos)) {
 		if (dentry_is_locked(pos.entry)) {
 			__dtree_wait(t);
 			s = __dtree_range_start(t, s, end);
+			cursor_init(t, &cur); /* the tree may have changed while waiting */
 			continue;
 		}
 		s = pos.index + entry_pages(pos.entry);
 		if (pos.index < first || s > end)
 			continue; /* a huge entry only partly inside: its other data is dirty */
 		__entry_remove(t, pos.node, pos.off);
+		cursor_init(t, &cur); /* the removal may have freed the cursor's node */
 		removed++;
 		if (++batch == DTREE_REMOVE_BATCH) {
 			/* long discards: let writers and fsyncs in */
@@ -958,6 +1169,7 @@ uint64_t dtree_remove_range(struct dtree *t, uint64_t first, uint64_t end)
 			pthread_mutex_unlock(&t->lock);
 			pthread_mutex_lock(&t->lock);
 			s = __dtree_range_start(t, s, end);
+			cursor_init(t, &cur);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -1009,6 +1221,7 @@ size_t dtree_node_size(void)
 
 struct check_totals {
 	uint64_t entries[DTREE_NR_SIZES];
+	uint64_t marked[DTREE_NR_MARKS];
 	uint64_t dirty_bytes;
 	uint64_t nodes;
 };
@@ -1054,6 +1267,8 @@ static int __check_value(struct dtree *t, const struct dtree_node *n, unsigned i
 		      "entry at %" PRIu64 ": a sibling slot carries a mark", idx);
 	}
 	tot->entries[size]++;
+	tot->marked[DTREE_DIRTY] += dirty;
+	tot->marked[DTREE_TOWRITE] += towrite;
 	if (dirty)
 		tot->dirty_bytes += dentry_bytes(v);
 	return 0;
@@ -1123,6 +1338,14 @@ int dtree_check(struct dtree *t)
 			LOG_ERROR("dtree_check: %" PRIu64
 				  " entries of size %u, counter says %" PRIu64,
 				  tot.entries[i], i, t->entries[i]);
+			goto out_unlock;
+		}
+	}
+	for (unsigned m = 0; m < DTREE_NR_MARKS; m++) {
+		if (tot.marked[m] != t->marked[m]) {
+			LOG_ERROR("dtree_check: %" PRIu64
+				  " entries carry mark %u, counter says %" PRIu64,
+				  tot.marked[m], m, t->marked[m]);
 			goto out_unlock;
 		}
 	}

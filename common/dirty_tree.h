@@ -144,10 +144,17 @@ static inline uint64_t dentry_bytes(uint64_t e)
 
 struct dtree;
 
-/* One entry found by a lookup: its first page index and its value. */
+/*
+ * One entry found by a lookup: its first page index and its value. The
+ * priv_ members belong to the tree: a claim records there where the entry
+ * sits, so dtree_release() finds it without a walk from the root (NULL/0
+ * in items made any other way, and in items a caller builds itself).
+ */
 struct dtree_item {
 	uint64_t index;
 	uint64_t entry;
+	void *priv_node;
+	unsigned priv_slot;
 };
 
 struct dtree_stats {
@@ -229,12 +236,33 @@ unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
 			     struct dtree_item *items, unsigned max);
 
 /*
- * dtree_release -- unlock entries returned by dtree_claim_towrite(); an
- * entry that was not marked DIRTY again meanwhile is removed. Wakes any
- * thread waiting for those entries. An item that does not name a claimed
- * entry is logged and skipped (a caller bug).
+ * dtree_claim_dirty -- fsync's single-pass fast path for a range with few
+ * dirty entries. If the DIRTY entries overlapping pages [*index, end)
+ * number at most @max, claims every one of them, as dtree_tag_towrite()
+ * over the whole range followed at once by dtree_claim_towrite() would,
+ * but in one hold of the mutex (no TOWRITE tagging step, nothing can land
+ * in between), sets *index = end and returns the count claimed (0: the
+ * range is clean). An entry locked by another claimer is skipped with its
+ * marks, as dtree_claim_towrite() skips it. If there are more, claims
+ * nothing: tags the first @max + 1 of them TOWRITE (a first batch of
+ * dtree_tag_towrite()), sets *index past the last tagged and returns
+ * -EAGAIN: the caller goes on tagging from *index and then claims TOWRITE
+ * entries from its start, the batched walk. Never blocks.
+ * Returns the count, -EAGAIN, or -EINVAL (no tree/index/items, max 0, end
+ * beyond the volume, *index > end; nothing changed).
  */
-void dtree_release(struct dtree *t, const struct dtree_item *items, unsigned n);
+long dtree_claim_dirty(struct dtree *t, uint64_t *index, uint64_t end, struct dtree_item *items,
+		       unsigned max);
+
+/*
+ * dtree_release -- unlock entries returned by dtree_claim_towrite() or
+ * dtree_claim_dirty(), each exactly once; an entry that was not marked
+ * DIRTY again meanwhile is removed. Wakes any thread waiting for those
+ * entries. Clears the priv_ members of @items, so an array released twice
+ * is refused the second time, not acted upon. An item that does not name
+ * a claimed entry is logged and skipped (a caller bug).
+ */
+void dtree_release(struct dtree *t, struct dtree_item *items, unsigned n);
 
 /*
  * dtree_lookup -- the entry covering page @index (a huge entry covers many

@@ -10,6 +10,9 @@
  *     DIRTY), write back its cache lines unordered (persist_flush), release;
  *  4. one fence (persist_drain);
  *  5. return the number of bytes written back.
+ * Steps 2 and 3 in one pass when the range holds at most FSYNC_CLAIM_BATCH
+ * dirty entries (dtree_claim_dirty(): tag and claim under one hold of the
+ * tree lock, nothing in between); the batched walk above for more.
  *
  * Guarantee: every write whose volume_write()/volume_mark_written() returned
  * before fsync_range() was called is durable when fsync_range() returns.
@@ -22,6 +25,7 @@
 #ifndef RDAX_FSYNC_H
 #define RDAX_FSYNC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dirty_tree.h"
@@ -69,6 +73,12 @@ struct fsync_test_hooks {
 	 * so a race test can observe "B waits for A" as a state, not a timeout
 	 */
 	void (*before_wait)(struct volume *v, void *arg);
+	/*
+	 * skip the single-pass fast path (fsync.c) and walk in batches even
+	 * for a few entries, so a test can hold an fsync between tagging and
+	 * claiming (after_tag runs on the batched path only)
+	 */
+	bool batched_only;
 };
 
 void fsync_set_test_hooks(const struct fsync_test_hooks *hooks);

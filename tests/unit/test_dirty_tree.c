@@ -735,6 +735,188 @@ static void dtree_claim_towrite__skips_entry_locked_elsewhere(void **state)
 	tree_done(t);
 }
 
+/* at most @max DIRTY entries: every one claimed in one call, none left TOWRITE */
+static void dtree_claim_dirty__claims_all_when_few(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(4096, LOC_PMD);
+	uint64_t pages[] = {1, 2, 70, 200, 513};
+	for (size_t i = 0; i < 5; i++)
+		mark_pages(t, pages[i], 1);
+	mark_pages(t, 1024, 512); /* a 2 MiB entry */
+	uint64_t idx = 70;
+	assert_int_equal(dtree_tag_towrite(t, &idx, 71, 1), 1); /* one already TOWRITE */
+	struct dtree_item items[6];
+	idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 4096, items, 6), 6);
+	assert_int_equal(idx, 4096);
+	for (size_t i = 0; i < 6; i++) {
+		uint64_t want = i < 5 ? pages[i] : 1024;
+		assert_int_equal(items[i].index, want);
+		assert_true(dentry_is_locked(items[i].entry));
+		assert_non_null(items[i].priv_node);
+		assert_false(dtree_get_mark(t, want, DTREE_DIRTY));
+		assert_false(dtree_get_mark(t, want, DTREE_TOWRITE));
+	}
+	assert_int_equal(dentry_size(items[5].entry), DTREE_SIZE_2M);
+	assert_int_equal(stats_of(t).dirty_bytes, 0);
+	/* the tree is consistent while they are held */
+	assert_int_equal(dtree_check(t), 0);
+	/* nothing dirty left: a second call claims nothing */
+	idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 4096, items + 6, 1), 0);
+	assert_int_equal(idx, 4096);
+	dtree_release(t, items, 6);
+	struct dtree_stats st = stats_of(t);
+	for (int i = 0; i < DTREE_NR_SIZES; i++)
+		assert_int_equal(st.entries[i], 0);
+	assert_int_equal(st.nodes, 1);
+	tree_done(t);
+}
+
+/* more than @max: nothing claimed, the first max + 1 tagged, the walk goes on in batches */
+static void dtree_claim_dirty__tags_first_batch_when_more(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(4096, LOC_PMD);
+	uint64_t pages[] = {1, 2, 70, 200, 513, 1000, 1500, 4000, 4001, 4095};
+	for (size_t i = 0; i < 10; i++)
+		mark_pages(t, pages[i], 1);
+	struct dtree_item items[10];
+	uint64_t idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 4096, items, 3), -EAGAIN);
+	assert_int_equal(idx, 201);
+	for (size_t i = 0; i < 10; i++) {
+		assert_true(dtree_get_mark(t, pages[i], DTREE_DIRTY));
+		assert_int_equal(dtree_get_mark(t, pages[i], DTREE_TOWRITE), i < 4);
+		uint64_t e = assert_entry(t, pages[i], pages[i], DTREE_SIZE_4K);
+		assert_false(dentry_is_locked(e));
+	}
+	assert_int_equal(stats_of(t).dirty_bytes, 10 * PG);
+	/* exactly one more than max is "more" too */
+	uint64_t idx2 = 4000;
+	assert_int_equal(dtree_claim_dirty(t, &idx2, 4096, items, 2), -EAGAIN);
+	assert_int_equal(idx2, 4096);
+	/* the batched walk from there */
+	assert_int_equal(dtree_tag_towrite(t, &idx, 4096, 100), 6);
+	idx = 0;
+	assert_int_equal(dtree_claim_towrite(t, &idx, 4096, items, 10), 10);
+	dtree_release(t, items, 10);
+	assert_int_equal(stats_of(t).entries[DTREE_SIZE_4K], 0);
+	tree_done(t);
+}
+
+/* entries locked by another claimer: skipped with their marks, counted for the threshold */
+static void dtree_claim_dirty__skips_entry_locked_elsewhere(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(1000, 0);
+	mark_pages(t, 10, 1);
+	struct dtree_item a[1], b[4];
+	uint64_t idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 1000, a, 1), 1);
+	mark_pages(t, 10, 1); /* written again while held */
+	mark_pages(t, 20, 1);
+	/* two DIRTY entries (one locked) for max 1: more, both tagged */
+	idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 1000, b, 1), -EAGAIN);
+	assert_int_equal(idx, 21);
+	assert_true(dtree_get_mark(t, 10, DTREE_TOWRITE));
+	assert_true(dtree_get_mark(t, 20, DTREE_TOWRITE));
+	/* max 2: page 20 claimed, page 10 skipped with DIRTY and TOWRITE kept */
+	idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 1000, b, 2), 1);
+	assert_int_equal(idx, 1000);
+	assert_int_equal(b[0].index, 20);
+	assert_true(dtree_get_mark(t, 10, DTREE_DIRTY));
+	assert_true(dtree_get_mark(t, 10, DTREE_TOWRITE));
+	dtree_release(t, a, 1);
+	dtree_release(t, b, 1);
+	uint64_t e = assert_entry(t, 10, 10, DTREE_SIZE_4K);
+	assert_false(dentry_is_locked(e));
+	assert_int_equal(stats_of(t).entries[DTREE_SIZE_4K], 1);
+	assert_int_equal(full_walk(t), 1);
+	tree_done(t);
+}
+
+/* a range starting inside a huge entry includes it; bad arguments change nothing */
+static void dtree_claim_dirty__range_and_arguments(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(4096, LOC_PMD);
+	mark_pages(t, 1024, 512);
+	mark_pages(t, 5, 1);
+	struct dtree_item it[2];
+	uint64_t idx = 0;
+	assert_int_equal(dtree_claim_dirty(NULL, &idx, 100, it, 1), -EINVAL);
+	assert_int_equal(dtree_claim_dirty(t, NULL, 100, it, 1), -EINVAL);
+	assert_int_equal(dtree_claim_dirty(t, &idx, 100, NULL, 1), -EINVAL);
+	assert_int_equal(dtree_claim_dirty(t, &idx, 100, it, 0), -EINVAL);
+	assert_int_equal(dtree_claim_dirty(t, &idx, 4097, it, 1), -EINVAL);
+	idx = 50;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 40, it, 1), -EINVAL);
+	assert_int_equal(idx, 50);
+	idx = 100;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 100, it, 1), 0); /* empty range */
+	assert_true(dtree_get_mark(t, 5, DTREE_DIRTY));
+	assert_false(dtree_get_mark(t, 5, DTREE_TOWRITE));
+	assert_true(dtree_get_mark(t, 1024, DTREE_DIRTY));
+	idx = 1300;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 1301, it, 1), 1);
+	assert_int_equal(idx, 1301);
+	assert_int_equal(it[0].index, 1024);
+	assert_int_equal(dentry_size(it[0].entry), DTREE_SIZE_2M);
+	/* a huge entry beyond the end of the range is not included */
+	mark_pages(t, 2048, 512);
+	idx = 1536;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 2048, it + 1, 1), 0);
+	assert_true(dtree_get_mark(t, 2048, DTREE_DIRTY));
+	dtree_release(t, it, 1);
+	assert_int_equal(dtree_lookup(t, 1024, NULL, NULL), -ENOENT);
+	assert_int_equal(full_walk(t), 2);
+	tree_done(t);
+}
+
+/*
+ * dtree_release finds a claimed entry by the node and slot its claim
+ * recorded, or by a walk when an item has none; both release the same
+ * way, and an array released twice is refused the second time.
+ */
+static void dtree_release__with_and_without_claim_hint(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(1 << 20, LOC_PUD);
+	mark_pages(t, 3, 1);
+	mark_pages(t, 70000, 1);
+	mark_pages(t, 9 * PMD_PAGES, PMD_PAGES);
+	struct dtree_item it[3];
+	uint64_t idx = 0;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 1 << 20, it, 3), 3);
+	/* item 1 as a caller might build it: no hint */
+	struct dtree_item plain = {.index = it[1].index, .entry = it[1].entry};
+	/* item 2 with a hint that does not match (wrong slot): the walk is used */
+	it[2].priv_slot ^= 1;
+	mark_pages(t, 3, 1); /* written while held: kept DIRTY on release */
+	dtree_release(t, &it[0], 1);
+	dtree_release(t, &plain, 1);
+	dtree_release(t, &it[2], 1);
+	assert_null(it[0].priv_node);
+	uint64_t e = assert_entry(t, 3, 3, DTREE_SIZE_4K);
+	assert_false(dentry_is_locked(e));
+	assert_true(dtree_get_mark(t, 3, DTREE_DIRTY));
+	assert_int_equal(dtree_lookup(t, 70000, NULL, NULL), -ENOENT);
+	assert_int_equal(dtree_lookup(t, 9 * PMD_PAGES, NULL, NULL), -ENOENT);
+	struct dtree_stats before = stats_of(t);
+	/* released again: refused (logged), nothing changes */
+	dtree_release(t, it, 1);
+	dtree_release(t, &plain, 1);
+	struct dtree_stats after = stats_of(t);
+	assert_stats_equal(&before, &after);
+	assert_true(dtree_get_mark(t, 3, DTREE_DIRTY));
+	assert_int_equal(full_walk(t), 1);
+	tree_done(t);
+}
+
 /* control: with the broken order a write during write-back is lost on release */
 static void dtree_release__clear_after_writeback_control(void **state)
 {
@@ -950,6 +1132,11 @@ int main(void)
 	    cmocka_unit_test(dtree_claim_towrite__locks_and_clears),
 	    cmocka_unit_test(dtree_claim_towrite__skips_entry_locked_elsewhere),
 	    cmocka_unit_test_teardown(dtree_release__clear_after_writeback_control, reset_faults),
+	    cmocka_unit_test(dtree_claim_dirty__claims_all_when_few),
+	    cmocka_unit_test(dtree_claim_dirty__tags_first_batch_when_more),
+	    cmocka_unit_test(dtree_claim_dirty__skips_entry_locked_elsewhere),
+	    cmocka_unit_test(dtree_claim_dirty__range_and_arguments),
+	    cmocka_unit_test(dtree_release__with_and_without_claim_hint),
 	    cmocka_unit_test(dtree_remove_range__whole_and_partial),
 	    cmocka_unit_test(dtree_remove_range__many_entries),
 	    cmocka_unit_test(dtree_remove_range__waits_for_locked_entry),

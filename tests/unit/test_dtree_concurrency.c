@@ -141,6 +141,23 @@ static unsigned harness_claim(struct harness *h, int id, uint64_t *idx, uint64_t
 	return n;
 }
 
+/* harness_claim_dirty -- like harness_claim(), with the one-pass dtree_claim_dirty() */
+static long harness_claim_dirty(struct harness *h, int id, uint64_t *idx, uint64_t end,
+				struct dtree_item *items, unsigned max)
+{
+	long n = dtree_claim_dirty(h->t, idx, end, items, max);
+	uint64_t tk = ticket(h);
+	for (long i = 0; i < n; i++) {
+		assert_true(dentry_is_locked(items[i].entry));
+		uint64_t pages = dentry_bytes(items[i].entry) / PG;
+		for (uint64_t p = items[i].index; p < items[i].index + pages; p++)
+			h->claimed[id][p] = tk;
+	}
+	if (n > 0)
+		h->claims_done[id] += (uint64_t)n;
+	return n;
+}
+
 /* harness_lost -- pages that break the rule; prints the first few */
 static uint64_t harness_lost(struct harness *h)
 {
@@ -164,17 +181,37 @@ static uint64_t harness_lost(struct harness *h)
 	return lost;
 }
 
-/* harness_fsync -- one walk over [first, end) by walker @id, as fsync does it */
+/*
+ * harness_fsync -- one walk over [first, end) by walker @id, as fsync does
+ * it: half of the walks start with the one-pass claim, which either does
+ * it all or tags a first batch for the batched walk
+ */
 static void harness_fsync(struct harness *h, int id, uint64_t *rs, uint64_t first, uint64_t end)
 {
 	uint64_t idx = first;
 	unsigned batch = 1 + (unsigned)rnd(rs, 64);
+	struct dtree_item items[CLAIM_BATCH];
+	uint64_t total = 0;
+	if (rnd(rs, 2)) {
+		long got = harness_claim_dirty(h, id, &idx, end, items,
+					       1 + (unsigned)rnd(rs, CLAIM_BATCH));
+		if (got >= 0) {
+			if (rnd(rs, 4) == 0)
+				sched_yield();
+			if (got > 0 && dtree_waiters(h->t))
+				h->saw_waiter[id]++;
+			dtree_release(h->t, items, (unsigned)got);
+			h->walks_done[id]++;
+			if (got == 0)
+				sched_yield(); /* nothing dirty: let the markers run */
+			return;
+		}
+		assert_int_equal(got, -EAGAIN);
+	}
 	while (dtree_tag_towrite(h->t, &idx, end, batch) > 0)
 		;
-	struct dtree_item items[CLAIM_BATCH];
 	idx = first;
 	unsigned n;
-	uint64_t total = 0;
 	while ((n = harness_claim(h, id, &idx, end, items, 1 + (unsigned)rnd(rs, CLAIM_BATCH))) >
 	       0) {
 		/* "write back": sometimes let the markers run into the locked entries */
@@ -349,9 +386,10 @@ static void dtree_concurrency__two_markers_two_walkers(void **state)
 
 /*
  * interleave -- claim, then mark, then release, in one thread; returns the
- * pages the check reports lost.
+ * pages the check reports lost. @one_pass: claim with dtree_claim_dirty()
+ * instead of tagging and dtree_claim_towrite().
  */
-static uint64_t interleave(void)
+static uint64_t interleave(bool one_pass)
 {
 	seed = 0; /* no randomness in this one */
 	struct harness h;
@@ -359,10 +397,14 @@ static uint64_t interleave(void)
 	uint64_t rs = 1;
 	harness_mark(&h, 0, 7 * PG, 100);
 	uint64_t idx = 0;
-	assert_int_equal(dtree_tag_towrite(h.t, &idx, 64, 16), 1);
 	struct dtree_item items[1];
-	idx = 0;
-	assert_int_equal(harness_claim(&h, 0, &idx, 64, items, 1), 1);
+	if (one_pass) {
+		assert_int_equal(harness_claim_dirty(&h, 0, &idx, 64, items, 1), 1);
+	} else {
+		assert_int_equal(dtree_tag_towrite(h.t, &idx, 64, 16), 1);
+		idx = 0;
+		assert_int_equal(harness_claim(&h, 0, &idx, 64, items, 1), 1);
+	}
 	harness_mark(&h, 0, 7 * PG + 200, 10); /* lands during the write-back */
 	dtree_release(h.t, items, 1);
 	uint64_t lost = harness_lost(&h);
@@ -376,7 +418,7 @@ static uint64_t interleave(void)
 static void dtree_concurrency__write_during_writeback_kept(void **state)
 {
 	(void)state;
-	assert_int_equal(interleave(), 0);
+	assert_int_equal(interleave(false), 0);
 }
 
 /* control: DIRTY cleared on release instead of on claim loses the write, and it is seen */
@@ -384,7 +426,23 @@ static void dtree_concurrency__clear_after_writeback_control(void **state)
 {
 	(void)state;
 	rdax_faults.clear_after_writeback = true;
-	uint64_t lost = interleave();
+	uint64_t lost = interleave(false);
+	rdax_faults.clear_after_writeback = false;
+	assert_true(lost >= 1);
+}
+
+/* the same with the one-pass claim */
+static void dtree_concurrency__write_during_writeback_kept_one_pass(void **state)
+{
+	(void)state;
+	assert_int_equal(interleave(true), 0);
+}
+
+static void dtree_concurrency__clear_after_writeback_control_one_pass(void **state)
+{
+	(void)state;
+	rdax_faults.clear_after_writeback = true;
+	uint64_t lost = interleave(true);
 	rdax_faults.clear_after_writeback = false;
 	assert_true(lost >= 1);
 }
@@ -401,6 +459,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(dtree_concurrency__write_during_writeback_kept),
 	    cmocka_unit_test_teardown(dtree_concurrency__clear_after_writeback_control,
+				      reset_faults),
+	    cmocka_unit_test(dtree_concurrency__write_during_writeback_kept_one_pass),
+	    cmocka_unit_test_teardown(dtree_concurrency__clear_after_writeback_control_one_pass,
 				      reset_faults),
 	    cmocka_unit_test(dtree_concurrency__marker_and_walker),
 	    cmocka_unit_test(dtree_concurrency__marker_and_walker_1g),

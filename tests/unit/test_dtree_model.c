@@ -323,6 +323,25 @@ static unsigned m_walk(struct model *m, uint64_t *idx, uint64_t end, unsigned wh
 	return n;
 }
 
+/*
+ * m_claim_dirty -- model of dtree_claim_dirty(): at most @max DIRTY
+ * entries in the range: claim them all (locked ones skipped), index = end;
+ * more: tag the first max + 1, index past them, -EAGAIN.
+ */
+static long m_claim_dirty(struct model *m, uint64_t *idx, uint64_t end, struct dtree_item *items,
+			  unsigned max)
+{
+	uint64_t probe = *idx;
+	unsigned found = m_walk(m, &probe, end, DTREE_DIRTY, false, false, NULL, max + 1);
+	if (found > max) {
+		m_walk(m, idx, end, DTREE_DIRTY, true, false, NULL, max + 1);
+		return -EAGAIN;
+	}
+	unsigned n = m_walk(m, idx, end, DTREE_DIRTY, false, true, items, max);
+	*idx = end;
+	return n;
+}
+
 static void m_release(struct model *m, const struct dtree_item *items, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
@@ -632,6 +651,34 @@ static void op_claim(struct run *r)
 		op_release(r);
 }
 
+/* op_claim_dirty -- the one-pass claim, held like op_claim()'s */
+static void op_claim_dirty(struct run *r)
+{
+	if (r->nheld == MAX_HELD) {
+		op_release(r);
+		return;
+	}
+	uint64_t first, end;
+	rand_pages(&r->m, &first, &end);
+	unsigned max = 1 + (unsigned)rnd(MAX_HELD - r->nheld);
+	snprintf(op_desc, sizeof(op_desc),
+		 "claim_dirty(index=%" PRIu64 ", end=%" PRIu64 ", max=%u, holding %u)", first, end,
+		 max, r->nheld);
+	struct dtree_item mi[MAX_HELD];
+	uint64_t tx = first, mx = first;
+	long tn = dtree_claim_dirty(r->t, &tx, end, r->held + r->nheld, max);
+	long mn = m_claim_dirty(&r->m, &mx, end, mi, max);
+	CHECK(tn == mn, "claim_dirty: tree returned %ld, model %ld", tn, mn);
+	if (tn < 0) {
+		CHECK_EQ(tx, mx, "claim_dirty index after tagging");
+		return;
+	}
+	check_items(r->held + r->nheld, (unsigned)tn, mi, (unsigned)mn, tx, mx, "claim_dirty");
+	r->nheld += (unsigned)tn;
+	if (rnd(3) == 0)
+		op_release(r);
+}
+
 static void op_remove(struct run *r)
 {
 	uint64_t first, end;
@@ -654,7 +701,10 @@ static void op_lookup(struct run *r)
 	check_page(r->t, &r->m, p);
 }
 
-/* op_fsync -- a whole fsync walk: tag all, claim and release all */
+/*
+ * op_fsync -- a whole fsync walk: tag all, claim and release all; half of
+ * them start as fsync does, with the one-pass claim (which may do it all)
+ */
 static void op_fsync(struct run *r)
 {
 	if (r->nheld)
@@ -663,6 +713,21 @@ static void op_fsync(struct run *r)
 	uint64_t end = r->m.npages, ti = 0, mi = 0;
 	unsigned batch = 1 + (unsigned)rnd(64);
 	long tn;
+	if (rnd(2)) {
+		snprintf(op_desc, sizeof(op_desc), "fsync walk, one pass first");
+		struct dtree_item mitems[MAX_HELD];
+		tn = dtree_claim_dirty(r->t, &ti, end, r->held, MAX_HELD);
+		long mn = m_claim_dirty(&r->m, &mi, end, mitems, MAX_HELD);
+		CHECK(tn == mn, "fsync claim_dirty: tree returned %ld, model %ld", tn, mn);
+		CHECK_EQ(ti, mi, "fsync claim_dirty index");
+		if (tn >= 0) {
+			check_items(r->held, (unsigned)tn, mitems, (unsigned)mn, ti, mi,
+				    "fsync claim_dirty");
+			r->nheld = (unsigned)tn;
+			op_release(r);
+			return;
+		}
+	}
 	do {
 		tn = dtree_tag_towrite(r->t, &ti, end, batch);
 		unsigned mn = m_walk(&r->m, &mi, end, DTREE_DIRTY, true, false, NULL, batch);
@@ -701,8 +766,10 @@ static void run_one(struct run *r)
 		op_tag(r);
 	else if (x < 580)
 		op_gang(r);
-	else if (x < 720)
+	else if (x < 660)
 		op_claim(r);
+	else if (x < 720)
+		op_claim_dirty(r);
 	else if (x < 800)
 		op_release(r);
 	else if (x < 860)

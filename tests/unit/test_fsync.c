@@ -459,6 +459,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	    .before_fence = hook_before_fence,
 	    .arg = &log,
 	    .after_writeback = hook_after_writeback,
+	    .batched_only = true, /* two entries would take the one-pass path */
 	};
 	write_pattern(fx, 2 * PAGE, 1, 29);
 	write_pattern(fx, 6 * PAGE, 1, 30);
@@ -473,6 +474,151 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	write_pattern(fx, 2 * PAGE, 1, 31);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
 	assert_string_equal(log.seq, "tcwf");
+}
+
+/* the one-pass path: no tagging step, claim, write-back, fence */
+static void fsync_set_test_hooks__one_pass_has_no_tag_step(void **state)
+{
+	struct fx *fx = *state;
+	struct hook_log log = {0};
+	struct fsync_test_hooks hooks = {
+	    .after_tag = hook_after_tag,
+	    .after_claim = hook_after_claim,
+	    .before_fence = hook_before_fence,
+	    .arg = &log,
+	    .after_writeback = hook_after_writeback,
+	};
+	write_pattern(fx, 2 * PAGE, 1, 32);
+	write_pattern(fx, 6 * PAGE, 1, 33);
+	fsync_set_test_hooks(&hooks);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	fsync_set_test_hooks(NULL);
+	assert_string_equal(log.seq, "cwf");
+	assert_int_equal(log.nclaimed, 2);
+	assert_int_equal(log.claimed_index[0], 2);
+	assert_int_equal(log.claimed_index[1], 6);
+	assert_true(durable_equals(fx, 2 * PAGE, 1, 32));
+	assert_true(durable_equals(fx, 6 * PAGE, 1, 33));
+}
+
+/* steps seen by the hooks, counted */
+struct step_count {
+	unsigned tags, claims, claimed, writebacks, fences;
+};
+
+static void count_tag(struct volume *v, void *arg)
+{
+	((struct step_count *)arg)->tags++;
+}
+
+static void count_claim(struct volume *v, const struct dtree_item *items, unsigned n, void *arg)
+{
+	struct step_count *c = arg;
+	c->claims++;
+	c->claimed += n;
+}
+
+static void count_writeback(struct volume *v, const struct dtree_item *items, unsigned n, void *arg)
+{
+	((struct step_count *)arg)->writebacks++;
+}
+
+static void count_fence(struct volume *v, void *arg)
+{
+	((struct step_count *)arg)->fences++;
+}
+
+/* fsync_counted -- an fsync of the whole volume with @npages dirty pages, its steps counted */
+static void fsync_counted(struct fx *fx, uint64_t npages, struct step_count *c)
+{
+	struct fsync_test_hooks hooks = {
+	    .after_tag = count_tag,
+	    .after_claim = count_claim,
+	    .before_fence = count_fence,
+	    .arg = c,
+	    .after_writeback = count_writeback,
+	};
+	uint8_t b = 0x77;
+	memset(c, 0, sizeof(*c));
+	/* every other page: all 4 KiB entries, never a huge one */
+	for (uint64_t i = 0; i < npages; i++)
+		assert_int_equal(volume_write(fx->v, 2 * i * PAGE + 5, &b, 1), 0);
+	fsync_set_test_hooks(&hooks);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * PAGE);
+	fsync_set_test_hooks(NULL);
+	for (uint64_t i = 0; i < npages; i += 7) {
+		uint8_t got = 0;
+		assert_int_equal(
+		    pread(fx->fd, &got, 1, (off_t)(fx->v->ns_offset + 2 * i * PAGE + 5)), 1);
+		assert_int_equal(got, b);
+	}
+	struct volume_stats st;
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.entries[DTREE_SIZE_4K], 0);
+	assert_int_equal(st.dirty_bytes, 0);
+}
+
+/* one claim batch of entries: one pass; one more: the batched walk, tagging first */
+static void fsync_range__one_pass_up_to_one_claim_batch(void **state)
+{
+	struct fx *fx = *state;
+	struct step_count c;
+	fsync_counted(fx, FSYNC_CLAIM_BATCH, &c);
+	assert_int_equal(c.tags, 0);
+	assert_int_equal(c.claims, 1);
+	assert_int_equal(c.claimed, FSYNC_CLAIM_BATCH);
+	assert_int_equal(c.writebacks, 1);
+	assert_int_equal(c.fences, 1);
+
+	fsync_counted(fx, FSYNC_CLAIM_BATCH + 1, &c);
+	assert_int_equal(c.tags, 1);
+	assert_int_equal(c.claims, 2);
+	assert_int_equal(c.claimed, FSYNC_CLAIM_BATCH + 1);
+	assert_int_equal(c.fences, 1);
+
+	fsync_counted(fx, 1, &c);
+	assert_int_equal(c.tags, 0);
+	assert_int_equal(c.claims, 1);
+
+	/* a clean volume: nothing claimed, still one fence */
+	fsync_counted(fx, 0, &c);
+	assert_int_equal(c.tags, 0);
+	assert_int_equal(c.claims, 0);
+	assert_int_equal(c.fences, 1);
+}
+
+/* a partial range with more than one batch outside it still takes one pass */
+static void fsync_range__one_pass_counts_only_the_range(void **state)
+{
+	struct fx *fx = *state;
+	uint8_t b = 0x33;
+	for (uint64_t i = 0; i < 3 * FSYNC_CLAIM_BATCH; i++)
+		assert_int_equal(volume_write(fx->v, (100 + i) * PAGE, &b, 1), 0);
+	struct step_count c = {0};
+	struct fsync_test_hooks hooks = {
+	    .after_tag = count_tag,
+	    .after_claim = count_claim,
+	    .before_fence = count_fence,
+	    .arg = &c,
+	};
+	fsync_set_test_hooks(&hooks);
+	/* pages [150, 160): ten entries */
+	assert_int_equal(do_fsync(fx, 150 * PAGE, 10 * PAGE, FLUSH_TRACKED), 10 * PAGE);
+	fsync_set_test_hooks(NULL);
+	assert_int_equal(c.tags, 0);
+	assert_int_equal(c.claims, 1);
+	assert_int_equal(c.claimed, 10);
+	assert_true(page_dirty(fx, 149));
+	assert_false(page_dirty(fx, 150));
+	assert_false(page_dirty(fx, 159));
+	assert_true(page_dirty(fx, 160));
+	/* the rest, more than one batch: batched */
+	memset(&c, 0, sizeof(c));
+	fsync_set_test_hooks(&hooks);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), (3 * FSYNC_CLAIM_BATCH - 10) * PAGE);
+	fsync_set_test_hooks(NULL);
+	assert_int_equal(c.tags, 1);
+	assert_int_equal(c.claimed, 3 * FSYNC_CLAIM_BATCH - 10);
 }
 
 int main(void)
@@ -496,6 +642,9 @@ int main(void)
 	    T(fsync_range__bad_input_changes_nothing),
 	    T(fsync_range__skip_writeback_control_loses_data),
 	    T(fsync_set_test_hooks__run_in_step_order),
+	    T(fsync_set_test_hooks__one_pass_has_no_tag_step),
+	    T(fsync_range__one_pass_up_to_one_claim_batch),
+	    T(fsync_range__one_pass_counts_only_the_range),
 #undef T
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
