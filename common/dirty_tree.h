@@ -11,7 +11,9 @@
  *
  * The tree holds dirty state only: an entry exists while it is DIRTY, TOWRITE
  * or locked (being written back); releasing a clean entry removes it and
- * frees empty nodes, so memory follows the dirty set, not the volume size.
+ * frees empty nodes, so memory follows the dirty set, not the volume size
+ * (freed nodes are kept for the next writes up to a bound: 1/1024 of the
+ * volume's size, at most 4 MiB, at least 8 nodes).
  *
  * Huge entries: a byte range that covers a whole aligned 2 MiB (or 1 GiB)
  * block, whose data is 2 MiB (1 GiB) aligned in its namespace, gets one
@@ -290,7 +292,7 @@ void dtree_clear(struct dtree *t);
 /*
  * dtree_stats_get -- a consistent snapshot of the counters. nodes counts
  * the root; tree_bytes is the tree structure plus every node it holds,
- * including its small cache of free nodes (malloc's own overhead excluded).
+ * including its cache of free nodes (malloc's own overhead excluded).
  */
 void dtree_stats_get(struct dtree *t, struct dtree_stats *out);
 

@@ -1061,6 +1061,46 @@ static void dtree_stats_get__counters_follow_the_dirty_set(void **state)
 }
 
 /*
+ * The spare-node cache: nodes an fsync empties are kept for the next
+ * writes, up to 1/1024 of the volume's size (at least 8 nodes, at most
+ * 4 MiB), and tree_bytes counts them.
+ */
+static void dtree_stats_get__spare_node_cache_is_bounded(void **state)
+{
+	(void)state;
+	const uint64_t npages = 64 * 1024; /* 256 MiB: 256 KiB of spare nodes */
+	const uint64_t cap = (npages * PG / 1024) / dtree_node_size();
+	struct dtree *t = tree_new(npages, 0);
+	struct dtree_stats empty = stats_of(t);
+	for (uint64_t k = 0; k < 1000; k++) /* one page in each of 1000 leaves */
+		mark_pages(t, 64 * k + k % 64, 1);
+	struct dtree_stats full = stats_of(t);
+	assert_true(full.nodes - 1 > cap);
+	assert_int_equal(full_walk(t), 1000);
+	struct dtree_stats st = stats_of(t);
+	assert_int_equal(st.nodes, 1);
+	/* as many kept as allowed, and counted */
+	assert_int_equal(st.tree_bytes - empty.tree_bytes, cap * dtree_node_size());
+	/* the next writes take them back: the tree is no larger than before */
+	for (uint64_t k = 0; k < 1000; k++)
+		mark_pages(t, 64 * k + k % 64, 1);
+	st = stats_of(t);
+	assert_int_equal(st.nodes, full.nodes);
+	assert_int_equal(st.tree_bytes, full.tree_bytes);
+	tree_done(t);
+
+	/* a small volume (4 MiB: 4 KiB would be 7 nodes) keeps the minimum of 8 */
+	t = tree_new(1024, 0);
+	empty = stats_of(t);
+	for (uint64_t k = 0; k < 16; k++)
+		mark_pages(t, 64 * k, 1);
+	assert_int_equal(full_walk(t), 16);
+	st = stats_of(t);
+	assert_int_equal(st.tree_bytes - empty.tree_bytes, 8 * dtree_node_size());
+	tree_done(t);
+}
+
+/*
  * dtree_stats_get__bytes_per_page -- memory for sequential 4 KiB writes
  * (the design target: at most 16 B per dirty page) and, for the record,
  * the sparse worst case (one page per 1 GiB: a whole path of nodes each).
@@ -1143,6 +1183,7 @@ int main(void)
 	    cmocka_unit_test(dtree_lookup__bad_arguments),
 	    cmocka_unit_test(dtree_stats_get__counters_follow_the_dirty_set),
 	    cmocka_unit_test(dtree_stats_get__bytes_per_page),
+	    cmocka_unit_test(dtree_stats_get__spare_node_cache_is_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
