@@ -41,10 +41,10 @@
 
 #define PAGE RDAX_PAGE_SIZE
 /* room for the superblocks and the volume table in front of the volume */
-#define NS_SLACK (16ULL << 20)
+#define NS_SLACK  (16ULL << 20)
 #define MAX_SIZES 8
 
-static const unsigned dirty_counts[] = { 1, 16, 256, 2048 };
+static const unsigned dirty_counts[] = {1, 16, 256, 2048};
 #define NCOUNTS (sizeof(dirty_counts) / sizeof(dirty_counts[0]))
 
 /* the namespace file being measured, removed at exit and on SIGINT/SIGTERM */
@@ -109,8 +109,9 @@ static uint64_t time_fsync(struct volume *v, enum flush_mode mode, uint64_t expe
 	if (ret)
 		die("fsync_range", ret);
 	if (written != expect) {
-		fprintf(stderr, "cmp_engine: fsync wrote back %" PRIu64 " bytes, expected %" PRIu64
-				"\n", written, expect);
+		fprintf(stderr,
+			"cmp_engine: fsync wrote back %" PRIu64 " bytes, expected %" PRIu64 "\n",
+			written, expect);
 		exit(1);
 	}
 	return t1 - t0;
@@ -251,12 +252,9 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "dir", required_argument, NULL, 'D' },
-		{ "sizes", required_argument, NULL, 'S' },
-		{ "reps", required_argument, NULL, 'r' },
-		{ "hammer-reps", required_argument, NULL, 'h' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ NULL, 0, NULL, 0 },
+	    {"dir", required_argument, NULL, 'D'},  {"sizes", required_argument, NULL, 'S'},
+	    {"reps", required_argument, NULL, 'r'}, {"hammer-reps", required_argument, NULL, 'h'},
+	    {"cpu", required_argument, NULL, 'c'},  {NULL, 0, NULL, 0},
 	};
 	const char *dir = "/dev/shm";
 	char sizes_arg[256] = "64M,1G,8G";
@@ -264,12 +262,23 @@ int main(int argc, char **argv)
 	int cpu = -1, c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'D': dir = optarg; break;
-		case 'S': snprintf(sizes_arg, sizeof(sizes_arg), "%s", optarg); break;
-		case 'r': reps = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'h': hammer_reps = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'c': cpu = atoi(optarg); break;
-		default: usage();
+		case 'D':
+			dir = optarg;
+			break;
+		case 'S':
+			snprintf(sizes_arg, sizeof(sizes_arg), "%s", optarg);
+			break;
+		case 'r':
+			reps = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'h':
+			hammer_reps = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			cpu = atoi(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	uint64_t sizes[MAX_SIZES];

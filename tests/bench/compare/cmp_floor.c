@@ -105,7 +105,7 @@ static void serve(int lfd, const struct opts *o)
 static int start_server(const struct opts *o, pid_t *pid)
 {
 	int lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 1) < 0 ||
 	    getsockname(lfd, (struct sockaddr *)&a, &alen) < 0)
@@ -126,7 +126,7 @@ static int start_server(const struct opts *o, pid_t *pid)
 /* pingpong -- 64-byte round trips for o->seconds after a warm-up of a tenth of that */
 static void pingpong(int fd, const struct opts *o, struct cmp_lat *lat, double *rate)
 {
-	char b[MSG_SMALL] = { 0 };
+	char b[MSG_SMALL] = {0};
 	uint64_t warm = cmp_now_ns() + (uint64_t)(o->seconds * 1e8);
 	while (cmp_now_ns() < warm)
 		if (write_full(fd, b, sizeof(b)) || read_full(fd, b, sizeof(b)))
@@ -159,7 +159,7 @@ static double pipeline(int fd, const struct opts *o)
 	size_t off = 0; /* bytes of the current message sent */
 	bool stop = false;
 	while (!stop || acked < sent) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct pollfd p = {.fd = fd, .events = POLLIN};
 		bool can_send = !stop && (sent - acked < o->depth || off > 0);
 		if (can_send)
 			p.events |= POLLOUT;
@@ -208,15 +208,15 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "seconds", required_argument, NULL, 's' },
-		{ "size", required_argument, NULL, 'b' },
-		{ "depth", required_argument, NULL, 'q' },
-		{ "client-cpu", required_argument, NULL, 'c' },
-		{ "server-cpu", required_argument, NULL, 'd' },
-		{ NULL, 0, NULL, 0 },
+	    {"seconds", required_argument, NULL, 's'},
+	    {"size", required_argument, NULL, 'b'},
+	    {"depth", required_argument, NULL, 'q'},
+	    {"client-cpu", required_argument, NULL, 'c'},
+	    {"server-cpu", required_argument, NULL, 'd'},
+	    {NULL, 0, NULL, 0},
 	};
-	struct opts o = { .seconds = 3, .size = 4096, .depth = 32, .client_cpu = -1,
-			  .server_cpu = -1 };
+	struct opts o = {
+	    .seconds = 3, .size = 4096, .depth = 32, .client_cpu = -1, .server_cpu = -1};
 	int c;
 	if (argc < 2)
 		usage();
@@ -224,12 +224,23 @@ int main(int argc, char **argv)
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 's': o.seconds = atof(optarg); break;
-		case 'b': o.size = (size_t)cmp_parse_size(optarg); break;
-		case 'q': o.depth = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'c': o.client_cpu = atoi(optarg); break;
-		case 'd': o.server_cpu = atoi(optarg); break;
-		default: usage();
+		case 's':
+			o.seconds = atof(optarg);
+			break;
+		case 'b':
+			o.size = (size_t)cmp_parse_size(optarg);
+			break;
+		case 'q':
+			o.depth = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			o.client_cpu = atoi(optarg);
+			break;
+		case 'd':
+			o.server_cpu = atoi(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	bool ping = strcmp(o.mode, "pingpong") == 0;

@@ -3,17 +3,21 @@
  * cmp_native.c -- the comparison's shapes through rdax's own protocol (librdax)
  *
  *   cmp_native --url tcp://HOST:PORT --volume NAME [--size SIZE] [--seconds S]
- *              [--shapes wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *              [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *              [--ops N] [--server-pid PID]
  *
  * Connects to a running rdaxd, creates the volume if it does not exist
  * (--size, default 1G), opens it and runs the shapes of cmp_shapes.h:
- * wflush = rdax_write + rdax_fsync of the whole volume (two requests, like
- * an NBD WRITE + FLUSH); durable = rdax_write with RDAX_WRITE_FSYNC (one
- * request, like an NBD WRITE with FUA); qd32 and seq1m through the
- * asynchronous API on one connection. --prefill writes the whole volume
- * once before anything is timed. Prints one JSON object on stdout,
- * including how the server's namespace persists (from HELLO).
- * A benchmark, never a test.
+ * write = rdax_write (one request, not durable); wflush = rdax_write +
+ * rdax_fsync of the whole volume (two requests, like an NBD WRITE + FLUSH);
+ * durable = rdax_write with RDAX_WRITE_FSYNC (one request, like an NBD
+ * WRITE with FUA); qd32 and seq1m through the asynchronous API on one
+ * connection. --prefill writes the whole volume once before anything is
+ * timed; --ops N counts operations instead of time (for instruction and
+ * system-call counts per operation); --server-pid adds the server's CPU use
+ * per shape (from its /proc stat) beside this client's. Prints one JSON
+ * object on stdout, including how the server's namespace persists (from
+ * HELLO). A benchmark, never a test.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -72,10 +76,14 @@ static const char *n_error(void *ctx, int code)
 static const char *method_name(enum rdax_persist_method m)
 {
 	switch (m) {
-	case RDAX_PERSIST_CPU_CACHE_FLUSH: return "cpu-cache-flush (CLWB/CLFLUSHOPT + SFENCE)";
-	case RDAX_PERSIST_FENCE_ONLY: return "fence-only (eADR)";
-	case RDAX_PERSIST_MSYNC: return "msync";
-	case RDAX_PERSIST_SIM: return "sim (power-fail simulator)";
+	case RDAX_PERSIST_CPU_CACHE_FLUSH:
+		return "cpu-cache-flush (CLWB/CLFLUSHOPT + SFENCE)";
+	case RDAX_PERSIST_FENCE_ONLY:
+		return "fence-only (eADR)";
+	case RDAX_PERSIST_MSYNC:
+		return "msync";
+	case RDAX_PERSIST_SIM:
+		return "sim (power-fail simulator)";
 	}
 	return "unknown";
 }
@@ -83,37 +91,55 @@ static const char *method_name(enum rdax_persist_method m)
 static void usage(void)
 {
 	fprintf(stderr, "usage: cmp_native --url URL --volume NAME [--size SIZE] [--seconds S] "
-			"[--shapes LIST] [--cpu C] [--prefill]\n");
+			"[--shapes LIST] [--cpu C] [--prefill] [--ops N] [--server-pid PID]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "url", required_argument, NULL, 'u' },
-		{ "volume", required_argument, NULL, 'v' },
-		{ "size", required_argument, NULL, 'z' },
-		{ "seconds", required_argument, NULL, 's' },
-		{ "shapes", required_argument, NULL, 'S' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "prefill", no_argument, NULL, 'p' },
-		{ NULL, 0, NULL, 0 },
+	    {"url", required_argument, NULL, 'u'},	  {"volume", required_argument, NULL, 'v'},
+	    {"size", required_argument, NULL, 'z'},	  {"seconds", required_argument, NULL, 's'},
+	    {"shapes", required_argument, NULL, 'S'},	  {"cpu", required_argument, NULL, 'c'},
+	    {"prefill", no_argument, NULL, 'p'},	  {"ops", required_argument, NULL, 'o'},
+	    {"server-pid", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
 	};
 	const char *url = NULL, *name = NULL;
 	uint64_t size = 1ULL << 30;
-	struct cmp_shape_opts so = { .seconds = 3, .shapes = "wflush,durable,qd32,seq1m" };
+	struct cmp_shape_opts so = {.seconds = 3, .shapes = "write,wflush,durable,qd32,seq1m"};
 	bool prefill = false;
 	int cpu = -1, c, ret;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'u': url = optarg; break;
-		case 'v': name = optarg; break;
-		case 'z': size = cmp_parse_size(optarg); break;
-		case 's': so.seconds = atof(optarg); break;
-		case 'S': so.shapes = optarg; break;
-		case 'c': cpu = atoi(optarg); break;
-		case 'p': prefill = true; break;
-		default: usage();
+		case 'u':
+			url = optarg;
+			break;
+		case 'v':
+			name = optarg;
+			break;
+		case 'z':
+			size = cmp_parse_size(optarg);
+			break;
+		case 's':
+			so.seconds = atof(optarg);
+			break;
+		case 'S':
+			so.shapes = optarg;
+			break;
+		case 'c':
+			cpu = atoi(optarg);
+			break;
+		case 'p':
+			prefill = true;
+			break;
+		case 'o':
+			so.ops = strtoull(optarg, NULL, 0);
+			break;
+		case 'P':
+			so.server_pid = atoi(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!url || !name || size < CMP_BIG || so.seconds <= 0)
@@ -121,7 +147,7 @@ int main(int argc, char **argv)
 	if (cmp_pin(cpu))
 		fprintf(stderr, "cmp_native: cannot pin to CPU %d\n", cpu);
 
-	struct native n = { 0 };
+	struct native n = {0};
 	struct rdax_conn_opts *co = NULL;
 	if ((ret = rdax_conn_opts_new(&co)) || (ret = rdax_conn_opts_set_queue_depth(co, 64)) ||
 	    (ret = rdax_conn_opts_set_client_name(co, "cmp_native"))) {
@@ -153,9 +179,13 @@ int main(int argc, char **argv)
 			mode = ni.mode;
 		}
 	}
-	struct cmp_target t = { .ctx = &n, .size = rdax_volume_size(n.vol), .write = n_write,
-				.flush = n_flush, .submit = n_submit, .reap = n_reap,
-				.error = n_error };
+	struct cmp_target t = {.ctx = &n,
+			       .size = rdax_volume_size(n.vol),
+			       .write = n_write,
+			       .flush = n_flush,
+			       .submit = n_submit,
+			       .reap = n_reap,
+			       .error = n_error};
 	if (prefill) {
 		fprintf(stderr, "cmp_native: prefilling %s ...\n", name);
 		if (cmp_prefill(&t))

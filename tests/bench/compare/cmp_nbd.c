@@ -3,16 +3,19 @@
  * cmp_nbd.c -- the comparison's shapes against any NBD server (libnbd)
  *
  *   cmp_nbd --uri nbd://HOST:PORT/EXPORT [--seconds S]
- *           [--shapes wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *           [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *           [--ops N] [--server-pid PID]
  *
  * Why not fio for everything: fio's nbd engine passes no flags to
  * nbd_aio_pwrite(), so it cannot send a write with FUA. This helper runs
- * the four shapes of cmp_shapes.h through libnbd on one connection:
- * wflush = NBD_CMD_WRITE then NBD_CMD_FLUSH; durable = NBD_CMD_WRITE with
- * NBD_CMD_FLAG_FUA; qd32 and seq1m with nbd_aio_pwrite. The same loop
- * times rdax's NBD export and nbdkit, so their figures compare directly.
- * "durable" is skipped (and reported so) where the server does not
- * advertise FUA. Prints one JSON object on stdout. A benchmark, never a test.
+ * the shapes of cmp_shapes.h through libnbd on one connection: write =
+ * NBD_CMD_WRITE; wflush = NBD_CMD_WRITE then NBD_CMD_FLUSH; durable =
+ * NBD_CMD_WRITE with NBD_CMD_FLAG_FUA; qd32 and seq1m with nbd_aio_pwrite.
+ * The same loop times rdax's NBD export and nbdkit, so their figures
+ * compare directly. "durable" is skipped where the server does not
+ * advertise FUA (can_fua in the JSON says so). --ops N counts operations
+ * instead of time; --server-pid adds the server's CPU use per shape beside
+ * this client's. Prints one JSON object on stdout. A benchmark, never a test.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -75,7 +78,7 @@ static int b_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint
 		return -ENOMEM;
 	a->n = n;
 	a->tag = tag;
-	nbd_completion_callback cb = { .callback = completed, .user_data = a, .free = free };
+	nbd_completion_callback cb = {.callback = completed, .user_data = a, .free = free};
 	return nbd_aio_pwrite(n->h, buf, len, off, cb, 0) < 0 ? nerr() : 0;
 }
 
@@ -98,40 +101,54 @@ static const char *b_error(void *ctx, int code)
 {
 	struct nbdc *n = ctx;
 	const char *e = nbd_get_error();
-	snprintf(n->msg, sizeof(n->msg), "%s (%s)", strerror(code < 0 ? -code : code),
-		 e ? e : "");
+	snprintf(n->msg, sizeof(n->msg), "%s (%s)", strerror(code < 0 ? -code : code), e ? e : "");
 	return n->msg;
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: cmp_nbd --uri URI [--seconds S] [--shapes LIST] [--cpu C] "
-			"[--prefill]\n");
+			"[--prefill] [--ops N] [--server-pid PID]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "uri", required_argument, NULL, 'u' },
-		{ "seconds", required_argument, NULL, 's' },
-		{ "shapes", required_argument, NULL, 'S' },
-		{ "cpu", required_argument, NULL, 'c' },
-		{ "prefill", no_argument, NULL, 'p' },
-		{ NULL, 0, NULL, 0 },
+	    {"uri", required_argument, NULL, 'u'},	  {"seconds", required_argument, NULL, 's'},
+	    {"shapes", required_argument, NULL, 'S'},	  {"cpu", required_argument, NULL, 'c'},
+	    {"prefill", no_argument, NULL, 'p'},	  {"ops", required_argument, NULL, 'o'},
+	    {"server-pid", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
 	};
 	const char *uri = NULL;
-	struct cmp_shape_opts so = { .seconds = 3, .shapes = "wflush,durable,qd32,seq1m" };
+	struct cmp_shape_opts so = {.seconds = 3, .shapes = "write,wflush,durable,qd32,seq1m"};
 	bool prefill = false;
 	int cpu = -1, c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'u': uri = optarg; break;
-		case 's': so.seconds = atof(optarg); break;
-		case 'S': so.shapes = optarg; break;
-		case 'c': cpu = atoi(optarg); break;
-		case 'p': prefill = true; break;
-		default: usage();
+		case 'u':
+			uri = optarg;
+			break;
+		case 's':
+			so.seconds = atof(optarg);
+			break;
+		case 'S':
+			so.shapes = optarg;
+			break;
+		case 'c':
+			cpu = atoi(optarg);
+			break;
+		case 'p':
+			prefill = true;
+			break;
+		case 'o':
+			so.ops = strtoull(optarg, NULL, 0);
+			break;
+		case 'P':
+			so.server_pid = atoi(optarg);
+			break;
+		default:
+			usage();
 		}
 	}
 	if (!uri || so.seconds <= 0)
@@ -139,7 +156,7 @@ int main(int argc, char **argv)
 	if (cmp_pin(cpu))
 		fprintf(stderr, "cmp_nbd: cannot pin to CPU %d\n", cpu);
 
-	struct nbdc n = { 0 };
+	struct nbdc n = {0};
 	n.h = nbd_create();
 	if (!n.h || nbd_connect_uri(n.h, uri) < 0) {
 		fprintf(stderr, "cmp_nbd: connect %s: %s\n", uri, nbd_get_error());
@@ -160,9 +177,13 @@ int main(int argc, char **argv)
 			memset(d, 'x', strlen("durable"));
 	}
 	so.shapes = shapes;
-	struct cmp_target t = { .ctx = &n, .size = (uint64_t)size, .write = b_write,
-				.flush = b_flush, .submit = b_submit, .reap = b_reap,
-				.error = b_error };
+	struct cmp_target t = {.ctx = &n,
+			       .size = (uint64_t)size,
+			       .write = b_write,
+			       .flush = b_flush,
+			       .submit = b_submit,
+			       .reap = b_reap,
+			       .error = b_error};
 	if (prefill) {
 		fprintf(stderr, "cmp_nbd: prefilling %s ...\n", uri);
 		if (cmp_prefill(&t))

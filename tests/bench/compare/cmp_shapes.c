@@ -25,39 +25,51 @@ static bool shape_selected(const char *list, const char *name)
 	return false;
 }
 
+static bool measuring_time(uint64_t t0, uint64_t t1)
+{
+	return t0 && t1 > t0;
+}
+
 static int report(struct cmp_target *t, const char *what, int ret)
 {
 	fprintf(stderr, "cmp: %s failed: %s\n", what, t->error(t->ctx, ret));
 	return ret;
 }
 
-/* run_qd1 -- QD1 4 KiB random writes (@durable) or write+flush pairs; latency per op/pair */
-static int run_qd1(struct cmp_target *t, double seconds, bool durable, struct cmp_lat *lat,
-		   double *ops_per_s)
+enum qd1_kind { QD1_WRITE, QD1_WFLUSH, QD1_DURABLE };
+
+/*
+ * run_qd1 -- QD1 4 KiB random writes (plain or durable) or write+flush
+ * pairs; latency per write or pair. @ops > 0: exactly that many after
+ * ops / 10 of warm-up, else by time.
+ */
+static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_kind kind,
+		   struct cmp_lat *lat, double *ops_per_s)
 {
 	uint8_t *buf = aligned_alloc(CMP_SMALL, CMP_SMALL);
-	uint64_t rng = 12345, slots = t->size / CMP_SMALL, n = 0;
+	uint64_t rng = 12345, slots = t->size / CMP_SMALL, n = 0, i = 0;
+	bool durable = kind == QD1_DURABLE;
 	int ret = 0;
 	if (!buf)
 		return -ENOMEM;
-	memset(buf, durable ? 0x5a : 0xa5, CMP_SMALL);
+	memset(buf, 0x5a + kind, CMP_SMALL);
 	uint64_t warm_end = cmp_now_ns() + (uint64_t)(seconds * 1e8), t0 = 0, end = 0;
-	for (bool measuring = false;;) {
+	for (bool measuring = false;; i++) {
 		uint64_t off = (cmp_rng(&rng) % slots) * CMP_SMALL;
 		uint64_t a = cmp_now_ns();
-		if (!measuring && a >= warm_end) {
+		if (!measuring && (ops ? i >= ops / 10 : a >= warm_end)) {
 			measuring = true;
 			t0 = a;
-			end = a + (uint64_t)(seconds * 1e9);
+			end = ops ? UINT64_MAX : a + (uint64_t)(seconds * 1e9);
 		}
-		if (measuring && a >= end)
+		if (measuring && (ops ? n >= ops : a >= end))
 			break;
 		ret = t->write(t->ctx, off, buf, CMP_SMALL, durable);
 		if (ret) {
 			report(t, durable ? "durable write" : "write", ret);
 			break;
 		}
-		if (!durable && (ret = t->flush(t->ctx))) {
+		if (kind == QD1_WFLUSH && (ret = t->flush(t->ctx))) {
 			report(t, "flush", ret);
 			break;
 		}
@@ -66,7 +78,8 @@ static int run_qd1(struct cmp_target *t, double seconds, bool durable, struct cm
 			n++;
 		}
 	}
-	*ops_per_s = end > t0 ? (double)n / ((double)(cmp_now_ns() - t0) / 1e9) : 0;
+	uint64_t t1 = cmp_now_ns();
+	*ops_per_s = measuring_time(t0, t1) ? (double)n / ((double)(t1 - t0) / 1e9) : 0;
 	free(buf);
 	return ret;
 }
@@ -75,16 +88,17 @@ static int run_qd1(struct cmp_target *t, double seconds, bool durable, struct cm
  * run_async -- writes of @bs bytes with @depth in flight for @seconds after a
  * warm-up: completions per second of the measured window, latency per write
  * from submission to the completion being seen. @sequential: offsets in
- * order (wrapping), else uniformly random.
+ * order (wrapping), else uniformly random. @ops > 0: count completions
+ * instead of time (ops / 10 of warm-up, then ops).
  */
-static int run_async(struct cmp_target *t, double seconds, uint32_t bs, unsigned depth,
-		     bool sequential, struct cmp_lat *lat, double *ops_per_s)
+static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_t bs,
+		     unsigned depth, bool sequential, struct cmp_lat *lat, double *ops_per_s)
 {
 	uint8_t *buf = aligned_alloc(CMP_SMALL, bs);
 	uint64_t *submitted = calloc(depth, sizeof(*submitted));
 	uint64_t *free_tags = calloc(depth, sizeof(*free_tags));
 	uint64_t *done = calloc(depth, sizeof(*done));
-	uint64_t rng = 67890, slots = t->size / bs, next = 0, counted = 0;
+	uint64_t rng = 67890, slots = t->size / bs, next = 0, counted = 0, completed = 0;
 	unsigned nfree = depth;
 	int ret = 0;
 	if (!buf || !submitted || !free_tags || !done) {
@@ -121,20 +135,24 @@ static int run_async(struct cmp_target *t, double seconds, uint32_t bs, unsigned
 		now = cmp_now_ns();
 		for (int i = 0; i < n; i++) {
 			uint64_t tag = done[i];
-			if (t0 && now <= end) {
+			if (t0 && now <= end && (!ops || counted < ops)) {
 				cmp_lat_add(lat, now - submitted[tag]);
 				counted++;
 			}
 			free_tags[nfree++] = tag;
 		}
-		if (!t0 && now >= warm_end) {
+		completed += (uint64_t)n;
+		if (!t0 && (ops ? completed >= ops / 10 : now >= warm_end)) {
 			t0 = now;
-			end = now + (uint64_t)(seconds * 1e9);
-		} else if (t0 && now >= end) {
+			end = ops ? UINT64_MAX : now + (uint64_t)(seconds * 1e9);
+		} else if (t0 && (ops ? counted >= ops : now >= end)) {
 			stop = true;
+			end = now;
 		}
 	}
-	*ops_per_s = t0 && end != UINT64_MAX ? (double)counted / ((double)(end - t0) / 1e9) : 0;
+	*ops_per_s = measuring_time(t0, end) && end != UINT64_MAX
+			 ? (double)counted / ((double)(end - t0) / 1e9)
+			 : 0;
 out_free:
 	free(buf);
 	free(submitted);
@@ -177,14 +195,16 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 {
 	static const struct {
 		const char *name;
-		bool async, durable, sequential;
+		bool async, sequential;
+		enum qd1_kind kind;
 		uint32_t bs;
 		unsigned depth;
 	} shapes[] = {
-		{ "wflush", false, false, false, CMP_SMALL, 1 },
-		{ "durable", false, true, false, CMP_SMALL, 1 },
-		{ "qd32", true, false, false, CMP_SMALL, 32 },
-		{ "seq1m", true, false, true, CMP_BIG, 8 },
+	    {"write", false, false, QD1_WRITE, CMP_SMALL, 1},
+	    {"wflush", false, false, QD1_WFLUSH, CMP_SMALL, 1},
+	    {"durable", false, false, QD1_DURABLE, CMP_SMALL, 1},
+	    {"qd32", true, false, QD1_WRITE, CMP_SMALL, 32},
+	    {"seq1m", true, true, QD1_WRITE, CMP_BIG, 8},
 	};
 	for (unsigned i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		if (!shape_selected(o->shapes, shapes[i].name))
@@ -194,12 +214,23 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 		int ret = cmp_lat_init(&lat, LAT_CAP);
 		if (ret)
 			return ret;
-		fprintf(stderr, "cmp: %s for %.1f s ...\n", shapes[i].name, o->seconds);
+		if (o->ops)
+			fprintf(stderr, "cmp: %s, %llu operations ...\n", shapes[i].name,
+				(unsigned long long)o->ops);
+		else
+			fprintf(stderr, "cmp: %s for %.1f s ...\n", shapes[i].name, o->seconds);
+		uint64_t w0 = cmp_now_ns(), c0 = cmp_cpu_time_ns(0);
+		uint64_t s0 = o->server_pid > 0 ? cmp_cpu_time_ns(o->server_pid) : 0;
 		if (shapes[i].async)
-			ret = run_async(t, o->seconds, shapes[i].bs, shapes[i].depth,
+			ret = run_async(t, o->seconds, o->ops, shapes[i].bs, shapes[i].depth,
 					shapes[i].sequential, &lat, &rate);
 		else
-			ret = run_qd1(t, o->seconds, shapes[i].durable, &lat, &rate);
+			ret = run_qd1(t, o->seconds, o->ops, shapes[i].kind, &lat, &rate);
+		/* CPU used per wall second, warm-up included: which side is the bottleneck */
+		double wall = (double)(cmp_now_ns() - w0);
+		double client_util = (double)(cmp_cpu_time_ns(0) - c0) / wall;
+		double server_util =
+		    o->server_pid > 0 ? (double)(cmp_cpu_time_ns(o->server_pid) - s0) / wall : -1;
 		/* leave nothing dirty for the next shape (not timed) */
 		if (!ret && (ret = t->flush(t->ctx)))
 			report(t, "flush", ret);
@@ -207,11 +238,15 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 			cmp_lat_free(&lat);
 			return ret;
 		}
-		fprintf(out, ", \"%s\": {\"block_bytes\": %u, \"depth\": %u, \"ops_per_s\": %.6g, "
-			     "\"mib_per_s\": %.6g",
+		fprintf(out,
+			", \"%s\": {\"block_bytes\": %u, \"depth\": %u, \"ops_per_s\": %.6g, "
+			"\"mib_per_s\": %.6g, \"ops\": %zu",
 			shapes[i].name, shapes[i].bs, shapes[i].depth, rate,
-			rate * shapes[i].bs / 1048576.0);
+			rate * shapes[i].bs / 1048576.0, lat.n);
 		cmp_json_lat(out, "lat", &lat, true);
+		cmp_json_num(out, "client_cpu_util", client_util, true);
+		if (server_util >= 0)
+			cmp_json_num(out, "server_cpu_util", server_util, true);
 		fprintf(out, "}");
 		fflush(out);
 		cmp_lat_free(&lat);

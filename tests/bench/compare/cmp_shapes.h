@@ -3,6 +3,8 @@
  * cmp_shapes.h -- the four I/O shapes of the comparison, as run by the
  * native (librdax) and the NBD (libnbd) helpers alike
  *
+ *   write    QD1 4 KiB random write, not durable: the cost of one request
+ *            (a diagnostic beside the two durable shapes)
  *   wflush   QD1 4 KiB random write, then a flush of the whole device, both
  *            answered before the next pair starts (fio --fsync=1)
  *   durable  QD1 4 KiB random write that is durable when answered: NBD FUA,
@@ -13,8 +15,9 @@
  * Offsets: 4 KiB aligned, uniformly random over the device for the 4 KiB
  * shapes (splitmix64, fixed seed); sequential and wrapping for seq1m.
  * Each shape runs for a tenth of its time as a warm-up, then for the
- * measured time. A driver implements struct cmp_target and cmp_run_shapes()
- * does the timing, so both helpers time exactly the same loop.
+ * measured time; or, with ops set, for a tenth of ops and then exactly ops
+ * operations (for instruction and system-call counts per operation). A driver implements struct
+ * cmp_target and cmp_run_shapes() does the timing, so both helpers time exactly the same loop.
  */
 #ifndef RDAX_CMP_SHAPES_H
 #define RDAX_CMP_SHAPES_H
@@ -41,8 +44,10 @@ struct cmp_target {
 };
 
 struct cmp_shape_opts {
-	double seconds;	   /* measured time per shape */
-	const char *shapes; /* comma-separated subset of "wflush,durable,qd32,seq1m" */
+	double seconds;	    /* measured time per shape */
+	uint64_t ops;	    /* > 0: measure exactly this many operations instead */
+	const char *shapes; /* comma-separated subset of "write,wflush,durable,qd32,seq1m" */
+	int server_pid;	    /* > 0: report the server's CPU use per shape too */
 };
 
 /*

@@ -27,6 +27,12 @@ int cmp_pin(int cpu);
 /* cmp_cpu_now -- the CPU the calling thread runs on, -1 if unknown */
 int cmp_cpu_now(void);
 
+/*
+ * cmp_cpu_time_ns -- CPU time (user + system) used so far by process @pid,
+ * all its threads; @pid 0: this process. 0 if it cannot be read.
+ */
+uint64_t cmp_cpu_time_ns(int pid);
+
 /* cmp_rng -- the next value of a splitmix64 generator (state advanced) */
 uint64_t cmp_rng(uint64_t *state);
 

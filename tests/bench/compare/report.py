@@ -182,12 +182,12 @@ def ratio(a, b):
 class Fig:
     """One system's figures for one shape: latency percentiles (us) and a rate."""
 
-    def __init__(self, label, tool, pct=None, rate=None, note=""):
+    def __init__(self, label, tool, pct=None, rate=None, cpu=(None, None)):
         self.label = label
         self.tool = tool
         self.pct = pct or {}  # "p50" -> us, ...
         self.rate = rate  # ops/s or MiB/s
-        self.note = note
+        self.cpu = cpu  # CPU busy per wall second: (client, server), None if unknown
 
     def p(self, k):
         return self.pct.get(k)
@@ -199,7 +199,8 @@ def fig_from_cmp(doc, shape, label, tool, mib=False):
     s = doc[shape]
     lat = s["lat"]
     pct = {k: us(lat.get(k + "_ns")) for k in ("p50", "p90", "p99", "p99.9")}
-    return Fig(label, tool, pct, s["mib_per_s"] if mib else s["ops_per_s"])
+    return Fig(label, tool, pct, s["mib_per_s"] if mib else s["ops_per_s"],
+               (s.get("client_cpu_util"), s.get("server_cpu_util")))
 
 
 def fio_pct(lat, key):
@@ -227,7 +228,8 @@ def fig_from_fio(doc, label, shape, mib=False):
             v = None if v is None or f is None else v + f
         pct[name] = v
     rate = w["bw_bytes"] / 1048576.0 if mib else w["iops"]
-    return Fig(label, "fio", pct, rate)
+    client = (job.get("usr_cpu", 0) + job.get("sys_cpu", 0)) / 100.0 if "usr_cpu" in job else None
+    return Fig(label, "fio", pct, rate, (client, None))
 
 
 SYSTEMS = [
@@ -314,7 +316,7 @@ def round_shape_figs(rd, shape):
         if fg:
             fg.key = key
             figs.append(fg)
-    if shape != "durable":
+    if shape not in ("durable", "write"):
         for key, label in SYSTEMS[1:]:
             fg = fig_from_fio(rd.get("%s_fio_%s" % (key, shape)), label, shape, mib)
             if fg:
@@ -339,7 +341,8 @@ def shape_figs(d, shape):
     for k in order:
         g = groups[k]
         pct = {p: median([fg.p(p) for fg in g]) for p in ("p50", "p90", "p99", "p99.9")}
-        m = Fig(g[0].label, g[0].tool, pct, median([fg.rate for fg in g]))
+        m = Fig(g[0].label, g[0].tool, pct, median([fg.rate for fg in g]),
+                (median([fg.cpu[0] for fg in g]), median([fg.cpu[1] for fg in g])))
         m.key = g[0].key
         head = [fg.p("p50") if SHAPES[shape][2] == "latency" else fg.rate for fg in g]
         head = [h for h in head if h is not None]
@@ -359,6 +362,10 @@ def peer_of(figs, fg):
 
 
 SHAPES = {
+    "write": ("4 KiB random write, QD1, not durable (diagnostic)",
+              "one write at a time, no flush, no FUA: what one request costs; the "
+              "durable shapes above add their flush to it",
+              "latency"),
     "wflush": ("4 KiB random write + flush, QD1",
                "write, then flush (NBD WRITE + FLUSH; native: WRITE + FSYNC of the "
                "whole volume), one pair at a time; latency per pair",
@@ -376,7 +383,7 @@ def floor_for(shape, fl):
     rtt = fl.get("rtt", {}).get("p50")
     if shape == "wflush":
         return ("two 64 B TCP round trips (p50)", None if rtt is None else 2 * rtt, "lat")
-    if shape == "durable":
+    if shape in ("durable", "write"):
         return ("one 64 B TCP round trip (p50)", rtt, "lat")
     if shape == "qd32":
         return ("TCP 4 KiB messages, 32 in flight, 64 B acks", fl.get("pipe4k"), "rate")
@@ -390,6 +397,12 @@ def fmt_spread(fg, kind, unit):
     if kind == "latency":
         return "%s - %s" % (fmt_us(lo), fmt_us(hi))
     return "%s - %s" % (fmt_rate(lo, unit).split()[0], fmt_rate(hi, unit))
+
+
+def fmt_cpu(fg):
+    c, s = fg.cpu
+    return "%s / %s" % ("%.0f%%" % (c * 100) if c is not None else "-",
+                        "%.0f%%" % (s * 100) if s is not None else "-")
 
 
 def shape_table(lines, d, shape, fl):
@@ -407,26 +420,27 @@ def shape_table(lines, d, shape, fl):
         lines.append("")
         return figs
     if kind == "latency":
-        lines.append("| system | client | p50 | p99 | %s/s | p50 over rounds | p50 vs nbdkit "
-                     "memory | p50 vs floor |" % ("pairs" if shape == "wflush" else "writes"))
-        lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
+        lines.append("| system | client | p50 | p99 | %s/s | p50 over rounds | CPU client / "
+                     "server | p50 vs nbdkit memory | p50 vs floor |" % (
+                         "pairs" if shape == "wflush" else "writes"))
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for fg in figs:
             peer = peer_of(figs, fg)
-            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 fg.label, fg.tool, fmt_us(fg.p("p50")), fmt_us(fg.p("p99")),
                 "{:,.0f}".format(fg.rate) if fg.rate else "n/a", fmt_spread(fg, kind, unit),
-                fmt_ratio(ratio(fg.p("p50"), peer.p("p50") if peer else None)),
+                fmt_cpu(fg), fmt_ratio(ratio(fg.p("p50"), peer.p("p50") if peer else None)),
                 fmt_ratio(ratio(fg.p("p50"), fval))))
     else:
         extra = " vs TCP 1 MiB x 8 in flight |" if shape == "seq1m" else ""
         lines.append("| system | client | %s | over rounds | latency p50 | latency p99 "
-                     "| vs nbdkit memory | vs floor |%s" % (unit, extra))
-        lines.append("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else ""))
+                     "| CPU client / server | vs nbdkit memory | vs floor |%s" % (unit, extra))
+        lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else ""))
         for fg in figs:
             peer = peer_of(figs, fg)
-            row = "| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            row = "| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 fg.label, fg.tool, fmt_rate(fg.rate, unit), fmt_spread(fg, kind, unit),
-                fmt_us(fg.p("p50")), fmt_us(fg.p("p99")),
+                fmt_us(fg.p("p50")), fmt_us(fg.p("p99")), fmt_cpu(fg),
                 fmt_ratio(ratio(fg.rate, peer.rate if peer else None)),
                 fmt_ratio(ratio(fg.rate, fval)))
             if extra:
@@ -564,7 +578,7 @@ def write_plots(out, plots_dir, d, by_shape, fl, eng):
         if gnuplot("fsync.gp", files=" ".join(files), titles=" ".join(titles), outfile=png):
             made.append("fsync.png")
 
-    for shape in ("wflush", "durable", "qd32"):
+    for shape in ("wflush", "durable", "write", "qd32"):
         figs = [fg for fg in by_shape.get(shape, []) if fg.tool != "fio"]
         if not figs:
             continue
@@ -669,6 +683,17 @@ def cmd_report(a):
                  "(tests/bench/compare/cmp_shapes.c). fio's nbd engine sends no write flags, "
                  "so the FUA write is measured with `cmp_nbd` only." % (
                      env.get("fio", "?"), env.get("libnbd", "?")))
+    la = []
+    for which in ("start", "end"):
+        try:
+            with open(os.path.join(raw, "loadavg_%s.txt" % which)) as f:
+                la.append(f.read().split()[0])
+        except (OSError, IndexError):
+            la.append("?")
+    lines.append("- Machine load (1-minute load average) at the start of the block-I/O rounds: "
+                 "%s, at their end: %s. Anything else running on these %s CPUs shows up in "
+                 "the spread over the rounds and in the tails (p99)." % (
+                     la[0], la[1], env.get("ncpu", "?")))
     lines.append("- Every export is written over completely (1 MiB writes) before it is "
                  "measured, so no measurement pays first-touch allocation.")
     for name, why in (("rdax_nbd", skipped(raw, "rdax_nbd")), ("engine_8g",
@@ -707,9 +732,12 @@ def cmd_report(a):
     body.append("Ratios: latency ratios below 1 and rate ratios above 1 favour the row. The peer "
                 "of a fio row is nbdkit memory under fio, of a cmp_* row nbdkit memory under "
                 "cmp_nbd. fio reports a write's and its flush's latencies apart; its "
-                "write+flush percentiles here are the sum of the two (the pair rate is exact).")
+                "write+flush percentiles here are the sum of the two (the pair rate is exact). "
+                "CPU client / server: CPU time per wall-clock second of the client process and "
+                "of the whole server process (all threads), warm-up included; 100% on one side "
+                "means that side is the bottleneck (fio rows: the client only).")
     body.append("")
-    for shape in ("wflush", "durable", "qd32", "seq1m"):
+    for shape in ("wflush", "durable", "qd32", "seq1m", "write"):
         by_shape[shape] = shape_table(body, d, shape, fl)
 
     rows = targets(d, fl, by_shape, eng)

@@ -160,6 +160,8 @@ python3 "$here/report.py" env --profile "$profile" --seconds "$secs" --rounds "$
 	--client-cpu "$client_cpu" --server-cpu "$server_cpu" --tmp "$tmp_root" \
 	--size "$size" --repo "$here/../../.." --rdaxd "$rdaxd" >"$raw/env.json"
 
+cat /proc/loadavg >"$raw/loadavg_start.txt"
+
 # --- servers: all started, pinned and prefilled before any round --------------------
 log "rdax: starting rdaxd on $work/ns0 (mode=auto, PMEM_IS_PMEM_FORCE=1)"
 tcp_port=$(free_port)
@@ -191,7 +193,7 @@ log "rdax: creating and prefilling the volume"
 client "$helpers/cmp_native" --url "tcp://127.0.0.1:$tcp_port" --volume cmp --size "$size" \
 	--shapes none --prefill >/dev/null
 
-declare -A nbdkit_port
+declare -A nbdkit_port nbdkit_pid
 for plugin in memory file; do
 	port=$(free_port)
 	if [ $plugin = memory ]; then
@@ -204,7 +206,7 @@ for plugin in memory file; do
 	taskset -c "$server_cpu" nbdkit -f -i 127.0.0.1 -p "$port" "${args[@]}" \
 		2>"$raw/nbdkit_$plugin.log" &
 	pids+=("$!")
-	eval "nbdkit_pid_$plugin=$!"
+	nbdkit_pid[$plugin]=$!
 	wait_for_port "$port"
 	nbdkit_port[$plugin]=$port
 	client "$helpers/cmp_nbd" --uri "nbd://127.0.0.1:$port" --shapes none --prefill >/dev/null
@@ -234,19 +236,20 @@ measure() {
 	rdax_native)
 		log "round $r: rdax native: cmp_native shapes"
 		client "$helpers/cmp_native" --url "tcp://127.0.0.1:$tcp_port" --volume cmp \
-			--seconds "$secs" --cpu "$client_cpu" >"$dir/rdax_native.json" ;;
+			--seconds "$secs" --cpu "$client_cpu" --server-pid "$rpid" \
+			>"$dir/rdax_native.json" ;;
 	rdax_nbd)
 		[ -n "$nbd_port" ] || return 0
 		uri="nbd://127.0.0.1:$nbd_port/cmp"
 		log "round $r: rdax NBD: cmp_nbd shapes"
 		client "$helpers/cmp_nbd" --uri "$uri" --seconds "$secs" --cpu "$client_cpu" \
-			>"$dir/rdax_nbd_cmp.json"
+			--server-pid "$rpid" >"$dir/rdax_nbd_cmp.json"
 		fio_jobs "$dir" rdax_nbd "$uri" ;;
 	nbdkit_*)
 		uri="nbd://127.0.0.1:${nbdkit_port[${system#nbdkit_}]}"
 		log "round $r: $system: cmp_nbd shapes"
 		client "$helpers/cmp_nbd" --uri "$uri" --seconds "$secs" --cpu "$client_cpu" \
-			>"$dir/${system}_cmp.json"
+			--server-pid "${nbdkit_pid[${system#nbdkit_}]}" >"$dir/${system}_cmp.json"
 		fio_jobs "$dir" "$system" "$uri" ;;
 	esac
 }
@@ -263,8 +266,8 @@ for r in $(seq "$rounds"); do
 done
 
 placement "$rpid" rdaxd
-placement "$nbdkit_pid_memory" nbdkit_memory
-placement "$nbdkit_pid_file" nbdkit_file
+placement "${nbdkit_pid[memory]}" nbdkit_memory
+placement "${nbdkit_pid[file]}" nbdkit_file
 for pid in "${pids[@]}"; do
 	stop_pid "$pid"
 done
@@ -281,6 +284,8 @@ fi
 log "engine: fsync tracked vs hammer on $sizes"
 taskset -c "$server_cpu" "$helpers/cmp_engine" --dir "$work" --sizes "$sizes" \
 	--reps "$engine_reps" --cpu "$server_cpu" >"$raw/engine.json"
+
+cat /proc/loadavg >"$raw/loadavg_end.txt"
 
 # --- the report ------------------------------------------------------------------
 log "report: $out/report.md"
