@@ -286,6 +286,21 @@ static void sim_write_lines(const struct persist *p, uint64_t off, uint64_t len)
 	}
 }
 
+/*
+ * pinned_dirty -- make msync() write [addr, addr + len) of a pinned mapping:
+ * an RDMA write lands in the page without a CPU store, so a page already
+ * written back stays clean to the kernel. An atomic add of 0 to one word of
+ * each page dirties it without losing a concurrent write (the word is
+ * updated in one locked read-modify-write).
+ */
+static void pinned_dirty(const void *addr, size_t len)
+{
+	uintptr_t a = align_down((uintptr_t)addr, RDAX_PAGE_SIZE);
+	uintptr_t end = (uintptr_t)addr + len;
+	for (; a < end; a += RDAX_PAGE_SIZE)
+		__atomic_fetch_add((uint64_t *)a, 0, __ATOMIC_RELAXED);
+}
+
 void persist_flush(const struct persist *p, const void *addr, size_t len)
 {
 	if (len == 0)
@@ -296,9 +311,14 @@ void persist_flush(const struct persist *p, const void *addr, size_t len)
 		sim_write_lines(p, off, len);
 	} else if (p->is_pmem) {
 		pmem_flush(addr, len);
-	} else if (pmem_msync(addr, len) != 0) {
-		LOG_ERROR("pmem_msync(addr=%p, len=%zu) failed: %s", addr, len, strerror(errno));
-		abort();
+	} else {
+		if (p->pinned)
+			pinned_dirty(addr, len);
+		if (pmem_msync(addr, len) != 0) {
+			LOG_ERROR("pmem_msync(addr=%p, len=%zu) failed: %s", addr, len,
+				  strerror(errno));
+			abort();
+		}
 	}
 }
 
@@ -339,6 +359,8 @@ static int punch_pages(const struct persist *p, uint64_t off, uint64_t len)
 {
 	uint8_t *addr = (uint8_t *)p->base + off;
 
+	if (p->pinned)
+		return -EOPNOTSUPP; /* the NIC keeps the pages it pinned: write zeros */
 	if (p->mode == PERSIST_SIM && sim_budget_take(1) == 0) {
 		/* power already lost: the volatile copy reads zeros, the file keeps its data */
 		memset(addr, 0, len);

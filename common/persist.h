@@ -52,6 +52,13 @@ struct persist {
 	bool is_pmem;	/* pmem_is_pmem() of the mapping (AUTO only) */
 	bool is_devdax; /* a device dax character device */
 	bool is_regular_file;
+	/*
+	 * Registered for RDMA (set before the mapping is shared): a NIC holds
+	 * its pages pinned, so persist_zero() never punches holes or drops
+	 * pages (the NIC would keep writing the old ones), and an msync flush
+	 * first dirties the pages itself (the kernel does not see DMA writes).
+	 */
+	bool pinned;
 };
 
 /* persist_mode_parse -- "auto" or "sim"; 0 or -EINVAL */

@@ -265,6 +265,7 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 	    {"tcp://", CONFIG_LISTEN_TCP},
 	    {"nbd://", CONFIG_LISTEN_NBD},
 	    {"nbd+unix://", CONFIG_LISTEN_NBD_UNIX},
+	    {"rdma://", CONFIG_LISTEN_RDMA},
 	};
 	if (!uri || !out)
 		return -EINVAL;
@@ -283,8 +284,8 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 		const char *sep = strstr(uri, "://");
 		if (sep)
 			seterr(err, errlen,
-			       "'%s': transport '%.*s' is not supported (tcp://, nbd://, "
-			       "nbd+unix://)",
+			       "'%s': transport '%.*s' is not supported (tcp://, rdma://, "
+			       "nbd://, nbd+unix://)",
 			       uri, (int)(sep - uri), uri);
 		else
 			seterr(err, errlen, "'%s': not of the form tcp://HOST:PORT", uri);
@@ -815,6 +816,10 @@ void config_usage(FILE *f)
 		"                        mode=sim is the power-fail simulator.\n"
 		"  --listen tcp://HOST:PORT  listen here (repeatable; default %s;\n"
 		"                        port 0 picks a free port, shown in the ready line)\n"
+		"  --listen rdma://ADDR:PORT  the rdax protocol over RDMA (librdmacm; ADDR\n"
+		"                        an address of an RDMA device; clients write\n"
+		"                        one-sided; namespaces must be devdax or plain\n"
+		"                        files, not fsdax files; docs/rdma.md)\n"
 		"  --listen nbd://HOST:PORT  export every volume over NBD (export name =\n"
 		"                        volume name). NBD has no token: with --token-file\n"
 		"                        HOST must be a loopback address (docs/nbd.md)\n"

@@ -46,12 +46,13 @@ enum config_listen_kind {
 	CONFIG_LISTEN_TCP,	/* tcp://HOST:PORT: the rdax protocol */
 	CONFIG_LISTEN_NBD,	/* nbd://HOST:PORT: NBD (docs/nbd.md) */
 	CONFIG_LISTEN_NBD_UNIX, /* nbd+unix:///PATH[?mode=OCTAL]: NBD on a unix socket */
+	CONFIG_LISTEN_RDMA,	/* rdma://ADDR:PORT: the rdax protocol over RDMA (docs/rdma.md) */
 };
 
 /* Default file mode of an nbd+unix socket: the daemon's user only. */
 #define CONFIG_NBD_UNIX_MODE 0600
 
-/* One --listen tcp://HOST:PORT, nbd://HOST:PORT or nbd+unix:///PATH. */
+/* One --listen tcp://HOST:PORT, rdma://ADDR:PORT, nbd://HOST:PORT or nbd+unix:///PATH. */
 struct config_listen {
 	char *uri;  /* as given */
 	char *host; /* without the brackets of an IPv6 literal; NULL for nbd+unix */
@@ -138,7 +139,7 @@ int config_parse_namespace(const char *spec, struct config_namespace *out, char 
 			   size_t errlen);
 
 /*
- * config_parse_listen -- "tcp://HOST:PORT" or "nbd://HOST:PORT" (HOST may be
+ * config_parse_listen -- "tcp://HOST:PORT", "rdma://ADDR:PORT" or "nbd://HOST:PORT" (HOST may be
  * [IPv6]), or "nbd+unix:///PATH[?mode=OCTAL]" (an absolute socket path, mode
  * default CONFIG_NBD_UNIX_MODE). Returns 0, -EINVAL (@err says why), -ENOMEM.
  */

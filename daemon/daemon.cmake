@@ -1,6 +1,8 @@
 # rdaxd, the daemon: included by daemon/CMakeLists.txt when rdaxd.c exists.
 #
 # rdaxd_core: everything of the daemon but main(), so the unit tests can link it.
+pkg_check_modules(RDMACM REQUIRED IMPORTED_TARGET librdmacm)
+pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)
 add_library(rdaxd_core STATIC
 	${CMAKE_CURRENT_LIST_DIR}/config.c
 	${CMAKE_CURRENT_LIST_DIR}/store.c
@@ -12,10 +14,14 @@ add_library(rdaxd_core STATIC
 	${CMAKE_CURRENT_LIST_DIR}/server_tcp.c
 	${CMAKE_CURRENT_LIST_DIR}/nbd_proto.c
 	${CMAKE_CURRENT_LIST_DIR}/conn_nbd.c
-	${CMAKE_CURRENT_LIST_DIR}/server_nbd.c)
+	${CMAKE_CURRENT_LIST_DIR}/server_nbd.c
+	${CMAKE_CURRENT_LIST_DIR}/rdma_dev.c
+	${CMAKE_CURRENT_LIST_DIR}/conn_rdma.c
+	${CMAKE_CURRENT_LIST_DIR}/server_rdma.c)
 target_include_directories(rdaxd_core PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(rdaxd_core PUBLIC RDAX_VERSION="${PROJECT_VERSION}")
-target_link_libraries(rdaxd_core PUBLIC rdax_engine rdax_proto libev::libev Threads::Threads)
+target_link_libraries(rdaxd_core PUBLIC rdax_engine rdax_proto libev::libev Threads::Threads
+	PkgConfig::RDMACM PkgConfig::IBVERBS)
 
 add_executable(rdaxd ${CMAKE_CURRENT_LIST_DIR}/rdaxd.c)
 target_link_libraries(rdaxd PRIVATE rdaxd_core)

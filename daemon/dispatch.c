@@ -831,6 +831,9 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 			return;
 		}
 		session_handle_close(s, req.close->handle, &closed);
+		/* validated: the handle was open; its direct access ends before the reply */
+		if (env->hooks && env->hooks->volume_closed)
+			env->hooks->volume_closed(env->hook_arg, req.close->handle);
 		if (!closed) {
 			/* a reply or fsync in flight holds it: the last release closes it */
 			free(j);
@@ -980,6 +983,25 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	rep.handle = handle;
 	rep.has_size = 1;
 	rep.size = j->v->size;
+	if (env->hooks && env->hooks->volume_opened) {
+		struct dispatch_direct d;
+		ret = env->hooks->volume_opened(env->hook_arg, handle, j->v, &d);
+		if (ret) {
+			char m[STATUS_MSG_MAX];
+			struct volume *closed = NULL;
+			fmt_msg(m, "no direct access to volume \"%s\": %s", j->v->name,
+				rdax_strerror(ret));
+			session_handle_close(s, handle, &closed);
+			if (closed)
+				store_volume_close(env->store, &closed);
+			out_error(out, false, ret, m);
+			return;
+		}
+		rep.has_remote_addr = rep.has_rkey = rep.has_imm_volume_id = 1;
+		rep.remote_addr = d.remote_addr;
+		rep.rkey = d.rkey;
+		rep.imm_volume_id = d.imm_volume_id;
+	}
 	out_reply(out, &rep.base);
 }
 

@@ -55,6 +55,30 @@
 /* Largest reply body a client accepts (wire conventions): a list of 1024 volumes fits. */
 #define DISPATCH_MAX_REPLY_BODY (16U << 20)
 
+/* What a transport with direct data access (RDMA) adds to a VOLUME_OPEN reply. */
+struct dispatch_direct {
+	uint64_t remote_addr;	/* where the volume starts in the daemon's address space */
+	uint32_t rkey;		/* remote key that reaches exactly the volume */
+	uint32_t imm_volume_id; /* the volume's range in the connection's write notices */
+};
+
+/*
+ * Transport hooks, called on the connection's thread with env->hook_arg
+ * (the transport's connection): a transport that lets clients reach
+ * volumes directly grants and revokes that access with the handles.
+ */
+struct dispatch_hooks {
+	/*
+	 * volume_opened -- @v was opened as @handle: give the client direct
+	 * access and describe it in *out. 0, or a negative code: the open then
+	 * fails with it (the handle is closed again).
+	 */
+	int (*volume_opened)(void *arg, uint32_t handle, struct volume *v,
+			     struct dispatch_direct *out);
+	/* volume_closed -- @handle was closed by the client: revoke its direct access now */
+	void (*volume_closed)(void *arg, uint32_t handle);
+};
+
 struct dispatch_env {
 	struct store *store;
 	uint32_t max_payload;
@@ -65,6 +89,8 @@ struct dispatch_env {
 	const char *server_version;
 	const char *const *transports; /* reported in HELLO */
 	unsigned ntransports;
+	const struct dispatch_hooks *hooks; /* NULL: none (TCP) */
+	void *hook_arg;			    /* per connection: the transport's own env copy */
 };
 
 /* A reply ready to be framed: header fields, packed body and an optional payload. */

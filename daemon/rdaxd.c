@@ -43,6 +43,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "server_nbd.h"
+#include "server_rdma.h"
 #include "server_tcp.h"
 #include "store.h"
 #include "worker.h"
@@ -54,7 +55,7 @@
 /* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
 #define RDAXD_META_THREADS 2
 
-static const char *const rdaxd_transports[] = {"tcp"};
+static const char *const rdaxd_transports[] = {"tcp", "rdma"};
 
 /* fail -- one error line on stderr (where the log goes too); returns the exit code */
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -144,7 +145,8 @@ static int pidfile_write(const char *path)
 
 /* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
 static void ready_line(const struct server_tcp *srv, const struct server_nbd *nbd,
-		       const struct store *store, char *buf, size_t len)
+		       const struct server_rdma *rdma, const struct store *store, char *buf,
+		       size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
 	const size_t first = n;
@@ -154,6 +156,9 @@ static void ready_line(const struct server_tcp *srv, const struct server_nbd *nb
 	for (unsigned i = 0; nbd && i < nbd->nlisteners && n < len; i++)
 		n += (size_t)snprintf(buf + n, len - n, "%s%s", n > first ? ", " : "",
 				      nbd->listeners[i].uri);
+	for (unsigned i = 0; rdma && i < rdma->nlisteners && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", n > first ? ", " : "",
+				      rdma->listeners[i].uri);
 	unsigned count = store_namespace_count(store);
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " (%u namespace%s: ", count,
@@ -190,6 +195,8 @@ struct daemon {
 	struct server_tcp *srv;
 	struct conn_nbd_shared nbd_shared;
 	struct server_nbd *nbd; /* NULL without an NBD listener */
+	struct conn_rdma_shared rdma_shared;
+	struct server_rdma *rdma; /* NULL without an rdma:// listener */
 	bool served; /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
@@ -266,6 +273,42 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/*
+ * daemon_start_rdma -- the RDMA server and its listeners, if any --listen
+ * asks for rdma:// (before the workers start). A namespace that cannot be
+ * registered (fsdax) stops the daemon here. 0 or an exit code.
+ */
+static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	unsigned n = 0;
+	for (unsigned i = 0; i < cfg->nlistens; i++)
+		n += cfg->listens[i].kind == CONFIG_LISTEN_RDMA;
+	if (n == 0)
+		return 0;
+	d->rdma_shared = (struct conn_rdma_shared){
+	    .env = &d->env,
+	    .pool_fsync = d->pool_fsync,
+	    .pool_meta = d->pool_meta,
+	};
+	int ret = server_rdma_new(ev_default_loop(0), d->workers, d->nworkers, &d->rdma_shared,
+				  d->store, &d->rdma);
+	if (ret)
+		return fail(1, "cannot set up the RDMA server: %s%s", strerror(-ret),
+			    ret == -ENODEV ? " (no RDMA device: load rdma_ucm and configure a "
+					     "device, see docs/rdma.md)"
+					   : "");
+	for (unsigned i = 0; i < cfg->nlistens; i++) {
+		const struct config_listen *l = &cfg->listens[i];
+		if (l->kind != CONFIG_LISTEN_RDMA)
+			continue;
+		ret = server_rdma_listen(d->rdma, l->host, l->port, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", err);
+	}
+	return 0;
+}
+
 /* daemon_start -- pools, workers, listeners; 0 or an exit code */
 static int daemon_start(struct daemon *d, const struct config *cfg)
 {
@@ -279,8 +322,11 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	    .flush_mode = cfg->flush_mode,
 	    .server_version = RDAX_VERSION,
 	    .transports = rdaxd_transports,
-	    .ntransports = sizeof(rdaxd_transports) / sizeof(rdaxd_transports[0]),
+	    .ntransports = 1,
 	};
+	for (unsigned i = 0; i < cfg->nlistens; i++)
+		if (cfg->listens[i].kind == CONFIG_LISTEN_RDMA)
+			d->env.ntransports = 2; /* "rdma" too */
 	unsigned nfsync = cfg->threads < 2 ? 2 : cfg->threads;
 	int ret = fsync_pool_new("fsync", nfsync, &d->pool_fsync);
 	if (ret == 0)
@@ -315,6 +361,9 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	ret = daemon_start_nbd(d, cfg);
 	if (ret)
 		return ret;
+	ret = daemon_start_rdma(d, cfg);
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < d->nworkers; i++) {
 		ret = worker_start(d->workers[i]);
 		if (ret)
@@ -323,6 +372,8 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	server_tcp_start(d->srv);
 	if (d->nbd)
 		server_nbd_start(d->nbd);
+	if (d->rdma)
+		server_rdma_start(d->rdma);
 	return 0;
 }
 
@@ -337,12 +388,15 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 		server_tcp_shutdown(d->srv);
 	if (d->served && d->nbd)
 		server_nbd_shutdown(d->nbd);
+	if (d->served && d->rdma)
+		server_rdma_shutdown(d->rdma);
 	fsync_pool_delete(&d->pool_fsync);
 	fsync_pool_delete(&d->pool_meta);
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_stop(d->workers[i]);
 	server_tcp_delete(&d->srv);
 	server_nbd_delete(&d->nbd);
+	server_rdma_delete(&d->rdma); /* deregisters the namespaces: before the store closes */
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
@@ -394,7 +448,7 @@ static int run_daemon(const struct config *cfg)
 	ev_signal_start(loop, &sigint);
 
 	char line[2048];
-	ready_line(d.srv, d.nbd, d.store, line, sizeof(line));
+	ready_line(d.srv, d.nbd, d.rdma, d.store, line, sizeof(line));
 	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %" PRIu32 "%s)", line,
 		 cfg->threads, cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked", cfg->max_payload,

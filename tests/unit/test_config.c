@@ -162,9 +162,16 @@ static void config_parse_listen__bad(void **state)
 	char err[CONFIG_ERR_MAX];
 	assert_int_equal(config_parse_listen("127.0.0.1:7470", &l, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "tcp://HOST:PORT"));
-	assert_int_equal(config_parse_listen("rdma://10.0.0.1:7471", &l, err, sizeof(err)),
+	assert_int_equal(config_parse_listen("udp://10.0.0.1:7471", &l, err, sizeof(err)),
 			 -EINVAL);
-	assert_non_null(strstr(err, "transport 'rdma' is not supported"));
+	assert_non_null(strstr(err, "transport 'udp' is not supported"));
+	/* rdma:// is a listen kind of its own */
+	assert_int_equal(config_parse_listen("rdma://10.0.0.1:7471", &l, err, sizeof(err)), 0);
+	assert_int_equal(l.kind, CONFIG_LISTEN_RDMA);
+	assert_string_equal(l.host, "10.0.0.1");
+	assert_int_equal(l.port, 7471);
+	free(l.host);
+	free(l.uri);
 	assert_int_equal(config_parse_listen("tcp://host", &l, err, sizeof(err)), -EINVAL);
 	assert_int_equal(config_parse_listen("tcp://:7470", &l, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "no host"));

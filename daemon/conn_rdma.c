@@ -1,0 +1,1442 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* conn_rdma.c -- RDMA connections on the worker loops: messages, notices, windows, teardown */
+#include "conn_rdma.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "errors.h"
+#include "frame.h"
+#include "log.h"
+
+/* Work request ids: the kind in the top byte, an index below. */
+#define WRID_KIND_SHIFT 56
+enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
+/* Send queue slots kept free of messages: memory-window binds use them. */
+#define SQ_RESERVE 4U
+/* First size of the input buffer. */
+#define CONN_RDMA_INBUF_MIN (16U << 10)
+/* Completions taken per poll call; CQ rounds per event before other connections get a turn. */
+#define CQ_BATCH 32
+#define CQ_ROUNDS 8
+/* flush rounds per loop iteration before the loop polls again */
+#define FLUSH_ROUNDS 16
+
+enum rstate { RS_HEADER, RS_BODY, RS_PAYLOAD };
+
+struct rreply {
+	struct rreply *next;
+	uint8_t hdr[FRAME_HEADER_SIZE];
+	struct dispatch_reply r; /* payload: our copy (no hold) */
+	uint8_t *payload_copy;
+	size_t sent; /* bytes of header + body + payload already put in messages */
+};
+
+/* A volume reachable over RDMA on this connection: a window and a notice range. */
+struct direct {
+	uint32_t handle;
+	struct volume *v;
+	struct ibv_mw *mw;
+	uint32_t rkey;
+	uint64_t base;	 /* first page in the notice space */
+	uint64_t npages; /* pages of the volume */
+};
+
+struct conn_rdma {
+	struct conn_rdma_set *set;
+	struct conn_rdma_port *port;
+	struct conn_rdma *prev, *next;
+	struct conn_rdma *flush_next, *dead_next;
+	bool in_flush, in_dead, linked;
+	bool started; /* the worker took it over (conn_started) */
+	struct worker_msg start_msg;
+	struct rdma_cm_data client_cd; /* the client's private data */
+	char peer[64];
+
+	/* verbs */
+	struct rdma_cm_id *id;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint32_t sq_depth, sq_used;
+	uint32_t msg_size; /* of our messages to the client */
+	struct rdma_credits cr;
+	uint8_t initiator_depth; /* the client's wish (RDMA READs in flight) */
+	uint32_t *tx_ring;	 /* send buffers posted, in posting order (sq_depth) */
+	uint32_t tx_head, tx_n;
+
+	/* protocol */
+	struct session *session;
+	struct dispatch_env env; /* the shared env with this connection's hooks */
+	struct direct *dir;	 /* sorted by base */
+	unsigned ndir, dir_cap;
+
+	/* input */
+	uint8_t *in;
+	size_t in_cap, in_max, in_start, in_end;
+	enum rstate rstate;
+	struct frame_header hdr;
+	uint8_t *pdst;
+	uint32_t plen, pgot;
+	struct dispatch_write pw;
+	uint32_t held; /* messages with frame bytes whose grants are held back */
+
+	/* output */
+	struct rreply *out_head, *out_tail;
+	unsigned out_count;
+	size_t out_bytes;
+	unsigned jobs;
+	unsigned barrier;
+	bool paused;
+
+	bool accepted;	   /* rdma_accept done */
+	bool peer_gone;	   /* disconnected / connection error: no more sends */
+	bool closing;	   /* send what is queued, then end */
+	bool dead;	   /* drop output; end as soon as jobs allow */
+	bool tearing_down; /* the teardown job runs */
+	const char *why;
+	uint64_t notices, notice_bytes;
+};
+
+static void conn_kick(struct conn_rdma *c);
+static void conn_end(struct conn_rdma *c);
+
+static const struct dispatch_hooks rdma_hooks;
+
+/* ---- work request ids ---- */
+
+static uint64_t wrid(enum wrid_kind kind, uint32_t idx)
+{
+	return (uint64_t)kind << WRID_KIND_SHIFT | idx;
+}
+
+static enum wrid_kind wrid_kind(uint64_t id)
+{
+	return (enum wrid_kind)(id >> WRID_KIND_SHIFT);
+}
+
+/* ---- set bookkeeping ---- */
+
+/* flush_add -- look at c before the loop sleeps (output, grants, end) */
+static void flush_add(struct conn_rdma *c)
+{
+	if (c->in_flush || c->in_dead)
+		return;
+	c->in_flush = true;
+	c->flush_next = c->set->flush;
+	c->set->flush = c;
+}
+
+/* conn_bury -- c is finished: free it before the loop sleeps */
+static void conn_bury(struct conn_rdma *c)
+{
+	if (c->in_dead)
+		return;
+	c->in_dead = true;
+	c->dead_next = c->set->dead;
+	c->set->dead = c;
+}
+
+/* conn_free -- unlink and free (worker hook; nothing refers to c any more) */
+static void conn_free(struct conn_rdma *c)
+{
+	struct conn_rdma_set *set = c->set;
+	if (c->in_flush) {
+		struct conn_rdma **pp = &set->flush;
+		while (*pp && *pp != c)
+			pp = &(*pp)->flush_next;
+		if (*pp)
+			*pp = c->flush_next;
+	}
+	if (c->linked) {
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			set->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		set->nconns--;
+		set->closed++;
+	}
+	free(c->dir);
+	free(c->tx_ring);
+	free(c->in);
+	free(c);
+}
+
+/* ---- send buffers ---- */
+
+static int tx_get(struct conn_rdma_port *p, uint32_t *idx)
+{
+	if (p->tx_nfree == 0) {
+		p->tx_wanted = true;
+		return -ENOBUFS;
+	}
+	*idx = p->tx_free[--p->tx_nfree];
+	return 0;
+}
+
+/* tx_put -- a send buffer is free again; connections that waited for one get a turn */
+static void tx_put(struct conn_rdma_port *p, uint32_t idx)
+{
+	p->tx_free[p->tx_nfree++] = idx;
+	if (p->tx_wanted) {
+		p->tx_wanted = false;
+		for (struct conn_rdma *c = p->set->conns; c; c = c->next)
+			if (c->port == p && c->out_head)
+				flush_add(c);
+	}
+}
+
+static uint8_t *tx_buf(const struct conn_rdma_port *p, uint32_t idx)
+{
+	return p->tx_slab + (size_t)idx * p->dev->msg_size;
+}
+
+/* tx_ring_pop -- the oldest send buffer posted by c completed */
+static void tx_ring_pop(struct conn_rdma *c, uint32_t idx)
+{
+	if (c->tx_n == 0 || c->tx_ring[c->tx_head] != idx) {
+		/* send completions of one QP come in order: this is a bug */
+		LOG_ERROR("%s: send completion for buffer %" PRIu32 " out of order", c->peer, idx);
+		abort();
+	}
+	c->tx_head = (c->tx_head + 1) % c->sq_depth;
+	c->tx_n--;
+	tx_put(c->port, idx);
+}
+
+/* ---- failure ---- */
+
+/* replies_drop -- release every queued reply */
+static void replies_drop(struct conn_rdma *c)
+{
+	struct rreply *r = c->out_head;
+	while (r) {
+		struct rreply *next = r->next;
+		dispatch_reply_release(c->session, &r->r);
+		free(r->payload_copy);
+		free(r);
+		r = next;
+	}
+	c->out_head = c->out_tail = NULL;
+	c->out_count = 0;
+	c->out_bytes = 0;
+}
+
+/* conn_fail -- nothing more can be sent: drop output, end once the jobs are done */
+static void conn_fail(struct conn_rdma *c, const char *why)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	if (!c->why)
+		c->why = why;
+	replies_drop(c);
+	flush_add(c);
+}
+
+/* ---- output ---- */
+
+/* queue_reply -- put a reply from dispatch on the queue (takes it over) */
+static void queue_reply(struct conn_rdma *c, struct dispatch_reply *r)
+{
+	if (c->dead) {
+		dispatch_reply_release(c->session, r);
+		return;
+	}
+	struct rreply *rr = calloc(1, sizeof(*rr));
+	if (!rr)
+		goto err_nomem;
+	if (r->payload_len) {
+		/* a snapshot now: later requests and notices cannot change it */
+		rr->payload_copy = malloc(r->payload_len);
+		if (!rr->payload_copy) {
+			free(rr);
+			goto err_nomem;
+		}
+		memcpy(rr->payload_copy, r->payload, r->payload_len);
+		if (r->hold)
+			session_handle_release(c->session, r->hold);
+		r->hold = 0;
+		r->payload = rr->payload_copy;
+	}
+	struct frame_header h = {
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = r->type,
+	    .request_id = r->request_id,
+	    .body_len = r->body_len,
+	    .payload_len = r->payload_len,
+	};
+	frame_header_encode(&h, rr->hdr);
+	rr->r = *r;
+	memset(r, 0, sizeof(*r));
+	if (c->out_tail)
+		c->out_tail->next = rr;
+	else
+		c->out_head = rr;
+	c->out_tail = rr;
+	c->out_count++;
+	c->out_bytes += rr->r.body_len + rr->r.payload_len;
+	flush_add(c);
+	return;
+
+err_nomem:
+	dispatch_reply_release(c->session, r);
+	LOG_ERROR("%s: out of memory for a reply; closing", c->peer);
+	conn_fail(c, "out of memory");
+}
+
+/* reply_size -- bytes of one reply in the stream */
+static size_t reply_size(const struct rreply *rr)
+{
+	return FRAME_HEADER_SIZE + (size_t)rr->r.body_len + rr->r.payload_len;
+}
+
+/* copy_piece -- copy the part of [base, base + len) at reply position @pos onwards; bytes copied */
+static size_t copy_piece(uint8_t *dst, size_t room, size_t *pos, size_t start, const void *base,
+			 size_t len)
+{
+	if (*pos >= start + len || room == 0)
+		return 0;
+	size_t off = *pos - start;
+	size_t n = len - off < room ? len - off : room;
+	memcpy(dst, (const uint8_t *)base + off, n);
+	*pos += n;
+	return n;
+}
+
+/* fill_message -- copy queued replies into @buf (up to @room bytes); the bytes filled */
+static size_t fill_message(struct conn_rdma *c, uint8_t *buf, size_t room)
+{
+	size_t n = 0;
+	while (c->out_head && n < room) {
+		struct rreply *rr = c->out_head;
+		size_t pos = rr->sent;
+		n += copy_piece(buf + n, room - n, &pos, 0, rr->hdr, FRAME_HEADER_SIZE);
+		n += copy_piece(buf + n, room - n, &pos, FRAME_HEADER_SIZE, rr->r.body,
+				rr->r.body_len);
+		n += copy_piece(buf + n, room - n, &pos, FRAME_HEADER_SIZE + rr->r.body_len,
+				rr->r.payload, rr->r.payload_len);
+		rr->sent = pos;
+		if (rr->sent < reply_size(rr))
+			break;
+		c->out_head = rr->next;
+		if (!c->out_head)
+			c->out_tail = NULL;
+		c->out_count--;
+		c->out_bytes -= rr->r.body_len + rr->r.payload_len;
+		dispatch_reply_release(c->session, &rr->r);
+		free(rr->payload_copy);
+		free(rr);
+	}
+	return n;
+}
+
+/* post_send -- one SEND_WITH_IMM of @len bytes of buffer @idx (none for a grant); 0 or -errno */
+static int post_send(struct conn_rdma *c, bool with_buf, uint32_t idx, uint32_t len)
+{
+	struct ibv_sge sge = {
+	    .addr = with_buf ? (uintptr_t)tx_buf(c->port, idx) : 0,
+	    .length = len,
+	    .lkey = c->port->tx_mr->lkey,
+	};
+	uint32_t grant = rdma_credits_send(&c->cr, true);
+	struct ibv_send_wr wr = {
+	    .wr_id = with_buf ? wrid(WRID_TX, idx) : wrid(WRID_GRANT, 0),
+	    .sg_list = &sge,
+	    .num_sge = len ? 1 : 0,
+	    .opcode = IBV_WR_SEND_WITH_IMM,
+	    .send_flags = IBV_SEND_SIGNALED,
+	    .imm_data = htonl(grant),
+	};
+	struct ibv_send_wr *bad;
+	int ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret) {
+		LOG_WARN("%s: ibv_post_send(SEND, len=%" PRIu32 ") failed: %s", c->peer, len,
+			 strerror(ret));
+		return -ret;
+	}
+	c->sq_used++;
+	if (with_buf) {
+		c->tx_ring[(c->tx_head + c->tx_n) % c->sq_depth] = idx;
+		c->tx_n++;
+	}
+	return 0;
+}
+
+/*
+ * conn_flush -- send queued replies as the client's credits, the send queue
+ * and the worker's send buffers allow, then a grant if one is due.
+ * Returns true if replies were freed.
+ */
+static bool conn_flush(struct conn_rdma *c)
+{
+	bool freed = false;
+	if (c->dead || c->peer_gone || !c->qp)
+		return false;
+	while (c->out_head && rdma_credits_can_send(&c->cr) &&
+	       c->sq_used + SQ_RESERVE < c->sq_depth) {
+		uint32_t idx;
+		if (tx_get(c->port, &idx))
+			break;
+		unsigned before = c->out_count;
+		size_t n = fill_message(c, tx_buf(c->port, idx), c->msg_size);
+		freed |= c->out_count != before;
+		if (post_send(c, true, idx, (uint32_t)n)) {
+			tx_put(c->port, idx);
+			conn_fail(c, "send failed");
+			return freed;
+		}
+	}
+	if (rdma_credits_grant_due(&c->cr) && c->sq_used + SQ_RESERVE < c->sq_depth) {
+		if (post_send(c, false, 0, 0))
+			conn_fail(c, "send failed");
+	}
+	return freed;
+}
+
+/* ---- input ---- */
+
+/* over_limits -- too much in flight to take another request */
+static bool over_limits(const struct conn_rdma *c)
+{
+	return c->out_count + c->jobs >= CONN_RDMA_MAX_PENDING ||
+	       c->out_bytes >= CONN_RDMA_MAX_QUEUED;
+}
+
+/* can_dispatch -- may a new frame be started? (updates the backpressure state) */
+static bool can_dispatch(struct conn_rdma *c)
+{
+	if (c->closing || c->dead || c->barrier)
+		return false;
+	if (c->paused) {
+		if (c->out_count + c->jobs > CONN_RDMA_MAX_PENDING / 2 ||
+		    c->out_bytes > CONN_RDMA_MAX_QUEUED / 2)
+			return false;
+		c->paused = false;
+	}
+	if (over_limits(c)) {
+		c->paused = true;
+		return false;
+	}
+	return true;
+}
+
+/* job_done -- a pool job ran (worker thread, posted by the pool) */
+static void job_done(struct worker *w, struct worker_msg *m)
+{
+	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
+	struct dispatch_job *job =
+	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	struct conn_rdma *c = job->owner;
+	struct dispatch_out out;
+
+	c->jobs--;
+	if (job->ordered)
+		c->barrier--;
+	dispatch_job_finish(&c->env, c->session, job, &out);
+	if (out.reply.body)
+		queue_reply(c, &out.reply);
+	if (out.action == DISPATCH_CLOSE && !c->closing) {
+		c->closing = true;
+		c->why = "out of memory";
+	}
+	conn_kick(c);
+}
+
+/* submit_job -- hand a job to its pool; its completion comes back to job_done */
+static void submit_job(struct conn_rdma *c, struct dispatch_job *job)
+{
+	const struct conn_rdma_shared *sh = c->set->shared;
+	job->owner = c;
+	job->task.owner = c->set->worker;
+	job->task.done.fn = job_done;
+	c->jobs++;
+	if (job->ordered)
+		c->barrier++;
+	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
+			  &job->task);
+}
+
+/* handle_out -- do what dispatch said */
+static void handle_out(struct conn_rdma *c, struct dispatch_out *out)
+{
+	switch (out->action) {
+	case DISPATCH_NONE:
+		break;
+	case DISPATCH_REPLY:
+		queue_reply(c, &out->reply);
+		break;
+	case DISPATCH_CLOSE:
+		if (out->reply.body)
+			queue_reply(c, &out->reply);
+		c->closing = true;
+		if (!c->why)
+			c->why = "protocol error";
+		break;
+	case DISPATCH_PAYLOAD:
+		if (out->reply.body)
+			queue_reply(c, &out->reply);
+		c->rstate = RS_PAYLOAD;
+		c->pdst = out->payload_dst;
+		c->plen = out->payload_len;
+		c->pgot = 0;
+		c->pw = out->write;
+		break;
+	case DISPATCH_JOB:
+		submit_job(c, out->job);
+		break;
+	}
+}
+
+/* payload_complete -- the whole payload of a WRITE sent in the stream is in */
+static void payload_complete(struct conn_rdma *c)
+{
+	c->rstate = RS_HEADER;
+	if (!c->pdst)
+		return;
+	struct dispatch_out out;
+	dispatch_payload_done(&c->env, c->session, &c->pw, &out);
+	c->pdst = NULL;
+	c->pw.hold = 0;
+	handle_out(c, &out);
+}
+
+/* conn_process -- parse and dispatch whatever the input holds, as far as allowed */
+static void conn_process(struct conn_rdma *c)
+{
+	for (;;) {
+		if (c->dead || c->closing)
+			return;
+		size_t avail = c->in_end - c->in_start;
+		struct dispatch_out out;
+		switch (c->rstate) {
+		case RS_HEADER:
+			if (!can_dispatch(c) || avail < FRAME_HEADER_SIZE)
+				return;
+			if (dispatch_header(&c->env, c->in + c->in_start, &c->hdr, &out)) {
+				LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing",
+					 c->peer, c->hdr.request_id);
+				handle_out(c, &out);
+				return;
+			}
+			c->in_start += FRAME_HEADER_SIZE;
+			c->rstate = RS_BODY;
+			break;
+		case RS_BODY:
+			if (avail < c->hdr.body_len)
+				return;
+			c->rstate = RS_HEADER;
+			dispatch_request(&c->env, c->session, &c->hdr, c->in + c->in_start, &out);
+			c->in_start += c->hdr.body_len;
+			handle_out(c, &out);
+			break;
+		case RS_PAYLOAD: {
+			size_t n = c->plen - c->pgot;
+			if (n > avail)
+				n = avail;
+			if (c->pdst && n)
+				memcpy(c->pdst + c->pgot, c->in + c->in_start, n);
+			c->in_start += n;
+			c->pgot += (uint32_t)n;
+			if (c->pgot < c->plen)
+				return;
+			payload_complete(c);
+			break;
+		}
+		}
+		if (c->in_start == c->in_end)
+			c->in_start = c->in_end = 0;
+	}
+}
+
+/*
+ * release_held -- the grants of buffered messages go back once the parser
+ * waits for bytes, not for room to dispatch (backpressure, see the header)
+ */
+static void release_held(struct conn_rdma *c)
+{
+	if (!c->held)
+		return;
+	bool blocked = !c->dead && !c->closing && c->rstate == RS_HEADER &&
+		       c->in_end - c->in_start >= FRAME_HEADER_SIZE;
+	if (blocked)
+		return;
+	rdma_credits_handled(&c->cr, c->held);
+	c->held = 0;
+	flush_add(c);
+}
+
+/* in_append -- message bytes into the input buffer; 0, -EPROTO (over the bound), -ENOMEM */
+static int in_append(struct conn_rdma *c, const uint8_t *b, uint32_t n)
+{
+	if (c->in_start > 0 && c->in_end + n > c->in_cap) {
+		memmove(c->in, c->in + c->in_start, c->in_end - c->in_start);
+		c->in_end -= c->in_start;
+		c->in_start = 0;
+	}
+	if (c->in_end + n > c->in_cap) {
+		size_t want = c->in_end + n;
+		if (want > c->in_max)
+			return -EPROTO;
+		size_t cap = c->in_cap * 2 > want ? c->in_cap * 2 : want;
+		if (cap > c->in_max)
+			cap = c->in_max;
+		uint8_t *p = realloc(c->in, cap);
+		if (!p)
+			return -ENOMEM;
+		c->in = p;
+		c->in_cap = cap;
+	}
+	memcpy(c->in + c->in_end, b, n);
+	c->in_end += n;
+	return 0;
+}
+
+/* ---- write notices and windows ---- */
+
+/* dir_find -- the direct-access entry whose notice range holds @page, NULL if none */
+static struct direct *dir_find(struct conn_rdma *c, uint64_t page)
+{
+	unsigned lo = 0, hi = c->ndir;
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (c->dir[mid].base <= page)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	struct direct *d = &c->dir[lo - 1];
+	return page < d->base + d->npages ? d : NULL;
+}
+
+/*
+ * notice -- a WRITE_WITH_IMM landed: mark its pages written. Returns 0, or
+ * -EPROTO (no volume of this connection has those pages), or the mark's error.
+ */
+static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
+{
+	uint64_t page, npages;
+	rdma_imm_decode(imm, byte_len, &page, &npages);
+	if (npages == 0)
+		return 0;
+	struct direct *d = dir_find(c, page);
+	if (!d || npages > d->base + d->npages - page) {
+		LOG_WARN("%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
+			 ", +%" PRIu64 ") outside every volume of the connection",
+			 c->peer, imm, byte_len, page, npages);
+		return -EPROTO;
+	}
+	uint64_t off = (page - d->base) << RDAX_PAGE_SHIFT;
+	uint64_t len = npages << RDAX_PAGE_SHIFT;
+	int ret = volume_mark_written(d->v, off, len);
+	if (ret) {
+		LOG_ERROR("%s: volume_mark_written(%s, %" PRIu64 ", %" PRIu64 ") failed: %s",
+			  c->peer, d->v->name, off, len, rdax_strerror(ret));
+		return ret;
+	}
+	c->notices++;
+	c->notice_bytes += byte_len;
+	return 0;
+}
+
+/* dir_place -- the first free range of @npages pages in the notice space; 0 or -ENOSPC */
+static int dir_place(const struct conn_rdma *c, uint64_t npages, uint64_t *base, unsigned *pos)
+{
+	uint64_t at = 0;
+	for (unsigned i = 0; i <= c->ndir; i++) {
+		uint64_t next = i < c->ndir ? c->dir[i].base : RDMA_IMM_SPACE_PAGES;
+		if (next - at >= npages) {
+			*base = at;
+			*pos = i;
+			return 0;
+		}
+		if (i < c->ndir)
+			at = c->dir[i].base + c->dir[i].npages;
+	}
+	return -ENOSPC;
+}
+
+/* hook_volume_opened -- bind a window over the new handle's volume to this QP */
+static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
+			      struct dispatch_direct *out)
+{
+	struct conn_rdma *c = arg;
+	if (!c->qp || c->dead || c->peer_gone)
+		return -ENOTCONN;
+	struct rdma_dev *dev = c->port->dev;
+	struct ibv_mr *mr = rdma_dev_ns_mr(dev, v->ns->id);
+	if (!mr)
+		return -EOPNOTSUPP;
+	uint64_t npages = v->size >> RDAX_PAGE_SHIFT, base;
+	unsigned pos;
+	if (npages > RDMA_IMM_SPACE_PAGES || dir_place(c, npages, &base, &pos)) {
+		LOG_WARN("%s: no room for volume %s (%" PRIu64 " pages) in the connection's notice "
+			 "space",
+			 c->peer, v->name, npages);
+		return -ENOSPC;
+	}
+	if (c->sq_used >= c->sq_depth)
+		return -EAGAIN;
+	if (c->ndir == c->dir_cap) {
+		unsigned cap = c->dir_cap ? c->dir_cap * 2 : 8;
+		struct direct *d = realloc(c->dir, cap * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		c->dir = d;
+		c->dir_cap = cap;
+	}
+	struct ibv_mw *mw = ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2);
+	if (!mw) {
+		int ret = -errno;
+		LOG_ERROR("%s: ibv_alloc_mw failed: %s", c->peer, strerror(errno));
+		return ret;
+	}
+	uint32_t rkey = ibv_inc_rkey(mw->rkey);
+	struct ibv_send_wr wr = {
+	    .wr_id = wrid(WRID_BIND, 0),
+	    .opcode = IBV_WR_BIND_MW,
+	    .send_flags = IBV_SEND_SIGNALED,
+	    .bind_mw =
+		{
+		    .mw = mw,
+		    .rkey = rkey,
+		    .bind_info =
+			{
+			    .mr = mr,
+			    .addr = (uintptr_t)v->data,
+			    .length = v->size,
+			    .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+			},
+		},
+	};
+	struct ibv_send_wr *bad;
+	int ret = ibv_post_send(c->qp, &wr, &bad);
+	if (ret) {
+		LOG_ERROR("%s: ibv_post_send(BIND_MW, %s) failed: %s", c->peer, v->name,
+			  strerror(ret));
+		ibv_dealloc_mw(mw);
+		return -ret;
+	}
+	c->sq_used++;
+	memmove(&c->dir[pos + 1], &c->dir[pos], (c->ndir - pos) * sizeof(*c->dir));
+	c->dir[pos] = (struct direct){
+	    .handle = handle,
+	    .v = v,
+	    .mw = mw,
+	    .rkey = rkey,
+	    .base = base,
+	    .npages = npages,
+	};
+	c->ndir++;
+	out->remote_addr = (uintptr_t)v->data;
+	out->rkey = rkey;
+	out->imm_volume_id = (uint32_t)base;
+	LOG_DEBUG("%s: volume %s (handle %#" PRIx32 ") reachable: rkey %#" PRIx32
+		  ", notice pages [%" PRIu64 ", +%" PRIu64 ")",
+		  c->peer, v->name, handle, rkey, base, npages);
+	return 0;
+}
+
+/* dir_remove -- revoke entry @i: deallocating the window ends remote access at once */
+static void dir_remove(struct conn_rdma *c, unsigned i)
+{
+	int ret = ibv_dealloc_mw(c->dir[i].mw);
+	if (ret) {
+		/* the window may still be usable: never leave it bound behind the client's back */
+		LOG_ERROR("%s: ibv_dealloc_mw(rkey %#" PRIx32 ") failed: %s", c->peer,
+			  c->dir[i].rkey, strerror(ret));
+		abort();
+	}
+	memmove(&c->dir[i], &c->dir[i + 1], (c->ndir - i - 1) * sizeof(*c->dir));
+	c->ndir--;
+}
+
+/* hook_volume_closed -- the client closed @handle: its window goes now */
+static void hook_volume_closed(void *arg, uint32_t handle)
+{
+	struct conn_rdma *c = arg;
+	for (unsigned i = 0; i < c->ndir; i++)
+		if (c->dir[i].handle == handle) {
+			dir_remove(c, i);
+			return;
+		}
+}
+
+static const struct dispatch_hooks rdma_hooks = {
+    .volume_opened = hook_volume_opened,
+    .volume_closed = hook_volume_closed,
+};
+
+/* ---- completions ---- */
+
+/* wc_fail -- a completion failed: the connection is over (unless it is already) */
+static void wc_fail(struct conn_rdma *c, const struct ibv_wc *wc)
+{
+	if (c->dead || c->peer_gone)
+		return;
+	LOG_DEBUG("%s: completion error: %s (opcode %d, wr %#" PRIx64 ")", c->peer,
+		  ibv_wc_status_str(wc->status), wc->opcode, (uint64_t)wc->wr_id);
+	if (wc->status != IBV_WC_WR_FLUSH_ERR)
+		LOG_WARN("%s: %s; closing the connection", c->peer, ibv_wc_status_str(wc->status));
+	c->peer_gone = true;
+	conn_fail(c, "completion error");
+}
+
+/*
+ * handle_wc -- one completion. Receive buffers to repost go to @repost.
+ * @ending: the QP is gone, only give back buffers and mark notices.
+ */
+static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *repost,
+		      unsigned *nrepost, bool ending)
+{
+	switch (wrid_kind(wc->wr_id)) {
+	case WRID_RX:
+		repost[(*nrepost)++] = wc->wr_id;
+		break;
+	case WRID_TX:
+		c->sq_used--;
+		tx_ring_pop(c, (uint32_t)wc->wr_id);
+		if (wc->status != IBV_WC_SUCCESS && !ending)
+			wc_fail(c, wc);
+		return;
+	case WRID_GRANT:
+	case WRID_BIND:
+		c->sq_used--;
+		if (wc->status != IBV_WC_SUCCESS && !ending)
+			wc_fail(c, wc);
+		return;
+	default:
+		LOG_ERROR("%s: completion with unknown work request id %#" PRIx64, c->peer,
+			  (uint64_t)wc->wr_id);
+		return;
+	}
+
+	/* a receive: a message or a write notice of the client */
+	if (wc->status != IBV_WC_SUCCESS) {
+		if (!ending)
+			wc_fail(c, wc);
+		return;
+	}
+	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+		/* the data landed: mark it even when ending (a later fsync covers it) */
+		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len);
+		if (ending)
+			return;
+		if (ret == 0)
+			ret = rdma_credits_received(&c->cr, 0);
+		if (ret) {
+			c->why = ret == -EPROTO ? "bad write notice" : "write not recorded";
+			conn_fail(c, c->why);
+			return;
+		}
+		rdma_credits_handled(&c->cr, 1);
+		return;
+	}
+	if (ending || c->dead)
+		return;
+	uint32_t grant = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
+	if (rdma_credits_received(&c->cr, grant)) {
+		LOG_WARN("%s: broke the credit rules (grant %" PRIu32 "); closing", c->peer, grant);
+		conn_fail(c, "credit violation");
+		return;
+	}
+	if (wc->byte_len == 0 || c->closing) {
+		/* a grant only, or bytes nobody will parse any more */
+		rdma_credits_handled(&c->cr, 1);
+		return;
+	}
+	int ret = in_append(c, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
+	if (ret) {
+		LOG_WARN("%s: %s; closing",
+			 c->peer,
+			 ret == -EPROTO ? "sent more than its credits allow"
+					: "out of memory for its input");
+		conn_fail(c, ret == -EPROTO ? "credit violation" : "out of memory");
+		return;
+	}
+	c->held++;
+}
+
+/* conn_poll -- take every completion of c's CQ; true if any */
+static bool conn_poll(struct conn_rdma *c, bool ending)
+{
+	struct ibv_wc wc[CQ_BATCH];
+	uint64_t repost[CQ_BATCH];
+	bool any = false;
+	for (int round = 0; round < CQ_ROUNDS || ending; round++) {
+		int n = ibv_poll_cq(c->cq, CQ_BATCH, wc);
+		if (n < 0) {
+			LOG_ERROR("%s: ibv_poll_cq failed (%d)", c->peer, n);
+			conn_fail(c, "poll failed");
+			break;
+		}
+		if (n == 0)
+			break;
+		any = true;
+		unsigned nrepost = 0;
+		for (int i = 0; i < n; i++)
+			handle_wc(c, &wc[i], repost, &nrepost, ending);
+		if (nrepost)
+			rdma_dev_srq_repost(c->port->dev, repost, nrepost);
+		if (n < CQ_BATCH)
+			break;
+		if (!ending && round + 1 == CQ_ROUNDS)
+			flush_add(c); /* more may be waiting: come back before sleeping */
+	}
+	return any;
+}
+
+/* port_on_event -- a CQ of this worker on this device has completions */
+static void port_on_event(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn_rdma_port *p = w->data;
+	for (int i = 0; i < 64; i++) {
+		struct ibv_cq *cq;
+		void *ctx;
+		if (ibv_get_cq_event(p->channel, &cq, &ctx))
+			break; /* EAGAIN: the channel is non-blocking */
+		ibv_ack_cq_events(cq, 1);
+		struct conn_rdma *c = ctx;
+		if (ibv_req_notify_cq(cq, 0))
+			LOG_ERROR("%s: ibv_req_notify_cq failed", c->peer);
+		conn_poll(c, false);
+		conn_kick(c);
+	}
+}
+
+/* ---- lifecycle ---- */
+
+/* input_done -- no more requests will be handled */
+static bool input_done(const struct conn_rdma *c)
+{
+	return c->dead || c->closing || c->peer_gone;
+}
+
+/* conn_destroy_verbs -- revoke windows, destroy QP and CQ (polling what is left), the id */
+static void conn_destroy_verbs(struct conn_rdma *c)
+{
+	while (c->ndir)
+		dir_remove(c, c->ndir - 1);
+	if (c->id && c->accepted)
+		rdma_disconnect(c->id); /* fails harmlessly if the peer disconnected first */
+	if (c->qp) {
+		rdma_destroy_qp(c->id);
+		c->qp = NULL;
+	}
+	if (c->cq) {
+		/* flushed receives give their buffers back; notices that landed are marked */
+		conn_poll(c, true);
+		while (c->tx_n)
+			tx_ring_pop(c, c->tx_ring[c->tx_head]);
+		if (ibv_destroy_cq(c->cq))
+			LOG_WARN("%s: ibv_destroy_cq failed", c->peer);
+		c->cq = NULL;
+	}
+	if (c->id) {
+		rdma_destroy_id(c->id);
+		c->id = NULL;
+	}
+}
+
+/* conn_end -- everything is over: give back what the connection holds */
+static void conn_end(struct conn_rdma *c)
+{
+	if (c->rstate == RS_PAYLOAD && c->pdst) {
+		dispatch_payload_abort(c->session, &c->pw, c->pgot);
+		c->pdst = NULL;
+	}
+	replies_drop(c);
+	conn_destroy_verbs(c);
+	LOG_DEBUG("%s: connection closed (%s; %" PRIu64 " write notices, %" PRIu64 " bytes)",
+		  c->peer, c->why ? c->why : "end", c->notices, c->notice_bytes);
+	if (c->session && c->session->nopen > 0) {
+		/* closing volumes takes namespace locks: not on the loop */
+		struct dispatch_job *job = dispatch_teardown_job(&c->session);
+		if (job) {
+			c->tearing_down = true;
+			submit_job(c, job);
+			return;
+		}
+	}
+	session_delete(&c->session);
+	conn_bury(c);
+}
+
+/* conn_check_end -- end the connection if nothing is left to do on it */
+static void conn_check_end(struct conn_rdma *c)
+{
+	if (c->in_dead)
+		return;
+	if (c->tearing_down) {
+		if (c->jobs == 0)
+			conn_bury(c);
+		return;
+	}
+	if (!input_done(c) || c->jobs > 0)
+		return;
+	/* a closing connection first sends its queued replies, and sees them leave */
+	if (!c->dead && !c->peer_gone && (c->out_head || c->tx_n))
+		return;
+	conn_end(c);
+}
+
+/* conn_kick -- after any change: dispatch what became possible, grants, maybe end */
+static void conn_kick(struct conn_rdma *c)
+{
+	if (c->in_dead)
+		return;
+	if (c->tearing_down) {
+		conn_check_end(c);
+		return;
+	}
+	conn_process(c);
+	release_held(c);
+	flush_add(c);
+	conn_check_end(c);
+}
+
+/* conn_setup -- CQ, QP, session and buffers of a new connection; 0 or -errno */
+static int conn_setup(struct conn_rdma *c, const struct rdma_cm_data *cd)
+{
+	struct rdma_dev *dev = c->port->dev;
+	uint32_t send_window = cd->credits;
+	if (send_window > CONN_RDMA_SEND_WINDOW_MAX)
+		send_window = CONN_RDMA_SEND_WINDOW_MAX;
+	rdma_credits_init(&c->cr, send_window, CONN_RDMA_CREDITS);
+	c->msg_size = cd->msg_size < dev->msg_size ? cd->msg_size : dev->msg_size;
+	c->sq_depth = send_window + SQ_RESERVE + 4;
+	c->tx_ring = calloc(c->sq_depth, sizeof(*c->tx_ring));
+	c->in = malloc(CONN_RDMA_INBUF_MIN);
+	if (!c->tx_ring || !c->in)
+		return -ENOMEM;
+	c->in_cap = CONN_RDMA_INBUF_MIN;
+	/* the frame being parsed, then one window of messages (see release_held) */
+	c->in_max = FRAME_HEADER_SIZE + (size_t)c->set->shared->env->max_body +
+		    (size_t)(CONN_RDMA_CREDITS + 1) * dev->msg_size;
+	if (c->in_max < c->in_cap)
+		c->in_max = c->in_cap;
+
+	int cqe = (int)(c->sq_depth + CONN_RDMA_CREDITS + 16);
+	c->cq = ibv_create_cq(c->id->verbs, cqe, c, c->port->channel, 0);
+	if (!c->cq) {
+		LOG_ERROR("%s: ibv_create_cq(%d) failed: %s", c->peer, cqe, strerror(errno));
+		return -errno;
+	}
+	struct ibv_qp_init_attr qa = {
+	    .send_cq = c->cq,
+	    .recv_cq = c->cq,
+	    .srq = dev->srq,
+	    .qp_type = IBV_QPT_RC,
+	    .sq_sig_all = 1,
+	    .cap = {.max_send_wr = c->sq_depth, .max_send_sge = 1},
+	};
+	if (rdma_create_qp(c->id, dev->pd, &qa)) {
+		LOG_ERROR("%s: rdma_create_qp(send %u) failed: %s", c->peer, c->sq_depth,
+			  strerror(errno));
+		return -errno;
+	}
+	c->qp = c->id->qp;
+	int ret = session_new(c->set->shared->env->store, c->peer, &c->session);
+	if (ret)
+		return ret;
+	c->env = *c->set->shared->env;
+	c->env.hooks = &rdma_hooks;
+	c->env.hook_arg = c;
+	return 0;
+}
+
+/* conn_accept -- answer the connection request with our private data; 0 or -errno */
+static int conn_accept(struct conn_rdma *c)
+{
+	struct rdma_dev *dev = c->port->dev;
+	uint8_t pd[RDMA_CM_DATA_SIZE];
+	struct rdma_cm_data cd = {
+	    .magic = RDMA_CM_MAGIC,
+	    .version = RDMA_CM_VERSION,
+	    .credits = CONN_RDMA_CREDITS,
+	    .msg_size = dev->msg_size,
+	};
+	rdma_cm_data_encode(&cd, pd);
+	uint32_t rd = c->initiator_depth;
+	if (rd > dev->max_rd_atom)
+		rd = dev->max_rd_atom;
+	if (rd > CONN_RDMA_MAX_RD_ATOM)
+		rd = CONN_RDMA_MAX_RD_ATOM;
+	struct rdma_conn_param cp = {
+	    .private_data = pd,
+	    .private_data_len = sizeof(pd),
+	    .responder_resources = (uint8_t)rd,
+	    .initiator_depth = 0,
+	    .rnr_retry_count = 7, /* an empty SRQ slows a client down, never fails it */
+	};
+	if (rdma_accept(c->id, &cp)) {
+		int ret = -errno;
+		LOG_WARN("%s: rdma_accept failed: %s", c->peer, strerror(errno));
+		return ret;
+	}
+	c->accepted = true;
+	return 0;
+}
+
+/* conn_started -- the start message: set up and accept on the worker thread */
+static void conn_started(struct worker *w, struct worker_msg *m)
+{
+	struct conn_rdma *c = (struct conn_rdma *)((char *)m - offsetof(struct conn_rdma, start_msg));
+	struct conn_rdma_set *set = c->set;
+	c->started = true;
+	for (unsigned i = 0; i < set->nports; i++)
+		if (set->ports[i]->dev->verbs == c->id->verbs)
+			c->port = set->ports[i];
+	int ret = -ENOTCONN;
+	if (c->peer_gone) {
+		LOG_DEBUG("%s: gone before it was accepted", c->peer);
+		goto err_reject;
+	}
+	ret = -ENODEV;
+	if (!c->port) {
+		LOG_WARN("%s: connection on a device rdaxd did not set up; refused", c->peer);
+		goto err_reject;
+	}
+	ret = conn_setup(c, &c->client_cd);
+	if (ret)
+		goto err_reject;
+	c->next = set->conns;
+	if (set->conns)
+		set->conns->prev = c;
+	set->conns = c;
+	c->linked = true;
+	set->nconns++;
+	set->accepted++;
+	ret = conn_accept(c);
+	if (ret) {
+		c->peer_gone = true;
+		conn_fail(c, "accept failed");
+		conn_kick(c);
+		return;
+	}
+	if (ibv_req_notify_cq(c->cq, 0))
+		LOG_ERROR("%s: ibv_req_notify_cq failed", c->peer);
+	if (set->draining) {
+		c->closing = true;
+		c->why = "shutting down";
+	}
+	LOG_DEBUG("%s: connected over RDMA on %s (worker %u; credits %u in, %u out; messages of "
+		  "%u bytes)",
+		  c->peer, c->port->dev->name, w->id, CONN_RDMA_CREDITS, c->cr.send_window,
+		  c->msg_size);
+	conn_poll(c, false);
+	conn_kick(c);
+	return;
+
+err_reject:
+	rdma_reject(c->id, NULL, 0);
+	conn_destroy_verbs(c);
+	session_delete(&c->session);
+	free(c->tx_ring);
+	free(c->in);
+	free(c);
+}
+
+int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id,
+		    const struct rdma_cm_data *cd, uint8_t initiator_depth, const char *peer)
+{
+	struct conn_rdma *c = calloc(1, sizeof(*c));
+	if (!c) {
+		LOG_ERROR("%s: out of memory for a new connection; refused", peer);
+		goto err_reject;
+	}
+	c->set = set;
+	c->id = id;
+	c->client_cd = *cd;
+	c->initiator_depth = initiator_depth;
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	id->context = c;
+	/* from now on the worker receives this id's events: it alone handles the connection */
+	if (rdma_migrate_id(id, set->cm)) {
+		LOG_ERROR("%s: rdma_migrate_id failed: %s; refused", peer, strerror(errno));
+		free(c);
+		goto err_reject;
+	}
+	c->start_msg.fn = conn_started;
+	worker_post(set->worker, &c->start_msg);
+	return 0;
+
+err_reject:
+	rdma_reject(id, NULL, 0);
+	rdma_destroy_id(id);
+	return -ENOMEM;
+}
+
+/* set_on_cm_event -- rdma_cm events of this worker's connections */
+static void set_on_cm_event(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct conn_rdma_set *set = w->data;
+	for (int i = 0; i < 64; i++) {
+		struct rdma_cm_event *e;
+		if (rdma_get_cm_event(set->cm, &e))
+			break; /* EAGAIN: non-blocking */
+		struct conn_rdma *c = e->id->context;
+		enum rdma_cm_event_type type = e->event;
+		int status = e->status;
+		rdma_ack_cm_event(e);
+		if (!c || c->in_dead)
+			continue;
+		if (!c->started) {
+			/* before the worker took it over: conn_started refuses it */
+			if (type != RDMA_CM_EVENT_ESTABLISHED)
+				c->peer_gone = true;
+			continue;
+		}
+		switch (type) {
+		case RDMA_CM_EVENT_ESTABLISHED:
+			LOG_DEBUG("%s: established", c->peer);
+			break;
+		case RDMA_CM_EVENT_DISCONNECTED:
+			c->peer_gone = true;
+			if (!c->why)
+				c->why = "disconnected by the peer";
+			conn_fail(c, c->why);
+			break;
+		case RDMA_CM_EVENT_REJECTED:
+		case RDMA_CM_EVENT_CONNECT_ERROR:
+		case RDMA_CM_EVENT_UNREACHABLE:
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			LOG_WARN("%s: %s (status %d)", c->peer, rdma_event_str(type), status);
+			c->peer_gone = true;
+			conn_fail(c, rdma_event_str(type));
+			break;
+		default:
+			LOG_DEBUG("%s: rdma_cm event %s", c->peer, rdma_event_str(type));
+			break;
+		}
+		conn_kick(c);
+	}
+}
+
+/* set_before_sleep -- worker hook: send, grant, end and free connections */
+static void set_before_sleep(struct worker *w, void *arg)
+{
+	struct conn_rdma_set *set = arg;
+	for (int round = 0; set->flush && round < FLUSH_ROUNDS; round++) {
+		struct conn_rdma *c = set->flush;
+		set->flush = NULL;
+		while (c) {
+			struct conn_rdma *next = c->flush_next;
+			c->in_flush = false;
+			c->flush_next = NULL;
+			if (!c->in_dead) {
+				if (conn_flush(c))
+					conn_kick(c);
+				else
+					conn_check_end(c);
+			}
+			c = next;
+		}
+	}
+	if (set->flush)
+		ev_idle_start(w->loop, &set->more);
+
+	while (set->dead) {
+		struct conn_rdma *c = set->dead;
+		set->dead = c->dead_next;
+		conn_free(c);
+	}
+	if (set->draining && set->nconns == 0 && !set->idle_reported) {
+		set->idle_reported = true;
+		ev_timer_stop(w->loop, &set->drain_timer);
+		if (set->on_idle)
+			set->on_idle(set, set->idle_arg);
+	}
+}
+
+/* set_more -- nothing to do but let the prepare hook run again */
+static void set_more(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	ev_idle_stop(loop, w);
+}
+
+/* set_drain_timeout -- connections whose replies did not leave in time lose them */
+static void set_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	struct conn_rdma_set *set = t->data;
+	for (struct conn_rdma *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down)
+			continue;
+		if (c->out_head)
+			LOG_WARN("%s: replies not sent %.0f s into the shutdown; dropping them",
+				 c->peer, CONN_RDMA_DRAIN_TIMEOUT);
+		conn_fail(c, "shutdown timeout");
+		conn_check_end(c);
+	}
+}
+
+/* set_drain -- the drain message (worker thread) */
+static void set_drain(struct worker *w, struct worker_msg *m)
+{
+	struct conn_rdma_set *set =
+	    (struct conn_rdma_set *)((char *)m - offsetof(struct conn_rdma_set, drain_msg));
+	set->draining = true;
+	ev_timer_start(w->loop, &set->drain_timer);
+	for (struct conn_rdma *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down)
+			continue;
+		c->closing = true;
+		if (!c->why)
+			c->why = "shutting down";
+		flush_add(c);
+		conn_kick(c);
+	}
+}
+
+void conn_rdma_set_drain(struct conn_rdma_set *set)
+{
+	worker_post(set->worker, &set->drain_msg);
+}
+
+/* set_nonblock -- O_NONBLOCK on a channel's descriptor; 0 or -errno */
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+int conn_rdma_set_new(struct worker *w, const struct conn_rdma_shared *shared,
+		      void (*on_idle)(struct conn_rdma_set *set, void *arg), void *arg,
+		      struct conn_rdma_set **out)
+{
+	if (!w || !shared || !out)
+		return -EINVAL;
+	struct conn_rdma_set *set = calloc(1, sizeof(*set));
+	if (!set)
+		return -ENOMEM;
+	int ret;
+	set->worker = w;
+	set->shared = shared;
+	set->on_idle = on_idle;
+	set->idle_arg = arg;
+	set->drain_msg.fn = set_drain;
+	set->cm = rdma_create_event_channel();
+	if (!set->cm) {
+		ret = errno ? -errno : -ENODEV;
+		LOG_ERROR("rdma_create_event_channel failed: %s", strerror(-ret));
+		goto err_free;
+	}
+	ret = set_nonblock(set->cm->fd);
+	if (ret)
+		goto err_channel;
+	ev_io_init(&set->cm_io, set_on_cm_event, set->cm->fd, EV_READ);
+	set->cm_io.data = set;
+	ev_io_start(w->loop, &set->cm_io);
+	ev_idle_init(&set->more, set_more);
+	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_RDMA_DRAIN_TIMEOUT, 0.);
+	set->drain_timer.data = set;
+	ret = worker_hook_add(w, set_before_sleep, set);
+	if (ret)
+		goto err_watcher;
+	*out = set;
+	return 0;
+
+err_watcher:
+	ev_io_stop(w->loop, &set->cm_io);
+err_channel:
+	rdma_destroy_event_channel(set->cm);
+err_free:
+	free(set);
+	return ret;
+}
+
+int conn_rdma_set_add_dev(struct conn_rdma_set *set, struct rdma_dev *dev)
+{
+	if (!set || !dev)
+		return -EINVAL;
+	struct conn_rdma_port **ports = realloc(set->ports, (set->nports + 1) * sizeof(*ports));
+	if (!ports)
+		return -ENOMEM;
+	set->ports = ports;
+	struct conn_rdma_port *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	int ret;
+	p->set = set;
+	p->dev = dev;
+	p->channel = ibv_create_comp_channel(dev->verbs);
+	if (!p->channel) {
+		ret = -errno;
+		LOG_ERROR("ibv_create_comp_channel(%s) failed: %s", dev->name, strerror(errno));
+		goto err_free;
+	}
+	ret = set_nonblock(p->channel->fd);
+	if (ret)
+		goto err_channel;
+	size_t bytes = (size_t)CONN_RDMA_TX_BUFS * dev->msg_size;
+	if (posix_memalign((void **)&p->tx_slab, 4096, bytes)) {
+		p->tx_slab = NULL;
+		ret = -ENOMEM;
+		goto err_channel;
+	}
+	p->tx_mr = ibv_reg_mr(dev->pd, p->tx_slab, bytes, IBV_ACCESS_LOCAL_WRITE);
+	if (!p->tx_mr) {
+		ret = -errno;
+		LOG_ERROR("ibv_reg_mr(%zu bytes of send buffers) on %s failed: %s", bytes,
+			  dev->name, strerror(errno));
+		goto err_slab;
+	}
+	for (unsigned i = 0; i < CONN_RDMA_TX_BUFS; i++)
+		p->tx_free[i] = CONN_RDMA_TX_BUFS - 1 - i;
+	p->tx_nfree = CONN_RDMA_TX_BUFS;
+	ev_io_init(&p->io, port_on_event, p->channel->fd, EV_READ);
+	p->io.data = p;
+	ev_io_start(set->worker->loop, &p->io);
+	set->ports[set->nports++] = p;
+	return 0;
+
+err_slab:
+	free(p->tx_slab);
+err_channel:
+	ibv_destroy_comp_channel(p->channel);
+err_free:
+	free(p);
+	return ret;
+}
+
+void conn_rdma_set_delete(struct conn_rdma_set **setp)
+{
+	if (!setp || !*setp)
+		return;
+	struct conn_rdma_set *set = *setp;
+	struct ev_loop *loop = set->worker->loop;
+	if (set->nconns)
+		LOG_ERROR("worker %u: freeing an RDMA connection set with %u connections",
+			  set->worker->id, set->nconns);
+	for (unsigned i = 0; i < set->nports; i++) {
+		struct conn_rdma_port *p = set->ports[i];
+		ev_io_stop(loop, &p->io);
+		if (p->tx_nfree != CONN_RDMA_TX_BUFS)
+			LOG_WARN("worker %u: %u send buffers on %s still in use", set->worker->id,
+				 CONN_RDMA_TX_BUFS - p->tx_nfree, p->dev->name);
+		ibv_dereg_mr(p->tx_mr);
+		free(p->tx_slab);
+		if (ibv_destroy_comp_channel(p->channel))
+			LOG_WARN("worker %u: ibv_destroy_comp_channel(%s) failed", set->worker->id,
+				 p->dev->name);
+		free(p);
+	}
+	free(set->ports);
+	ev_io_stop(loop, &set->cm_io);
+	rdma_destroy_event_channel(set->cm);
+	free(set);
+	*setp = NULL;
+}

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* server_rdma.c -- rdma_cm listeners on the accept loop, connections to workers round-robin */
+#include "server_rdma.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rdma_proto.h"
+
+/* seterr -- format one error line into @err */
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || errlen == 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of a socket address */
+static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (sa && sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa && sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else {
+		snprintf(buf, len, "(family %d)", sa ? sa->sa_family : -1);
+	}
+}
+
+/* set_nonblock -- O_NONBLOCK on a descriptor; 0 or -errno */
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* on_set_idle -- a worker's RDMA connections are all closed (worker thread) */
+static void on_set_idle(struct conn_rdma_set *set, void *arg)
+{
+	struct server_rdma *s = arg;
+	pthread_mutex_lock(&s->lock);
+	s->idle_sets++;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* on_connect_request -- hand an rdax connection request to the next worker */
+static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
+{
+	struct rdma_cm_id *id = e->id;
+	char peer[64];
+	addr_string(rdma_get_peer_addr(id), peer, sizeof(peer));
+	struct rdma_cm_data cd;
+	int ret = rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len,
+				      &cd);
+	uint8_t initiator_depth = e->param.conn.initiator_depth;
+	rdma_ack_cm_event(e);
+	if (ret) {
+		LOG_WARN("rdma: connection request from %s refused: %s", peer,
+			 ret == -EPROTONOSUPPORT ? "another version of the rdax RDMA protocol"
+						 : "not an rdax client (private data)");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		s->refused++;
+		return;
+	}
+	struct conn_rdma_set *set = s->sets[s->next];
+	s->next = (s->next + 1) % s->nworkers;
+	if (conn_rdma_start(set, id, &cd, initiator_depth, peer) == 0)
+		s->accepted++;
+	else
+		s->refused++;
+}
+
+/* on_cm_event -- the listeners' rdma_cm events */
+static void on_cm_event(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct server_rdma *s = w->data;
+	for (int i = 0; i < 64; i++) {
+		struct rdma_cm_event *e;
+		if (rdma_get_cm_event(s->ch, &e))
+			break; /* EAGAIN: non-blocking */
+		switch (e->event) {
+		case RDMA_CM_EVENT_CONNECT_REQUEST:
+			on_connect_request(s, e);
+			continue;
+		case RDMA_CM_EVENT_DEVICE_REMOVAL:
+			LOG_ERROR("rdma: the device of a listener was removed; it accepts no more "
+				  "connections");
+			break;
+		default:
+			LOG_DEBUG("rdma: listener event %s (status %d)", rdma_event_str(e->event),
+				  e->status);
+			break;
+		}
+		rdma_ack_cm_event(e);
+	}
+}
+
+/* on_async_event -- a device's asynchronous events: logged */
+static void on_async_event(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct server_rdma_async *a = w->data;
+	for (int i = 0; i < 64; i++) {
+		struct ibv_async_event ae;
+		if (ibv_get_async_event(a->dev->verbs, &ae))
+			break;
+		switch (ae.event_type) {
+		case IBV_EVENT_QP_LAST_WQE_REACHED:
+		case IBV_EVENT_COMM_EST:
+		case IBV_EVENT_PORT_ACTIVE:
+		case IBV_EVENT_SRQ_LIMIT_REACHED:
+			LOG_DEBUG("rdma: %s: %s", a->dev->name, ibv_event_type_str(ae.event_type));
+			break;
+		default:
+			LOG_WARN("rdma: %s: asynchronous event: %s", a->dev->name,
+				 ibv_event_type_str(ae.event_type));
+			break;
+		}
+		ibv_ack_async_event(&ae);
+	}
+}
+
+int server_rdma_new(struct ev_loop *accept_loop, struct worker **workers, unsigned nworkers,
+		    const struct conn_rdma_shared *shared, struct store *store,
+		    struct server_rdma **out)
+{
+	if (!accept_loop || !workers || nworkers == 0 || !shared || !store || !out)
+		return -EINVAL;
+	struct server_rdma *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	int ret = -ENOMEM;
+	s->loop = accept_loop;
+	s->store = store;
+	s->workers = workers;
+	s->nworkers = nworkers;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->sets = calloc(nworkers, sizeof(*s->sets));
+	if (!s->sets)
+		goto err_delete;
+	s->ch = rdma_create_event_channel();
+	if (!s->ch) {
+		ret = errno ? -errno : -ENODEV;
+		LOG_ERROR("rdma_create_event_channel failed: %s", strerror(-ret));
+		goto err_delete;
+	}
+	ret = set_nonblock(s->ch->fd);
+	if (ret)
+		goto err_delete;
+	ev_io_init(&s->io, on_cm_event, s->ch->fd, EV_READ);
+	s->io.data = s;
+	for (unsigned i = 0; i < nworkers; i++) {
+		ret = conn_rdma_set_new(workers[i], shared, on_set_idle, s, &s->sets[i]);
+		if (ret)
+			goto err_delete;
+	}
+	*out = s;
+	return 0;
+
+err_delete:
+	server_rdma_delete(&s);
+	return ret;
+}
+
+/* dev_add -- set up @verbs for the connection sets, once; 0 or -errno with @err */
+static int dev_add(struct server_rdma *s, struct ibv_context *verbs, char *err, size_t errlen)
+{
+	for (struct rdma_dev *d = s->devs; d; d = d->next)
+		if (d->verbs == verbs)
+			return 0;
+	if (s->nasyncs == sizeof(s->asyncs) / sizeof(s->asyncs[0])) {
+		seterr(err, errlen, "rdma: more than %u devices",
+		       (unsigned)(sizeof(s->asyncs) / sizeof(s->asyncs[0])));
+		return -ENOSPC;
+	}
+	struct rdma_dev *dev;
+	int ret = rdma_dev_new(verbs, s->store, &dev, err, errlen);
+	if (ret)
+		return ret;
+	dev->next = s->devs;
+	s->devs = dev;
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		ret = conn_rdma_set_add_dev(s->sets[i], dev);
+		if (ret) {
+			seterr(err, errlen, "rdma: cannot serve device %s on worker %u: %s",
+			       dev->name, i, strerror(-ret));
+			return ret;
+		}
+	}
+	struct server_rdma_async *a = calloc(1, sizeof(*a));
+	if (!a) {
+		seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	a->dev = dev;
+	s->asyncs[s->nasyncs++] = a;
+	if (set_nonblock(verbs->async_fd) == 0) {
+		ev_io_init(&a->io, on_async_event, verbs->async_fd, EV_READ);
+		a->io.data = a;
+		ev_io_start(s->loop, &a->io);
+	}
+	return 0;
+}
+
+int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, char *err,
+		       size_t errlen)
+{
+	if (!s || !host)
+		return -EINVAL;
+	int ret = rdma_dev_check_namespaces(s->store, err, errlen);
+	if (ret)
+		return ret;
+
+	char portstr[8];
+	snprintf(portstr, sizeof(portstr), "%u", port);
+	struct rdma_addrinfo hints = {.ai_flags = RAI_PASSIVE, .ai_port_space = RDMA_PS_TCP};
+	struct rdma_addrinfo *res;
+	if (rdma_getaddrinfo(host, portstr, &hints, &res)) {
+		ret = errno ? -errno : -EINVAL;
+		seterr(err, errlen, "listen rdma://%s:%u: cannot resolve %s: %s", host, port, host,
+		       strerror(-ret));
+		return ret;
+	}
+	struct rdma_cm_id *id;
+	if (rdma_create_id(s->ch, &id, s, RDMA_PS_TCP)) {
+		ret = -errno;
+		seterr(err, errlen, "listen rdma://%s:%u: rdma_create_id: %s", host, port,
+		       strerror(errno));
+		rdma_freeaddrinfo(res);
+		return ret;
+	}
+	if (rdma_bind_addr(id, res->ai_src_addr)) {
+		ret = -errno;
+		seterr(err, errlen, "listen rdma://%s:%u: %s%s", host, port, strerror(errno),
+		       errno == EADDRNOTAVAIL || errno == ENODEV
+			   ? " (no RDMA device has this address: see `rdma link`)"
+			   : "");
+		goto err_destroy;
+	}
+	if (rdma_listen(id, SERVER_RDMA_BACKLOG)) {
+		ret = -errno;
+		seterr(err, errlen, "listen rdma://%s:%u: %s", host, port, strerror(errno));
+		goto err_destroy;
+	}
+	rdma_freeaddrinfo(res);
+	res = NULL;
+
+	if (id->verbs) {
+		ret = dev_add(s, id->verbs, err, errlen);
+	} else {
+		int n = 0;
+		if (!s->dev_list)
+			s->dev_list = rdma_get_devices(&n);
+		for (n = 0; s->dev_list && s->dev_list[n]; n++)
+			;
+		ret = 0;
+		if (n == 0) {
+			seterr(err, errlen, "listen rdma://%s:%u: no RDMA devices", host, port);
+			ret = -ENODEV;
+		}
+		for (int i = 0; i < n && ret == 0; i++)
+			ret = dev_add(s, s->dev_list[i], err, errlen);
+	}
+	if (ret)
+		goto err_destroy;
+
+	struct server_rdma_listener *a =
+	    realloc(s->listeners, (s->nlisteners + 1) * sizeof(*s->listeners));
+	if (!a) {
+		ret = -ENOMEM;
+		seterr(err, errlen, "out of memory");
+		goto err_destroy;
+	}
+	s->listeners = a;
+	struct server_rdma_listener *l = &s->listeners[s->nlisteners++];
+	l->id = id;
+	char where[72];
+	addr_string(rdma_get_local_addr(id), where, sizeof(where));
+	snprintf(l->uri, sizeof(l->uri), "rdma://%s", where);
+	LOG_INFO("listening on %s", l->uri);
+	return 0;
+
+err_destroy:
+	if (res)
+		rdma_freeaddrinfo(res);
+	rdma_destroy_id(id);
+	return ret;
+}
+
+void server_rdma_start(struct server_rdma *s)
+{
+	ev_io_start(s->loop, &s->io);
+}
+
+/* listeners_close -- stop accepting for good */
+static void listeners_close(struct server_rdma *s)
+{
+	for (unsigned i = 0; i < s->nlisteners; i++) {
+		if (!s->listeners[i].id)
+			continue;
+		rdma_destroy_id(s->listeners[i].id);
+		s->listeners[i].id = NULL;
+	}
+}
+
+void server_rdma_shutdown(struct server_rdma *s)
+{
+	ev_io_stop(s->loop, &s->io);
+	listeners_close(s);
+	LOG_INFO("draining RDMA connections (%" PRIu64 " accepted, %" PRIu64 " refused)",
+		 s->accepted, s->refused);
+	for (unsigned i = 0; i < s->nworkers; i++)
+		conn_rdma_set_drain(s->sets[i]);
+	pthread_mutex_lock(&s->lock);
+	while (s->idle_sets < s->nworkers)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void server_rdma_delete(struct server_rdma **sp)
+{
+	if (!sp || !*sp)
+		return;
+	struct server_rdma *s = *sp;
+	if (s->ch)
+		ev_io_stop(s->loop, &s->io);
+	listeners_close(s);
+	for (unsigned i = 0; s->sets && i < s->nworkers; i++)
+		conn_rdma_set_delete(&s->sets[i]);
+	free(s->sets);
+	for (unsigned i = 0; i < s->nasyncs; i++) {
+		ev_io_stop(s->loop, &s->asyncs[i]->io);
+		free(s->asyncs[i]);
+	}
+	while (s->devs) {
+		struct rdma_dev *d = s->devs;
+		s->devs = d->next;
+		rdma_dev_delete(&d);
+	}
+	if (s->dev_list)
+		rdma_free_devices(s->dev_list);
+	if (s->ch)
+		rdma_destroy_event_channel(s->ch);
+	free(s->listeners);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	*sp = NULL;
+}
