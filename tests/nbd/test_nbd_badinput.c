@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <poll.h>
 
 #include <cmocka.h>
 
@@ -43,7 +45,8 @@ static int setup(void **state)
 		return -1;
 	if (nt_daemon_start(&c.n, c.dir, NULL))
 		return -1;
-	if (nt_volume_create(&c.n, "vol", VOL_SIZE) || nt_volume_create(&c.n, "vol2", 1 << 20))
+	if (nt_volume_create(&c.n, "vol", VOL_SIZE) || nt_volume_create(&c.n, "vol2", 1 << 20) ||
+	    nt_volume_create(&c.n, "fuzz", 1 << 20))
 		return -1;
 	if (nt_raw_connect(&c.bystander, c.n.nbd_port))
 		return -1;
@@ -224,7 +227,7 @@ static void option__invalid_data(void **state)
 		assert_int_equal(r.type, NBD_REP_SERVER);
 		servers++;
 	}
-	assert_int_equal(servers, 2);
+	assert_int_equal(servers, 3);
 	/* ABORT: acknowledged, then the server closes */
 	assert_int_equal(nt_raw_option(&c, NBD_OPT_ABORT, NULL, 0), 0);
 	expect_opt(&c, NBD_OPT_ABORT, NBD_REP_ACK);
@@ -496,6 +499,178 @@ static void export__volume_busy_while_exported(void **state)
 	bystander_ok();
 }
 
+/* ---- random streams ---- */
+
+struct stream {
+	uint8_t *b;
+	size_t len, cap;
+};
+
+static void put(struct stream *s, const void *p, size_t n)
+{
+	if (s->len + n > s->cap) {
+		s->cap = (s->len + n) * 2;
+		s->b = realloc(s->b, s->cap);
+		assert_non_null(s->b);
+	}
+	memcpy(s->b + s->len, p, n);
+	s->len += n;
+}
+
+static void put_random(struct stream *s, uint64_t *rng, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t b = (uint8_t)hx_splitmix64(rng);
+		put(s, &b, 1);
+	}
+}
+
+/* pick -- a length: mostly small, sometimes at or past a limit */
+static uint32_t pick_len(uint64_t *rng)
+{
+	static const uint32_t edges[] = {0,
+					 1,
+					 6,
+					 4095,
+					 4096,
+					 8192,
+					 8193,
+					 1U << 20,
+					 (1U << 20) + 1,
+					 32U << 20,
+					 (32U << 20) + 1,
+					 UINT32_MAX};
+	uint64_t r = hx_splitmix64(rng);
+	if (r % 4 == 0)
+		return edges[(r >> 8) % (sizeof(edges) / sizeof(edges[0]))];
+	return (uint32_t)((r >> 8) % 600);
+}
+
+/* handshake_stream -- client flags and a run of options, valid or not */
+static void handshake_stream(struct stream *s, uint64_t *rng)
+{
+	uint8_t f[4] = {0, 0, 0, (uint8_t)(hx_splitmix64(rng) % 5 ? 3 : hx_splitmix64(rng))};
+	put(s, f, 4);
+	unsigned nopts = (unsigned)(hx_splitmix64(rng) % 6);
+	for (unsigned i = 0; i < nopts; i++) {
+		uint64_t r = hx_splitmix64(rng);
+		uint32_t opt = r % 3 ? (uint32_t)(r >> 8) % 12 : (uint32_t)(r >> 8);
+		uint32_t len = pick_len(rng);
+		uint8_t h[NBD_OPT_HEADER_SIZE];
+		nbd_opt_header_encode(h, opt, len);
+		if (hx_splitmix64(rng) % 20 == 0)
+			h[hx_splitmix64(rng) % 8] ^= 0x40; /* a bad magic */
+		put(s, h, sizeof(h));
+		put_random(s, rng, len < 2048 ? len : 2048); /* maybe less than announced */
+	}
+}
+
+/* transmission_stream -- GO to "fuzz", then requests, valid or not */
+static void transmission_stream(struct stream *s, uint64_t *rng, bool structured)
+{
+	uint8_t f[4] = {0, 0, 0, 3};
+	put(s, f, 4);
+	uint8_t h[NBD_OPT_HEADER_SIZE];
+	if (structured) {
+		nbd_opt_header_encode(h, NBD_OPT_STRUCTURED_REPLY, 0);
+		put(s, h, sizeof(h));
+	}
+	uint8_t go[] = {0, 0, 0, 4, 'f', 'u', 'z', 'z', 0, 0};
+	nbd_opt_header_encode(h, NBD_OPT_GO, sizeof(go));
+	put(s, h, sizeof(h));
+	put(s, go, sizeof(go));
+	unsigned nreq = (unsigned)(hx_splitmix64(rng) % 12);
+	for (unsigned i = 0; i < nreq; i++) {
+		uint64_t r = hx_splitmix64(rng);
+		struct nbd_request rq = {
+		    .magic = r % 40 ? NBD_REQUEST_MAGIC : (uint32_t)r,
+		    .flags = (uint16_t)(r % 2 ? 0 : r >> 8 & 0x1f),
+		    .type = (uint16_t)(r >> 16) % 10,
+		    .handle = i,
+		    .offset = hx_splitmix64(rng) % 3 ? hx_splitmix64(rng) % (1U << 20)
+						     : hx_splitmix64(rng),
+		    .length = pick_len(rng),
+		};
+		if (rq.type == NBD_CMD_DISC && hx_splitmix64(rng) % 2)
+			rq.type = NBD_CMD_FLUSH;
+		uint8_t b[NBD_REQUEST_SIZE];
+		nbd_request_encode(b, &rq);
+		put(s, b, sizeof(b));
+		if (rq.type == NBD_CMD_WRITE)
+			put_random(s, rng, rq.length < 8192 ? rq.length : 8192);
+	}
+}
+
+static uint64_t fuzz_sent, fuzz_received, fuzz_cut;
+
+/* stream_run -- send @s on a fresh connection, reading whatever comes back, until EOF */
+static void stream_run(const struct stream *s)
+{
+	struct nt_raw c;
+	assert_int_equal(nt_raw_connect(&c, g->n.nbd_port), 0);
+	size_t sent = 0;
+	bool wr_open = true;
+	int64_t deadline = hx_now_ms() + NT_TIMEOUT_MS;
+	for (;;) {
+		struct pollfd p = {.fd = c.fd, .events = POLLIN | (wr_open ? POLLOUT : 0)};
+		int64_t left = deadline - hx_now_ms();
+		assert_true(left > 0); /* a safety bound, never reached when all is well */
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+			uint8_t sink[65536];
+			ssize_t n = recv(c.fd, sink, sizeof(sink), MSG_DONTWAIT);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				break; /* the daemon closed: done */
+			if (n > 0)
+				fuzz_received += (uint64_t)n;
+		}
+		if (wr_open && (p.revents & POLLOUT)) {
+			ssize_t n =
+			    send(c.fd, s->b + sent, s->len - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n > 0)
+				sent += (size_t)n;
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				wr_open = false; /* closed on us: fine, read to the end */
+			if (sent == s->len) {
+				shutdown(c.fd, SHUT_WR);
+				wr_open = false;
+			}
+		}
+	}
+	fuzz_sent += sent;
+	fuzz_cut += sent < s->len;
+	nt_raw_close(&c);
+}
+
+static void random_streams__daemon_serves_on(void **state)
+{
+	uint64_t rng = 0x6e6264667a7aULL;
+	for (unsigned i = 0; i < 300; i++) {
+		struct stream s = {0};
+		switch (i % 3) {
+		case 0:
+			handshake_stream(&s, &rng);
+			break;
+		case 1:
+			transmission_stream(&s, &rng, false);
+			break;
+		default:
+			transmission_stream(&s, &rng, true);
+			break;
+		}
+		stream_run(&s);
+		free(s.b);
+		if (i % 50 == 49)
+			bystander_ok();
+	}
+	printf("300 random streams: %llu bytes sent, %llu received, %llu cut short by the "
+	       "daemon\n",
+	       (unsigned long long)fuzz_sent, (unsigned long long)fuzz_received,
+	       (unsigned long long)fuzz_cut);
+	bystander_ok();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -513,6 +688,7 @@ int main(void)
 	    cmocka_unit_test(request__write_too_large_to_skip_closes),
 	    cmocka_unit_test(request__disconnect_mid_payload),
 	    cmocka_unit_test(export__volume_busy_while_exported),
+	    cmocka_unit_test(random_streams__daemon_serves_on),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
