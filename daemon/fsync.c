@@ -341,14 +341,13 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 		ret = fsync_hammer(v, &written);
 	} else if (first < end) {
 		/*
-		 * step 1: a start inside a huge entry includes that whole entry.
-		 * No entry starts before a 1 GiB-aligned page and covers it, so
-		 * the lookup is skipped there (every whole-volume fsync).
+		 * Step 1, a start inside a huge entry includes that whole entry,
+		 * is done by every dtree walk itself, under the tree lock
+		 * (dirty_tree.h: range operations act on every entry that
+		 * overlaps the range): no separate lookup and lock round trip
+		 * here, and no gap in which a huge conversion could move the
+		 * head of the range between the lookup and the walk.
 		 */
-		uint64_t head, entry;
-		if (!is_aligned(first, 1ULL << dtree_size_order(DTREE_SIZE_1G)) &&
-		    dtree_lookup(v->tree, first, &head, &entry) == 0 && head < first)
-			first = head;
 		ret = fsync_tracked(v, first, end, &written);
 	}
 	if (ret == 0) {

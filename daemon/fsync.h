@@ -3,7 +3,8 @@
  * fsync.h -- the fsync engine: make exactly what was written durable
  *
  * For a volume and a byte range (design.md, "fsync"):
- *  1. if the start is covered by a huge entry, round it down to that entry;
+ *  1. if the start is covered by a huge entry, round it down to that entry
+ *     (each dtree walk does it, under the tree lock);
  *  2. tag DIRTY entries TOWRITE in batches, the tree lock dropped between
  *     batches so a stream of writes cannot livelock the walk;
  *  3. gang-lookup TOWRITE entries; claim each (lock, clear TOWRITE and

@@ -209,6 +209,34 @@ static void fsync_range__start_inside_huge_entry_rounds_down(void **state)
 	assert_false(page_dirty(fx, PMD / PAGE));
 }
 
+/*
+ * The same on the batched walk, by the test hook and by more entries than
+ * one claim batch: every walk rounds its start down to the huge entry.
+ */
+static void fsync_range__start_inside_huge_entry_rounds_down_batched(void **state)
+{
+	struct fx *fx = *state;
+	struct fsync_test_hooks hooks = {.batched_only = true};
+	write_pattern(fx, PMD, PMD, 34);
+	write_pattern(fx, 0, PAGE, 35); /* before the huge entry: outside the range */
+	fsync_set_test_hooks(&hooks);
+	assert_int_equal(do_fsync(fx, PMD + 12345, 1, FLUSH_TRACKED), PMD);
+	fsync_set_test_hooks(NULL);
+	assert_true(durable_equals(fx, PMD, PMD, 34));
+	assert_true(page_dirty(fx, 0));
+
+	const uint64_t nsmall = FSYNC_CLAIM_BATCH + 6;
+	write_pattern(fx, PMD, PMD, 36);
+	for (uint64_t i = 0; i < nsmall; i++)
+		write_pattern(fx, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i);
+	assert_int_equal(do_fsync(fx, PMD + 12345, PMD + 2 * nsmall * PAGE, FLUSH_TRACKED),
+			 PMD + nsmall * PAGE);
+	assert_true(durable_equals(fx, PMD, PMD, 36));
+	for (uint64_t i = 0; i < nsmall; i++)
+		assert_true(durable_equals(fx, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i));
+	assert_true(page_dirty(fx, 0));
+}
+
 static void fsync_range__end_inside_huge_entry_includes_it(void **state)
 {
 	struct fx *fx = *state;
@@ -631,6 +659,7 @@ int main(void)
 	    T(fsync_range__huge_entry_written_back_whole),
 	    T(fsync_range__partial_range_leaves_rest_dirty),
 	    T(fsync_range__start_inside_huge_entry_rounds_down),
+	    T(fsync_range__start_inside_huge_entry_rounds_down_batched),
 	    T(fsync_range__end_inside_huge_entry_includes_it),
 	    T(fsync_range__len_zero_means_to_end),
 	    T(fsync_range__second_fsync_returns_zero),
