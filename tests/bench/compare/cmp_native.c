@@ -4,7 +4,7 @@
  *
  *   cmp_native --url tcp://HOST:PORT --volume NAME [--size SIZE] [--seconds S]
  *              [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
- *              [--ops N] [--server-pid PID]
+ *              [--ops N] [--server-pid PID] [--no-flush]
  *
  * Connects to a running rdaxd, creates the volume if it does not exist
  * (--size, default 1G), opens it and runs the shapes of cmp_shapes.h:
@@ -15,7 +15,8 @@
  * connection. --prefill writes the whole volume once before anything is
  * timed; --ops N counts operations instead of time (for instruction and
  * system-call counts per operation); --server-pid adds the server's CPU use
- * per shape (from its /proc stat) beside this client's. Prints one JSON
+ * per shape (from its /proc stat) beside this client's; --no-flush skips
+ * the untimed flush after each shape. Prints one JSON
  * object on stdout, including how the server's namespace persists (from
  * HELLO). A benchmark, never a test.
  */
@@ -90,19 +91,27 @@ static const char *method_name(enum rdax_persist_method m)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: cmp_native --url URL --volume NAME [--size SIZE] [--seconds S] "
-			"[--shapes LIST] [--cpu C] [--prefill] [--ops N] [--server-pid PID]\n");
+	fprintf(
+	    stderr,
+	    "usage: cmp_native --url URL --volume NAME [--size SIZE] [--seconds S] "
+	    "[--shapes LIST] [--cpu C] [--prefill] [--ops N] [--server-pid PID] [--no-flush]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-	    {"url", required_argument, NULL, 'u'},	  {"volume", required_argument, NULL, 'v'},
-	    {"size", required_argument, NULL, 'z'},	  {"seconds", required_argument, NULL, 's'},
-	    {"shapes", required_argument, NULL, 'S'},	  {"cpu", required_argument, NULL, 'c'},
-	    {"prefill", no_argument, NULL, 'p'},	  {"ops", required_argument, NULL, 'o'},
-	    {"server-pid", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
+	    {"url", required_argument, NULL, 'u'},
+	    {"volume", required_argument, NULL, 'v'},
+	    {"size", required_argument, NULL, 'z'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"shapes", required_argument, NULL, 'S'},
+	    {"cpu", required_argument, NULL, 'c'},
+	    {"prefill", no_argument, NULL, 'p'},
+	    {"ops", required_argument, NULL, 'o'},
+	    {"server-pid", required_argument, NULL, 'P'},
+	    {"no-flush", no_argument, NULL, 'F'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *url = NULL, *name = NULL;
 	uint64_t size = 1ULL << 30;
@@ -137,6 +146,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			so.server_pid = atoi(optarg);
+			break;
+		case 'F':
+			so.no_flush = true;
 			break;
 		default:
 			usage();

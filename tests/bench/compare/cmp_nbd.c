@@ -4,7 +4,7 @@
  *
  *   cmp_nbd --uri nbd://HOST:PORT/EXPORT [--seconds S]
  *           [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
- *           [--ops N] [--server-pid PID]
+ *           [--ops N] [--server-pid PID] [--no-flush]
  *
  * Why not fio for everything: fio's nbd engine passes no flags to
  * nbd_aio_pwrite(), so it cannot send a write with FUA. This helper runs
@@ -15,7 +15,8 @@
  * compare directly. "durable" is skipped where the server does not
  * advertise FUA (can_fua in the JSON says so). --ops N counts operations
  * instead of time; --server-pid adds the server's CPU use per shape beside
- * this client's. Prints one JSON object on stdout. A benchmark, never a test.
+ * this client's; --no-flush skips the untimed flush after each shape.
+ * Prints one JSON object on stdout. A benchmark, never a test.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -108,17 +109,22 @@ static const char *b_error(void *ctx, int code)
 static void usage(void)
 {
 	fprintf(stderr, "usage: cmp_nbd --uri URI [--seconds S] [--shapes LIST] [--cpu C] "
-			"[--prefill] [--ops N] [--server-pid PID]\n");
+			"[--prefill] [--ops N] [--server-pid PID] [--no-flush]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-	    {"uri", required_argument, NULL, 'u'},	  {"seconds", required_argument, NULL, 's'},
-	    {"shapes", required_argument, NULL, 'S'},	  {"cpu", required_argument, NULL, 'c'},
-	    {"prefill", no_argument, NULL, 'p'},	  {"ops", required_argument, NULL, 'o'},
-	    {"server-pid", required_argument, NULL, 'P'}, {NULL, 0, NULL, 0},
+	    {"uri", required_argument, NULL, 'u'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"shapes", required_argument, NULL, 'S'},
+	    {"cpu", required_argument, NULL, 'c'},
+	    {"prefill", no_argument, NULL, 'p'},
+	    {"ops", required_argument, NULL, 'o'},
+	    {"server-pid", required_argument, NULL, 'P'},
+	    {"no-flush", no_argument, NULL, 'F'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *uri = NULL;
 	struct cmp_shape_opts so = {.seconds = 3, .shapes = "write,wflush,durable,qd32,seq1m"};
@@ -146,6 +152,9 @@ int main(int argc, char **argv)
 			break;
 		case 'P':
 			so.server_pid = atoi(optarg);
+			break;
+		case 'F':
+			so.no_flush = true;
 			break;
 		default:
 			usage();

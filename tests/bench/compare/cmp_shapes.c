@@ -25,11 +25,6 @@ static bool shape_selected(const char *list, const char *name)
 	return false;
 }
 
-static bool measuring_time(uint64_t t0, uint64_t t1)
-{
-	return t0 && t1 > t0;
-}
-
 static int report(struct cmp_target *t, const char *what, int ret)
 {
 	fprintf(stderr, "cmp: %s failed: %s\n", what, t->error(t->ctx, ret));
@@ -39,12 +34,45 @@ static int report(struct cmp_target *t, const char *what, int ret)
 enum qd1_kind { QD1_WRITE, QD1_WFLUSH, QD1_DURABLE };
 
 /*
+ * What the measured window (warm-up excluded) cost: wall time, operations,
+ * CPU time of this client and of the server process (all its threads), and
+ * the server's context switches -- per operation, the figures that stay
+ * meaningful on a shared machine where latencies do not.
+ */
+struct window {
+	int server_pid;
+	uint64_t t0, t1, ops;
+	uint64_t client_cpu0, client_cpu1, server_cpu0, server_cpu1, server_cs0, server_cs1;
+};
+
+static void win_open(struct window *w, uint64_t now)
+{
+	w->t0 = now;
+	w->client_cpu0 = cmp_cpu_time_ns(0);
+	if (w->server_pid > 0) {
+		w->server_cpu0 = cmp_cpu_time_ns(w->server_pid);
+		w->server_cs0 = cmp_ctx_switches(w->server_pid);
+	}
+}
+
+static void win_close(struct window *w, uint64_t now, uint64_t ops)
+{
+	w->t1 = now;
+	w->ops = ops;
+	w->client_cpu1 = cmp_cpu_time_ns(0);
+	if (w->server_pid > 0) {
+		w->server_cpu1 = cmp_cpu_time_ns(w->server_pid);
+		w->server_cs1 = cmp_ctx_switches(w->server_pid);
+	}
+}
+
+/*
  * run_qd1 -- QD1 4 KiB random writes (plain or durable) or write+flush
  * pairs; latency per write or pair. @ops > 0: exactly that many after
  * ops / 10 of warm-up, else by time.
  */
 static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_kind kind,
-		   struct cmp_lat *lat, double *ops_per_s)
+		   struct cmp_lat *lat, struct window *w)
 {
 	uint8_t *buf = aligned_alloc(CMP_SMALL, CMP_SMALL);
 	uint64_t rng = 12345, slots = t->size / CMP_SMALL, n = 0, i = 0;
@@ -53,13 +81,14 @@ static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_
 	if (!buf)
 		return -ENOMEM;
 	memset(buf, 0x5a + kind, CMP_SMALL);
-	uint64_t warm_end = cmp_now_ns() + (uint64_t)(seconds * 1e8), t0 = 0, end = 0;
-	for (bool measuring = false;; i++) {
+	uint64_t warm_end = cmp_now_ns() + (uint64_t)(seconds * 1e8), end = 0;
+	bool measuring = false;
+	for (;; i++) {
 		uint64_t off = (cmp_rng(&rng) % slots) * CMP_SMALL;
 		uint64_t a = cmp_now_ns();
 		if (!measuring && (ops ? i >= ops / 10 : a >= warm_end)) {
 			measuring = true;
-			t0 = a;
+			win_open(w, a);
 			end = ops ? UINT64_MAX : a + (uint64_t)(seconds * 1e9);
 		}
 		if (measuring && (ops ? n >= ops : a >= end))
@@ -78,8 +107,8 @@ static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_
 			n++;
 		}
 	}
-	uint64_t t1 = cmp_now_ns();
-	*ops_per_s = measuring_time(t0, t1) ? (double)n / ((double)(t1 - t0) / 1e9) : 0;
+	if (measuring)
+		win_close(w, cmp_now_ns(), n);
 	free(buf);
 	return ret;
 }
@@ -92,7 +121,7 @@ static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_
  * instead of time (ops / 10 of warm-up, then ops).
  */
 static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_t bs,
-		     unsigned depth, bool sequential, struct cmp_lat *lat, double *ops_per_s)
+		     unsigned depth, bool sequential, struct cmp_lat *lat, struct window *w)
 {
 	uint8_t *buf = aligned_alloc(CMP_SMALL, bs);
 	uint64_t *submitted = calloc(depth, sizeof(*submitted));
@@ -144,15 +173,14 @@ static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_
 		completed += (uint64_t)n;
 		if (!t0 && (ops ? completed >= ops / 10 : now >= warm_end)) {
 			t0 = now;
+			win_open(w, now);
 			end = ops ? UINT64_MAX : now + (uint64_t)(seconds * 1e9);
-		} else if (t0 && (ops ? counted >= ops : now >= end)) {
+		} else if (t0 && !stop && (ops ? counted >= ops : now >= end)) {
 			stop = true;
 			end = now;
+			win_close(w, now, counted);
 		}
 	}
-	*ops_per_s = measuring_time(t0, end) && end != UINT64_MAX
-			 ? (double)counted / ((double)(end - t0) / 1e9)
-			 : 0;
 out_free:
 	free(buf);
 	free(submitted);
@@ -210,7 +238,7 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 		if (!shape_selected(o->shapes, shapes[i].name))
 			continue;
 		struct cmp_lat lat;
-		double rate = 0;
+		struct window w = {.server_pid = o->server_pid};
 		int ret = cmp_lat_init(&lat, LAT_CAP);
 		if (ret)
 			return ret;
@@ -219,34 +247,43 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 				(unsigned long long)o->ops);
 		else
 			fprintf(stderr, "cmp: %s for %.1f s ...\n", shapes[i].name, o->seconds);
-		uint64_t w0 = cmp_now_ns(), c0 = cmp_cpu_time_ns(0);
-		uint64_t s0 = o->server_pid > 0 ? cmp_cpu_time_ns(o->server_pid) : 0;
 		if (shapes[i].async)
 			ret = run_async(t, o->seconds, o->ops, shapes[i].bs, shapes[i].depth,
-					shapes[i].sequential, &lat, &rate);
+					shapes[i].sequential, &lat, &w);
 		else
-			ret = run_qd1(t, o->seconds, o->ops, shapes[i].kind, &lat, &rate);
-		/* CPU used per wall second, warm-up included: which side is the bottleneck */
-		double wall = (double)(cmp_now_ns() - w0);
-		double client_util = (double)(cmp_cpu_time_ns(0) - c0) / wall;
-		double server_util =
-		    o->server_pid > 0 ? (double)(cmp_cpu_time_ns(o->server_pid) - s0) / wall : -1;
+			ret = run_qd1(t, o->seconds, o->ops, shapes[i].kind, &lat, &w);
 		/* leave nothing dirty for the next shape (not timed) */
-		if (!ret && (ret = t->flush(t->ctx)))
+		if (!ret && !o->no_flush && (ret = t->flush(t->ctx)))
 			report(t, "flush", ret);
+		if (!ret && (w.t1 <= w.t0 || w.ops == 0)) {
+			fprintf(stderr, "cmp: %s: nothing measured\n", shapes[i].name);
+			ret = -EIO;
+		}
 		if (ret) {
 			cmp_lat_free(&lat);
 			return ret;
 		}
+		double wall = (double)(w.t1 - w.t0), ops = (double)w.ops;
+		double rate = ops / (wall / 1e9);
 		fprintf(out,
 			", \"%s\": {\"block_bytes\": %u, \"depth\": %u, \"ops_per_s\": %.6g, "
-			"\"mib_per_s\": %.6g, \"ops\": %zu",
+			"\"mib_per_s\": %.6g, \"ops\": %llu",
 			shapes[i].name, shapes[i].bs, shapes[i].depth, rate,
-			rate * shapes[i].bs / 1048576.0, lat.n);
+			rate * shapes[i].bs / 1048576.0, (unsigned long long)w.ops);
+		/* CPU busy per wall second (100% on one side: that side is the bottleneck) */
+		cmp_json_num(out, "client_cpu_util", (double)(w.client_cpu1 - w.client_cpu0) / wall,
+			     true);
+		cmp_json_num(out, "client_cpu_ns_per_op",
+			     (double)(w.client_cpu1 - w.client_cpu0) / ops, true);
+		if (o->server_pid > 0) {
+			cmp_json_num(out, "server_cpu_util",
+				     (double)(w.server_cpu1 - w.server_cpu0) / wall, true);
+			cmp_json_num(out, "server_cpu_ns_per_op",
+				     (double)(w.server_cpu1 - w.server_cpu0) / ops, true);
+			cmp_json_num(out, "server_ctxsw_per_op",
+				     (double)(w.server_cs1 - w.server_cs0) / ops, true);
+		}
 		cmp_json_lat(out, "lat", &lat, true);
-		cmp_json_num(out, "client_cpu_util", client_util, true);
-		if (server_util >= 0)
-			cmp_json_num(out, "server_cpu_util", server_util, true);
 		fprintf(out, "}");
 		fflush(out);
 		cmp_lat_free(&lat);

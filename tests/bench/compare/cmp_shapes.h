@@ -48,6 +48,7 @@ struct cmp_shape_opts {
 	uint64_t ops;	    /* > 0: measure exactly this many operations instead */
 	const char *shapes; /* comma-separated subset of "write,wflush,durable,qd32,seq1m" */
 	int server_pid;	    /* > 0: report the server's CPU use per shape too */
+	bool no_flush;	    /* no untimed flush after each shape (callgrind counts) */
 };
 
 /*

@@ -5,6 +5,7 @@
  */
 #include "cmp_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -61,6 +62,34 @@ uint64_t cmp_cpu_time_ns(int pid)
 		return 0;
 	long hz = sysconf(_SC_CLK_TCK);
 	return (ut + st) * (1000000000ULL / (uint64_t)(hz > 0 ? hz : 100));
+}
+
+uint64_t cmp_ctx_switches(int pid)
+{
+	char path[64], line[256];
+	uint64_t sum = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *dir = opendir(path);
+	if (!dir)
+		return 0;
+	for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+		if (de->d_name[0] == '.')
+			continue;
+		char sp[64 + sizeof(de->d_name) + 8];
+		snprintf(sp, sizeof(sp), "%s/%s/status", path, de->d_name);
+		FILE *f = fopen(sp, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long long v;
+			if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+				sum += v;
+		}
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
 }
 
 uint64_t cmp_rng(uint64_t *state)

@@ -33,6 +33,12 @@ int cmp_cpu_now(void);
  */
 uint64_t cmp_cpu_time_ns(int pid);
 
+/*
+ * cmp_ctx_switches -- context switches (voluntary + involuntary) of every
+ * live thread of process @pid so far; 0 if they cannot be read
+ */
+uint64_t cmp_ctx_switches(int pid);
+
 /* cmp_rng -- the next value of a splitmix64 generator (state advanced) */
 uint64_t cmp_rng(uint64_t *state);
 

@@ -5,6 +5,7 @@ Subcommands (run.sh calls them; Python standard library only):
   env        print the run's environment as JSON (machine, tools, options)
   placement  print where a server process's threads may run and last ran
   nssize     the namespace size that holds a volume of SIZE (with metadata room)
+  callgrind  instructions per operation from the dumps of run.sh --callgrind
   report     read RAW/*.json, write OUT/report.md, the plot data and the PNGs
 
 Every figure in the report stands beside its same-run peer (nbdkit's memory
@@ -136,6 +137,75 @@ def cmd_nssize(a):
     print("%dM" % ((parse_size(a.size) >> 20) + 64))
 
 
+# --- subcommand: callgrind -------------------------------------------------------------
+
+
+def annotate_top(path, n, total):
+    """The @n functions with the most inclusive cost in a callgrind dump, leaving out the
+    roots every operation passes through (thread start, the event loop: >= 60% of @total).
+    Inclusive, because a dump taken while the threads sit inside their loops attributes
+    self cost to the thread entry. [(name, Ir)]"""
+    try:
+        p = subprocess.run(["callgrind_annotate", "--inclusive=yes", path],
+                           capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    top = []
+    started = False
+    for line in p.stdout.splitlines():
+        if "file:function" in line:
+            started = True
+            continue
+        if not started:
+            continue
+        m = re.match(r"\s*([\d,]+)\s+\([\s\d.]+%\)\s+(\S+)", line)
+        if not m:
+            if top:
+                break
+            continue
+        where = m.group(2)
+        fn = where.rsplit(":", 1)[-1]
+        src = os.path.basename(where.rsplit(":", 1)[0]) if ":" in where else ""
+        if src in ("???", ""):
+            lib = re.search(r"\[(.*?)\]", line)
+            src = os.path.basename(lib.group(1)) if lib else "?"
+        ir = int(m.group(1).replace(",", ""))
+        if ir >= 0.6 * total:
+            continue
+        top.append(("%s (%s)" % (fn, src), ir))
+        if len(top) >= n:
+            break
+    return top
+
+
+def cmd_callgrind(a):
+    """Instructions per operation from the dumps of run.sh --callgrind."""
+    res = {}
+    for f in sorted(os.listdir(a.dir)):
+        if not re.search(r"\.\d+\.\d+$", f):
+            continue
+        path = os.path.join(a.dir, f)
+        trigger, total = None, None
+        with open(path, errors="replace") as fh:
+            for line in fh:
+                if line.startswith("desc: Trigger:"):
+                    trigger = line.split("dump", 1)[-1].strip()
+                elif line.startswith("summary:") or line.startswith("totals:"):
+                    total = int(line.split()[1])
+                    break
+        if not trigger or total is None:
+            continue
+        doc = load(a.dir, trigger) or {}
+        shape = trigger.rsplit("_", 1)[-1]
+        ops = doc.get(shape, {}).get("ops") or int(a.ops)
+        # the helper ran ops / 10 more as warm-up inside the same dump
+        ops_all = ops + ops // 10
+        res[trigger] = {"ir": total, "ops": ops_all, "ir_per_op": total / ops_all,
+                        "top": [(fn, ir / ops_all) for fn, ir in annotate_top(path, 16, total)]}
+    json.dump(res, sys.stdout, indent=1)
+    print()
+
+
 # --- the report -------------------------------------------------------------------
 
 
@@ -188,6 +258,7 @@ class Fig:
         self.pct = pct or {}  # "p50" -> us, ...
         self.rate = rate  # ops/s or MiB/s
         self.cpu = cpu  # CPU busy per wall second: (client, server), None if unknown
+        self.cost = {}  # per operation: client_cpu_ns, server_cpu_ns, server_ctxsw
 
     def p(self, k):
         return self.pct.get(k)
@@ -199,8 +270,12 @@ def fig_from_cmp(doc, shape, label, tool, mib=False):
     s = doc[shape]
     lat = s["lat"]
     pct = {k: us(lat.get(k + "_ns")) for k in ("p50", "p90", "p99", "p99.9")}
-    return Fig(label, tool, pct, s["mib_per_s"] if mib else s["ops_per_s"],
-               (s.get("client_cpu_util"), s.get("server_cpu_util")))
+    fg = Fig(label, tool, pct, s["mib_per_s"] if mib else s["ops_per_s"],
+             (s.get("client_cpu_util"), s.get("server_cpu_util")))
+    for k in ("client_cpu_ns", "server_cpu_ns", "server_ctxsw"):
+        if k + "_per_op" in s:
+            fg.cost[k] = s[k + "_per_op"]
+    return fg
 
 
 def fio_pct(lat, key):
@@ -344,6 +419,10 @@ def shape_figs(d, shape):
         m = Fig(g[0].label, g[0].tool, pct, median([fg.rate for fg in g]),
                 (median([fg.cpu[0] for fg in g]), median([fg.cpu[1] for fg in g])))
         m.key = g[0].key
+        for c in ("client_cpu_ns", "server_cpu_ns", "server_ctxsw"):
+            v = median([fg.cost.get(c) for fg in g])
+            if v is not None:
+                m.cost[c] = v
         head = [fg.p("p50") if SHAPES[shape][2] == "latency" else fg.rate for fg in g]
         head = [h for h in head if h is not None]
         m.spread = (min(head), max(head)) if head else None
@@ -448,6 +527,72 @@ def shape_table(lines, d, shape, fl):
             lines.append(row)
     lines.append("")
     return figs
+
+
+def cost_table(lines, by_shape):
+    """Server and client cost per operation, from /proc: steadier than latency on a busy box."""
+    lines.append("## Cost per operation (same runs, from /proc)")
+    lines.append("")
+    lines.append("CPU time of the whole server process (all threads) and of the client, and the "
+                 "server's context switches, divided by the operations of the measured window "
+                 "(medians over the rounds). Unlike latencies these barely move when other work "
+                 "shares the machine. A write+flush pair counts as one operation.")
+    lines.append("")
+    lines.append("| shape | system | server CPU / op | server context switches / op "
+                 "| client CPU / op | server CPU vs nbdkit memory |")
+    lines.append("|---|---|---:|---:|---:|---:|")
+    for shape in ("write", "durable", "wflush", "qd32", "seq1m"):
+        figs = [fg for fg in by_shape.get(shape, []) if fg.tool != "fio"]
+        peer = next((fg for fg in figs if fg.key == "nbdkit_memory"), None)
+        for fg in figs:
+            c = fg.cost
+            if not c:
+                continue
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                shape, fg.label, fmt_us(c.get("server_cpu_ns", 0) / 1e3) if "server_cpu_ns" in c
+                else "n/a", "%.2f" % c["server_ctxsw"] if "server_ctxsw" in c else "n/a",
+                fmt_us(c["client_cpu_ns"] / 1e3) if "client_cpu_ns" in c else "n/a",
+                fmt_ratio(ratio(c.get("server_cpu_ns"),
+                                peer.cost.get("server_cpu_ns") if peer else None))))
+    lines.append("")
+
+
+def callgrind_section(lines, cg):
+    lines.append("## Instructions per operation (callgrind)")
+    lines.append("")
+    lines.append("Each server under valgrind's callgrind, the client running a fixed number of "
+                 "operations of one shape between a zeroing and a dump of the counters (the "
+                 "helper's warm-up tenth included; no flush after the shape). Instructions of "
+                 "the whole server process, all threads; the kernel's work (system calls, "
+                 "context switches) is not counted here -- see the cost table above for that.")
+    lines.append("")
+    lines.append("| shape | rdax native | rdax NBD | nbdkit memory | rdax NBD vs nbdkit |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for shape in ("write", "durable", "qd32"):
+        v = [cg.get("%s_%s" % (k, shape), {}).get("ir_per_op")
+             for k in ("rdax_native", "rdax_nbd", "nbdkit_memory")]
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            shape, *["{:,.0f}".format(x) if x else "n/a" for x in v],
+            fmt_ratio(ratio(v[1], v[2]))))
+    lines.append("")
+    for key, label in (("rdax_nbd_durable", "rdax NBD, durable (FUA) write"),
+                       ("rdax_native_durable", "rdax native, durable write"),
+                       ("rdax_native_qd32", "rdax native, QD32 write"),
+                       ("nbdkit_memory_durable", "nbdkit memory, FUA write")):
+        e = cg.get(key)
+        if not e or not e.get("top"):
+            continue
+        lines.append("<details><summary>%s: where the %s instructions per operation go "
+                     "(inclusive, below the event loop)</summary>" % (
+                         label, "{:,.0f}".format(e["ir_per_op"])))
+        lines.append("")
+        lines.append("| function | instructions / op |")
+        lines.append("|---|---:|")
+        for fn, ir in e["top"]:
+            lines.append("| `%s` | %s |" % (fn, "{:,.0f}".format(ir)))
+        lines.append("")
+        lines.append("</details>")
+        lines.append("")
 
 
 def find(figs, key, tool_fio):
@@ -752,6 +897,10 @@ def cmd_report(a):
         lines.append("| (nothing measured) | | | | | | | |")
     lines.append("")
     lines.extend(body)
+    cost_table(lines, by_shape)
+    cg = load(raw, "callgrind")
+    if cg:
+        callgrind_section(lines, cg)
     if eng:
         engine_tables(lines, eng)
     made = write_plots(out, a.plots, d, by_shape, fl, eng)
@@ -775,6 +924,9 @@ def main():
     p = sub.add_parser("placement")
     p.add_argument("pid")
     p.add_argument("name")
+    c = sub.add_parser("callgrind")
+    c.add_argument("--dir", required=True)
+    c.add_argument("--ops", required=True)
     n = sub.add_parser("nssize")
     n.add_argument("size")
     r = sub.add_parser("report")
@@ -783,7 +935,7 @@ def main():
     r.add_argument("--plots", required=True)
     a = ap.parse_args()
     {"env": cmd_env, "placement": cmd_placement, "nssize": cmd_nssize,
-     "report": cmd_report}[a.cmd](a)
+     "callgrind": cmd_callgrind, "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":

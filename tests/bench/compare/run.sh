@@ -1,8 +1,8 @@
 #!/bin/bash
 # run.sh -- the comparative benchmark: rdax beside nbdkit and the loopback floors, in one run
 #
-#   run.sh --build DIR [--out DIR] [--quick | --full] [--rounds N] [--client-cpu N]
-#          [--server-cpu N] [--tmp DIR] [--size SIZE]
+#   run.sh --build DIR [--out DIR] [--quick | --full] [--rounds N] [--callgrind]
+#          [--client-cpu N] [--server-cpu N] [--tmp DIR] [--size SIZE]
 #
 # deploy/bench-compare.sh installs the tools, builds DIR and calls this.
 # The servers (one rdaxd serving its native protocol and NBD, nbdkit memory,
@@ -10,7 +10,9 @@
 # once; then ROUNDS rounds each measure the floors and every system, the
 # order of the systems rotated per round so drift of a shared machine falls
 # on all of them alike; the report takes the median of the rounds and shows
-# their spread. Then the fsync engine alone (tracked vs hammer).
+# their spread. With --callgrind (and in --full), rdaxd and nbdkit memory
+# then run under valgrind's callgrind for instructions per operation and
+# where they go. Then the fsync engine alone (tracked vs hammer).
 # Every server (rdaxd, nbdkit, the floor servers, iperf3 -s) is pinned with
 # taskset to the server CPU, every client (fio, cmp_*, iperf3 -c) to the
 # client CPU; where each really ran is recorded in the report. Data files
@@ -30,9 +32,11 @@ server_cpu=1
 tmp_root=/dev/shm
 size=1G
 rounds_opt=""
+callgrind=0
+cg_ops=2000
 
 usage() {
-	sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -47,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--tmp) tmp_root=$2; shift 2 ;;
 	--size) size=$2; shift 2 ;;
 	--rounds) rounds_opt=$2; shift 2 ;;
+	--callgrind) callgrind=1; shift ;;
 	-h|--help) usage ;;
 	*) echo "run.sh: unknown argument $1" >&2; usage ;;
 	esac
@@ -61,7 +66,7 @@ out=$(cd "$out" && pwd)
 case $profile in
 quick) secs=1; rounds=1; engine_sizes=64M,1G; engine_reps=21 ;;
 default) secs=2; rounds=3; engine_sizes=64M,1G,8G; engine_reps=101 ;;
-full) secs=5; rounds=5; engine_sizes=64M,1G,8G; engine_reps=301 ;;
+full) secs=5; rounds=5; engine_sizes=64M,1G,8G; engine_reps=301; callgrind=1 ;;
 esac
 rounds=${rounds_opt:-$rounds}
 
@@ -273,6 +278,69 @@ for pid in "${pids[@]}"; do
 done
 pids=()
 rm -f "$work/ns0" "$work/disk.img"
+
+# --- callgrind: instructions per operation in each server (--callgrind) --------------
+# Each server runs under valgrind's callgrind, pinned as before; the client runs
+# exactly $cg_ops operations of a shape (plus a tenth as warm-up) between a
+# zeroing and a dump of the counters, so every dump counts that shape alone
+# (--no-flush: without the helper's untimed flush after the shape).
+cg_server() {
+	local name=$1 vpid shape uri
+	shift
+	taskset -c "$server_cpu" env PMEM_IS_PMEM_FORCE=1 valgrind --tool=callgrind \
+		--callgrind-out-file="$raw/callgrind/$name.%p" \
+		"$@" >"$work/cg.out" 2>"$raw/callgrind/$name.log" &
+	vpid=$!
+	pids+=("$vpid")
+	echo "$vpid"
+}
+
+cg_measure() {
+	local name=$1 vpid=$2 shape=$3
+	shift 3
+	callgrind_control -z "$vpid" >/dev/null
+	client "$@" --ops "$cg_ops" --shapes "$shape" --no-flush \
+		>"$raw/callgrind/${name}_$shape.json" 2>/dev/null
+	callgrind_control -d "${name}_$shape" "$vpid" >/dev/null
+}
+
+if [ "$callgrind" = 1 ]; then
+	mkdir -p "$raw/callgrind"
+	log "callgrind: rdaxd, $cg_ops operations per shape"
+	port=$(free_port)
+	nport=$(free_port)
+	vpid=$(cg_server rdaxd "$rdaxd" \
+		--namespace "$work/cg-ns0,size=$(python3 "$here/report.py" nssize 256M),mode=auto" \
+		--listen "tcp://127.0.0.1:$port" --listen "nbd://127.0.0.1:$nport" --threads 1 \
+		--log-level warn)
+	pids+=("$vpid")
+	wait_for_port "$port"
+	client "$helpers/cmp_native" --url "tcp://127.0.0.1:$port" --volume cmp --size 256M \
+		--shapes none >/dev/null
+	for shape in write durable qd32; do
+		cg_measure rdax_native "$vpid" "$shape" "$helpers/cmp_native" \
+			--url "tcp://127.0.0.1:$port" --volume cmp
+		if listening "$nport"; then
+			cg_measure rdax_nbd "$vpid" "$shape" "$helpers/cmp_nbd" \
+				--uri "nbd://127.0.0.1:$nport/cmp"
+		fi
+	done
+	stop_pid "$vpid"
+	rm -f "$work/cg-ns0"
+	log "callgrind: nbdkit memory, $cg_ops operations per shape"
+	port=$(free_port)
+	vpid=$(cg_server nbdkit_memory nbdkit -f -i 127.0.0.1 -p "$port" memory size=256M)
+	pids+=("$vpid")
+	wait_for_port "$port"
+	client "$helpers/cmp_nbd" --uri "nbd://127.0.0.1:$port" --shapes none --prefill >/dev/null
+	for shape in write durable qd32; do
+		cg_measure nbdkit_memory "$vpid" "$shape" "$helpers/cmp_nbd" \
+			--uri "nbd://127.0.0.1:$port"
+	done
+	stop_pid "$vpid"
+	python3 "$here/report.py" callgrind --dir "$raw/callgrind" --ops "$cg_ops" \
+		>"$raw/callgrind.json"
+fi
 
 # --- the fsync engine: tracked vs hammer -------------------------------------------
 sizes=$engine_sizes
