@@ -21,6 +21,7 @@
 #include "frame.h"
 #include "log.h"
 #include "rdax.pb-c.h"
+#include "transport_rdma.h"
 
 /* iovecs gathered for one sendmsg (two per request: header+body, payload) */
 #define TX_IOV_MAX 64
@@ -123,6 +124,8 @@ void conn_delete(struct rdax_conn **cp)
 		return;
 	if (c->fd >= 0)
 		close(c->fd);
+	/* the QP goes first: nothing may land in a buffer after it is freed */
+	rdma_tp_delete(&c->rdma);
 	/* answered but not fully sent: only on the send queue */
 	for (struct conn_req *req = c->sendq_head, *next; req; req = next) {
 		next = req->next_send;
@@ -246,6 +249,13 @@ int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool n
 	else if (ret)
 		snprintf(err, errlen, "connect %s: %s", c->peer, strerror(-ret));
 	return ret;
+}
+
+int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
+		      char *err, size_t errlen)
+{
+	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
+	return rdma_tp_connect(host, port, c->timeout_ms, &c->rdma, err, errlen);
 }
 
 /* --- operations and their requests -------------------------------------- */
@@ -385,13 +395,20 @@ static struct conn_req *req_new(struct rdax_conn *c, uint16_t type, const Protob
 	return req;
 }
 
+/* op_direct -- are the WRITE/READ requests of @op one-sided RDMA operations? */
+static bool op_direct(const struct rdax_conn *c, const struct conn_op *op)
+{
+	return c->rdma && op->vol && op->vol->direct && (op->kind == OP_WRITE || op->kind == OP_READ);
+}
+
 /* part_size -- payload bytes of the next WRITE/READ request of @op (0 for other requests) */
 static uint32_t part_size(const struct rdax_conn *c, const struct conn_op *op)
 {
 	if ((op->kind != OP_WRITE && op->kind != OP_READ) || op->issued >= op->length)
 		return 0;
 	uint64_t left = op->length - op->issued;
-	return left < c->max_payload ? (uint32_t)left : c->max_payload;
+	uint32_t max = op_direct(c, op) ? RDMA_TP_PART_MAX : c->max_payload;
+	return left < max ? (uint32_t)left : max;
 }
 
 /* fsync_req -- an FSYNC request for [offset, offset + length) (length 0: to the end) */
@@ -446,33 +463,52 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 			op->all_issued = true;
 			break;
 		}
-		Rdax__WriteRequest w = RDAX__WRITE_REQUEST__INIT;
-		w.handle = handle;
-		w.offset = op->offset + op->issued;
-		w.has_fsync = op->durable;
-		w.fsync = op->durable && op->length <= c->max_payload;
-		req = req_new(c, FRAME_WRITE, &w.base);
-		if (!req)
-			return -ENOMEM;
+		if (op_direct(c, op)) {
+			/* one-sided: no frame; a durable write ends with an FSYNC of the range */
+			req = calloc(1, sizeof(*req));
+			if (!req)
+				return -ENOMEM;
+			req->type = FRAME_WRITE;
+			req->direct = true;
+			req->offset = op->offset + op->issued;
+		} else {
+			Rdax__WriteRequest w = RDAX__WRITE_REQUEST__INIT;
+			w.handle = handle;
+			w.offset = op->offset + op->issued;
+			w.has_fsync = op->durable;
+			w.fsync = op->durable && op->length <= c->max_payload;
+			req = req_new(c, FRAME_WRITE, &w.base);
+			if (!req)
+				return -ENOMEM;
+		}
 		req->payload = op->wbuf + op->issued;
 		req->payload_len = n;
 		req->window_bytes = n;
 		op->issued += n;
 		if (op->issued == op->length) {
-			if (op->durable && op->length > c->max_payload)
+			if (op->durable && (op->length > c->max_payload || req->direct))
 				op->tail_fsync = true;
 			else
 				op->all_issued = true;
 		}
 		break;
 	case OP_READ: {
-		Rdax__ReadRequest r = RDAX__READ_REQUEST__INIT;
-		r.handle = handle;
-		r.offset = op->offset + op->issued;
-		r.length = n;
-		req = req_new(c, FRAME_READ, &r.base);
-		if (!req)
-			return -ENOMEM;
+		if (op_direct(c, op)) {
+			req = calloc(1, sizeof(*req));
+			if (!req)
+				return -ENOMEM;
+			req->type = FRAME_READ;
+			req->direct = true;
+			req->offset = op->offset + op->issued;
+		} else {
+			Rdax__ReadRequest r = RDAX__READ_REQUEST__INIT;
+			r.handle = handle;
+			r.offset = op->offset + op->issued;
+			r.length = n;
+			req = req_new(c, FRAME_READ, &r.base);
+			if (!req)
+				return -ENOMEM;
+		}
 		req->read_dest = op->rbuf + op->issued;
 		req->read_len = n;
 		req->window_bytes = n;
@@ -490,15 +526,17 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 
 	req->op = op;
 	req->id = c->next_id++;
-	struct frame_header h = {
-	    .magic = FRAME_MAGIC,
-	    .version = FRAME_VERSION,
-	    .type = req->type,
-	    .request_id = req->id,
-	    .body_len = (uint32_t)(req->buf_len - FRAME_HEADER_SIZE),
-	    .payload_len = req->payload_len,
-	};
-	frame_header_encode(&h, req->buf);
+	if (!req->direct) {
+		struct frame_header h = {
+		    .magic = FRAME_MAGIC,
+		    .version = FRAME_VERSION,
+		    .type = req->type,
+		    .request_id = req->id,
+		    .body_len = (uint32_t)(req->buf_len - FRAME_HEADER_SIZE),
+		    .payload_len = req->payload_len,
+		};
+		frame_header_encode(&h, req->buf);
+	}
 
 	if (c->sendq_tail)
 		c->sendq_tail->next_send = req;
@@ -563,6 +601,8 @@ static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	/* no more DMA into our buffers, and the daemon learns at once */
+	rdma_tp_delete(&c->rdma);
 	c->rx_state = RX_HEADER;
 	c->rx_req = NULL;
 	c->rx_got = 0;
@@ -612,9 +652,91 @@ static int conn_closed(struct rdax_conn *c)
 
 /* --- sending ------------------------------------------------------------ */
 
+/* sendq_pop -- the head of the send queue is all sent */
+static void sendq_pop(struct rdax_conn *c)
+{
+	struct conn_req *req = c->sendq_head;
+	c->sendq_head = req->next_send;
+	if (!c->sendq_head)
+		c->sendq_tail = NULL;
+	req->sent_all = true;
+	if (req->replied)
+		req_finish(c, req);
+}
+
+/* rdma_broken -- the RDMA transport failed: break the connection with its reason */
+static int rdma_broken(struct rdax_conn *c, int code)
+{
+	if (code == -ECONNRESET)
+		return conn_closed(c);
+	return conn_break(c, code, "%s: %s", c->peer, rdma_tp_error(c->rdma));
+}
+
+/*
+ * tx_flush_rdma -- post queued requests in order: frame bytes into the
+ * message stream, direct ones as one-sided operations; stop at the first
+ * that has to wait (credits, buffers). 0 or the broken code.
+ */
+static int tx_flush_rdma(struct rdax_conn *c)
+{
+	while (c->sendq_head) {
+		struct conn_req *req = c->sendq_head;
+		if (req->direct) {
+			struct rdma_tp_vol vol = {
+			    .remote_addr = req->op->vol->remote_addr,
+			    .rkey = req->op->vol->rkey,
+			    .imm_base = req->op->vol->imm_base,
+			};
+			int ret = req->type == FRAME_WRITE
+				      ? rdma_tp_write(c->rdma, &vol, req->offset, req->payload,
+						      req->payload_len, req)
+				      : rdma_tp_read(c->rdma, &vol, req->offset, req->read_dest,
+						     req->read_len, req);
+			if (ret == -EAGAIN)
+				return 0;
+			if (ret < 0)
+				return rdma_broken(c, ret);
+			c->last_activity = now_ms();
+			/* sent; its completion answers it (rdma_done) */
+			sendq_pop(c);
+			continue;
+		}
+		struct iovec iov[TX_IOV_MAX];
+		int n = 0;
+		for (struct conn_req *r = c->sendq_head; r && !r->direct && n + 2 <= TX_IOV_MAX;
+		     r = r->next_send) {
+			if (r->sent < r->buf_len)
+				iov[n++] = (struct iovec){r->buf + r->sent, r->buf_len - r->sent};
+			size_t poff = r->sent > r->buf_len ? r->sent - r->buf_len : 0;
+			if (r->payload_len > poff)
+				iov[n++] = (struct iovec){(void *)(r->payload + poff),
+							  r->payload_len - poff};
+		}
+		ssize_t w = rdma_tp_send(c->rdma, iov, n);
+		if (w < 0)
+			return rdma_broken(c, (int)w);
+		if (w == 0)
+			return 0;
+		c->last_activity = now_ms();
+		size_t left = (size_t)w;
+		while (left > 0) {
+			struct conn_req *r = c->sendq_head;
+			size_t total = r->buf_len + r->payload_len;
+			size_t take = total - r->sent < left ? total - r->sent : left;
+			r->sent += take;
+			left -= take;
+			if (r->sent == total)
+				sendq_pop(c);
+		}
+	}
+	return 0;
+}
+
 /* tx_flush -- send queued requests until the socket is full; 0 or the broken code */
 static int tx_flush(struct rdax_conn *c)
 {
+	if (c->rdma)
+		return tx_flush_rdma(c);
 	while (c->sendq_head) {
 		struct iovec iov[TX_IOV_MAX];
 		int n = 0;
@@ -712,6 +834,20 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 		c->rx_start = c->rx_end = 0;
 		size_t want = need - c->rx_got;
 		bool direct = want >= CONN_RX_BUF_SIZE / 2;
+		if (c->rdma) {
+			ssize_t r = rdma_tp_recv(c->rdma, direct ? dst + c->rx_got : c->rx_buf,
+						 direct ? want : CONN_RX_BUF_SIZE);
+			if (r == 0)
+				return 0;
+			if (r < 0)
+				return rdma_broken(c, (int)r);
+			c->last_activity = now_ms();
+			if (direct)
+				c->rx_got += (size_t)r;
+			else
+				c->rx_end = (size_t)r;
+			continue;
+		}
 		ssize_t r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
 				 direct ? want : CONN_RX_BUF_SIZE, MSG_DONTWAIT);
 		if (r < 0 && errno == EINTR)
@@ -894,6 +1030,26 @@ static int rx_drain(struct rdax_conn *c)
 
 /* --- the loop ----------------------------------------------------------- */
 
+/* rdma_done -- a one-sided operation completed: it is the answer to its request */
+static void rdma_done(void *arg, void *ctx, int status)
+{
+	struct rdax_conn *c = arg;
+	struct conn_req *req = ctx;
+	c->last_activity = now_ms();
+	inflight_unlink(c, req);
+	req->replied = true;
+	req->status = status;
+	if (req->sent_all)
+		req_finish(c, req);
+}
+
+/* rdma_progress -- handle RDMA completions and events; 0 or the broken code */
+static int rdma_progress(struct rdax_conn *c)
+{
+	int ret = rdma_tp_progress(c->rdma, rdma_done, c);
+	return ret ? rdma_broken(c, ret) : 0;
+}
+
 /*
  * conn_run -- send and receive until done(c, arg), the connection breaks, or
  * @timeout_ms passes (-1: no limit). Each turn makes requests while the
@@ -911,6 +1067,8 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 	for (;;) {
 		if (c->broken)
 			return c->broken;
+		if (c->rdma && rdma_progress(c) < 0)
+			continue;
 		fill_window(c);
 		if (c->sendq_head && tx_flush(c) < 0)
 			continue;
@@ -927,6 +1085,11 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			conn_break(c, -EIO, "internal error: waiting with nothing in flight");
 			continue;
 		}
+		if (c->rdma && (rdma_tp_has_input(c->rdma) || rdma_tp_arm(c->rdma, rdma_done, c))) {
+			/* completions or bytes came meanwhile: no sleep */
+			try_rx = true;
+			continue;
+		}
 		int64_t now = now_ms();
 		int64_t wait = deadline >= 0 ? (deadline > now ? deadline - now : 0) : -1;
 		if (c->timeout_ms > 0) {
@@ -936,11 +1099,18 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			if (wait < 0 || idle < wait)
 				wait = idle;
 		}
-		struct pollfd p = {
+		struct pollfd pfd[2] = {{
 		    .fd = c->fd,
 		    .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0)),
-		};
-		int n = poll(&p, 1, (int)(wait > INT_MAX ? INT_MAX : wait));
+		}};
+		struct pollfd *p = pfd;
+		int nfds = 1;
+		if (c->rdma) {
+			/* completions (which also free credits and buffers) and disconnects */
+			rdma_tp_pollfds(c->rdma, pfd);
+			nfds = 2;
+		}
+		int n = poll(pfd, (nfds_t)nfds, (int)(wait > INT_MAX ? INT_MAX : wait));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -960,7 +1130,7 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			try_rx = false;
 			continue;
 		}
-		try_rx = (p.revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
+		try_rx = c->rdma || (p->revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
 	}
 }
 

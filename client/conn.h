@@ -21,6 +21,14 @@
  * receives replies as either side is ready, so a large write never blocks
  * while the server waits for us to read its replies.
  *
+ * Over rdma:// (c->rdma) the frames go through transport_rdma's message
+ * stream instead of a socket, and the WRITE and READ requests of a volume
+ * opened with direct access are one-sided RDMA operations (req->direct):
+ * posted from the send queue in order with the frames -- so an FSYNC
+ * queued after a write reaches the daemon after the write's notice -- and
+ * finished by their completion instead of a reply. A durable write (of any
+ * length) is the one-sided writes followed by one FSYNC of the range.
+ *
  * Thread safety: none; the caller serialises all use of a connection.
  */
 #ifndef RDAX_CLIENT_CONN_H
@@ -94,6 +102,8 @@ struct conn_req {
 	size_t sent;	    /* bytes of buf, then payload, sent */
 	uint8_t *read_dest; /* READ: where the reply's payload goes */
 	uint32_t read_len;
+	bool direct;	    /* RDMA: a one-sided WRITE/READ, no frame (transport_rdma.h) */
+	uint64_t offset;    /* direct: where in the volume */
 	uint64_t window_bytes; /* counted in conn->inflight_bytes */
 	bool sent_all, replied;
 	int status;
@@ -123,8 +133,11 @@ struct rdax_conn_opts {
 	unsigned queue_depth;
 };
 
+struct rdma_tp;
+
 struct rdax_conn {
-	int fd;
+	int fd;		     /* tcp:// */
+	struct rdma_tp *rdma; /* rdma:// (fd is -1) */
 	char peer[URL_HOST_MAX + 16]; /* "HOST:PORT" or "[HOST]:PORT", for messages */
 
 	/* limits and facts from HELLO */
@@ -180,6 +193,10 @@ struct rdax_volume {
 	struct rdax_conn *conn;
 	uint32_t handle;
 	uint64_t size;
+	bool direct; /* rdma://: writes and reads are one-sided (the fields below) */
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm_base;
 	char *name;
 	unsigned ops_active; /* async operations not yet finished */
 };
@@ -198,6 +215,13 @@ void conn_delete(struct rdax_conn **cp);
  */
 int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
 		 char *err, size_t errlen);
+
+/*
+ * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h).
+ * Returns 0 or -errno; @err says why.
+ */
+int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
+		      char *err, size_t errlen);
 
 /*
  * conn_set_error -- record the detailed message of a failed call (what

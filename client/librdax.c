@@ -226,15 +226,16 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 	char err[CONN_ERR_MAX];
 	if (url_parse(url, &u, err, sizeof(err)))
 		return connect_fail(-EINVAL, "bad server address %s", err);
-	if (u.scheme == URL_RDMA)
-		return connect_fail(-EPROTONOSUPPORT,
-				    "%s: the RDMA transport is not supported yet (use tcp://)",
-				    url);
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
 		return connect_fail(ret, "%s", strerror(-ret));
-	ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err, sizeof(err));
+	if (u.scheme == URL_RDMA)
+		ret = conn_connect_rdma(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
+					sizeof(err));
+	else
+		ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
+				   sizeof(err));
 	if (ret) {
 		connect_fail(ret, "%s", err);
 		goto err_delete;
@@ -489,6 +490,13 @@ int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volum
 	v->conn = conn;
 	v->handle = r->handle;
 	v->size = r->size;
+	if (conn->rdma && r->has_remote_addr && r->has_rkey && r->has_imm_volume_id) {
+		/* rdma://: writes and reads go one-sided through the volume's window */
+		v->direct = true;
+		v->remote_addr = r->remote_addr;
+		v->rkey = r->rkey;
+		v->imm_base = r->imm_volume_id;
+	}
 	protobuf_c_message_free_unpacked(msg, NULL);
 	conn->nvolumes++;
 	*volp = v;

@@ -149,11 +149,14 @@ int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
  * rdax_connect -- connect to the rdaxd at @url and say HELLO.
  * @url: "tcp://HOST[:PORT]" -- HOST a name, an IPv4 address or an IPv6
  * address in brackets ("tcp://[::1]:7470"); PORT defaults to 7470.
- * "rdma://..." is recognised but not supported yet (-EPROTONOSUPPORT).
+ * "rdma://HOST[:PORT]": the same over RDMA (an RC queue pair through
+ * librdmacm; HOST an address of an RDMA device): writes and reads are then
+ * one-sided RDMA operations, everything else the same requests as over TCP
+ * (docs/rdma.md).
  * @opts: NULL for the defaults.
  * Context: blocks (name lookup, connect, one round trip).
  * Returns 0 and sets *connp; or -EINVAL (NULL, malformed URL),
- * -EPROTONOSUPPORT (rdma), -EHOSTUNREACH (the name does not resolve),
+ * -ENODEV (rdma:// without RDMA devices), -EHOSTUNREACH (the name does not resolve),
  * -ECONNREFUSED and other connect errors, -ETIMEDOUT, -RDAX_E_ACCESS (token
  * refused), -RDAX_E_VERSION, -RDAX_E_PROTOCOL (not an rdax server), -ENOMEM.
  * On failure rdax_connect_last_error() says why.

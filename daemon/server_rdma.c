@@ -72,7 +72,8 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 	struct rdma_cm_data cd;
 	int ret = rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len,
 				      &cd);
-	uint8_t initiator_depth = e->param.conn.initiator_depth;
+	/* the event speaks from our side: its responder_resources are the client's wish */
+	uint8_t initiator_depth = e->param.conn.responder_resources;
 	rdma_ack_cm_event(e);
 	if (ret) {
 		LOG_WARN("rdma: connection request from %s refused: %s", peer,
