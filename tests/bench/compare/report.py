@@ -170,9 +170,11 @@ def annotate_top(path, n, total):
             lib = re.search(r"\[(.*?)\]", line)
             src = os.path.basename(lib.group(1)) if lib else "?"
         ir = int(m.group(1).replace(",", ""))
-        if ir >= 0.6 * total:
+        name = "%s (%s)" % (fn, src)
+        # a function appears once more per recursion level or cycle ('2): keep the first
+        if ir >= 0.6 * total or any(t[0] == name for t in top):
             continue
-        top.append(("%s (%s)" % (fn, src), ir))
+        top.append((name, ir))
         if len(top) >= n:
             break
     return top
