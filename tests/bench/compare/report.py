@@ -539,12 +539,13 @@ def cost_table(lines, by_shape):
     lines.append("")
     lines.append("CPU time of the whole server process (all threads) and of the client, and the "
                  "server's context switches, divided by the operations of the measured window "
-                 "(medians over the rounds). Unlike latencies these barely move when other work "
+                 "(medians over the rounds). These move much less than latencies when other work "
                  "shares the machine. A write+flush pair counts as one operation.")
     lines.append("")
-    lines.append("| shape | system | server CPU / op | server context switches / op "
-                 "| client CPU / op | server CPU vs nbdkit memory |")
-    lines.append("|---|---|---:|---:|---:|---:|")
+    lines.append("| shape | system | server CPU / op | vs nbdkit memory | server context "
+                 "switches / op | vs nbdkit memory | client CPU / op | vs nbdkit memory's "
+                 "client |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
     for shape in ("write", "durable", "wflush", "qd32", "seq1m"):
         figs = [fg for fg in by_shape.get(shape, []) if fg.tool != "fio"]
         peer = next((fg for fg in figs if fg.key == "nbdkit_memory"), None)
@@ -552,12 +553,15 @@ def cost_table(lines, by_shape):
             c = fg.cost
             if not c:
                 continue
-            lines.append("| %s | %s | %s | %s | %s | %s |" % (
-                shape, fg.label, fmt_us(c.get("server_cpu_ns", 0) / 1e3) if "server_cpu_ns" in c
-                else "n/a", "%.2f" % c["server_ctxsw"] if "server_ctxsw" in c else "n/a",
+            pc = peer.cost if peer else {}
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                shape, fg.label,
+                fmt_us(c["server_cpu_ns"] / 1e3) if "server_cpu_ns" in c else "n/a",
+                fmt_ratio(ratio(c.get("server_cpu_ns"), pc.get("server_cpu_ns"))),
+                "%.2f" % c["server_ctxsw"] if "server_ctxsw" in c else "n/a",
+                fmt_ratio(ratio(c.get("server_ctxsw"), pc.get("server_ctxsw"))),
                 fmt_us(c["client_cpu_ns"] / 1e3) if "client_cpu_ns" in c else "n/a",
-                fmt_ratio(ratio(c.get("server_cpu_ns"),
-                                peer.cost.get("server_cpu_ns") if peer else None))))
+                fmt_ratio(ratio(c.get("client_cpu_ns"), pc.get("client_cpu_ns")))))
     lines.append("")
 
 
@@ -570,14 +574,14 @@ def callgrind_section(lines, cg):
                  "the whole server process, all threads; the kernel's work (system calls, "
                  "context switches) is not counted here -- see the cost table above for that.")
     lines.append("")
-    lines.append("| shape | rdax native | rdax NBD | nbdkit memory | rdax NBD vs nbdkit |")
-    lines.append("|---|---:|---:|---:|---:|")
+    lines.append("| shape | rdax native | vs nbdkit | rdax NBD | vs nbdkit | nbdkit memory |")
+    lines.append("|---|---:|---:|---:|---:|---:|")
     for shape in ("write", "durable", "qd32"):
         v = [cg.get("%s_%s" % (k, shape), {}).get("ir_per_op")
              for k in ("rdax_native", "rdax_nbd", "nbdkit_memory")]
-        lines.append("| %s | %s | %s | %s | %s |" % (
-            shape, *["{:,.0f}".format(x) if x else "n/a" for x in v],
-            fmt_ratio(ratio(v[1], v[2]))))
+        f = ["{:,.0f}".format(x) if x else "n/a" for x in v]
+        lines.append("| %s | %s | %s | %s | %s | %s |" % (
+            shape, f[0], fmt_ratio(ratio(v[0], v[2])), f[1], fmt_ratio(ratio(v[1], v[2])), f[2]))
     lines.append("")
     for key, label in (("rdax_nbd_durable", "rdax NBD, durable (FUA) write"),
                        ("rdax_native_durable", "rdax native, durable write"),
