@@ -84,7 +84,9 @@ if [ "$client_cpu" -ge "$ncpu" ] || [ "$server_cpu" -ge "$ncpu" ]; then
 	echo "run.sh: CPUs $client_cpu and $server_cpu: this machine has $ncpu" >&2
 	exit 1
 fi
-[ "$client_cpu" != "$server_cpu" ] || echo "run.sh: warning: client and server share CPU $client_cpu" >&2
+if [ "$client_cpu" = "$server_cpu" ]; then
+	echo "run.sh: warning: client and server share CPU $client_cpu" >&2
+fi
 
 work=$(mktemp -d "$tmp_root/rdax-bench-compare.XXXXXX")
 raw=$out/raw
@@ -137,10 +139,12 @@ wait_for_port() {
 	return 1
 }
 
-# skip NAME REASON -- a measurement that did not run, and why (the report says so)
+# skip NAME REASON... -- a measurement that did not run, and why (the report says so)
 skip() {
-	printf '%s\n' "$2" >"$raw/skipped_$1.txt"
-	log "skipped $1: $2"
+	local name=$1
+	shift
+	printf '%s\n' "$*" >"$raw/skipped_$name.txt"
+	log "skipped $name: $*"
 }
 
 # placement PID NAME -- where a server's threads are allowed to run and last ran
@@ -189,7 +193,8 @@ done
 grep 'rdaxd: ready' "$work/rdaxd.out" >"$raw/rdaxd_ready.txt"
 wait_for_port "$tcp_port"
 if [ -n "$nbd_port" ] && ! listening "$nbd_port"; then
-	skip rdax_nbd "rdaxd accepted --listen nbd://, but nothing listened there (the NBD export is not in this build)"
+	skip rdax_nbd "rdaxd accepted --listen nbd://, but nothing listened there" \
+		"(the NBD export is not in this build)"
 	nbd_port=""
 elif [ -z "$nbd_port" ]; then
 	skip rdax_nbd "this rdaxd has no NBD listener (rdaxd --help names no nbd:// address)"
