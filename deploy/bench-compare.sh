@@ -13,7 +13,7 @@
 # rdax's native protocol; the TCP floors (64-byte ping-pong, pipelined
 # messages, iperf3 -l 1M); fsync tracked vs hammer on 64 MiB, 1 GiB and 8 GiB
 # volumes. Writes OUT/report.md (default build/bench-compare), PNG plots and
-# the raw JSON. About 4 minutes by default, 1 with --quick, 10 with --full.
+# the raw JSON. About 4 minutes by default, 1 with --quick, 13 with --full.
 # Never a pass/fail test: figures are reported, with their ratios to their
 # same-run peers and floors, and the targets as met / not met.
 set -eu

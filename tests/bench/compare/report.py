@@ -653,8 +653,7 @@ def targets(d, fl, by_shape, eng):
             r = ratio(a.rate, b.rate)
             add("QD32 4 KiB IOPS >= 1.5x nbdkit memory", "%s (%s)" % (a.label, a.tool),
                 "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
-                fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5,
-                ratio(fl.get("pipe4k"), b.rate))
+                fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
     s = by_shape.get("seq1m", [])
     for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
         a = find(s, key, fio)
@@ -662,7 +661,7 @@ def targets(d, fl, by_shape, eng):
             r = ratio(a.rate, fl["iperf3"])
             add("1 MiB QD8 >= 0.9x iperf3's rate", "%s (%s)" % (a.label, a.tool),
                 "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"), r,
-                ">= 0.90x", r is not None and r >= 0.9, ratio(fl.get("pipe1m"), fl["iperf3"]))
+                ">= 0.90x", r is not None and r >= 0.9, None)
     if eng:
         for vol in eng["volumes"]:
             if vol["volume_bytes"] == 1 << 30:
@@ -912,9 +911,10 @@ def cmd_report(a):
     lines.append("")
     lines.append("Floor bound: the ratio a server that cost nothing would reach in this run -- "
                  "the loopback floor in place of rdax's figure (two 64 B round trips for "
-                 "write+flush, one for a durable write, pipelined 4 KiB / 1 MiB TCP messages for "
-                 "the rates; for the fsync target the raw flush of the same page without any "
-                 "tree). Where the bound itself misses the aim, no server can meet it here.")
+                 "write+flush, one for a durable write; for the fsync target the raw flush of "
+                 "the same page without any tree). Where the bound itself misses the aim, no "
+                 "server can meet it here. Rates get no bound: a server that batches replies "
+                 "or receives in larger pieces can beat the simple floor programs.")
     lines.append("")
     lines.append("| target | rdax | figure | reference | figure | ratio | aim | | floor bound |")
     lines.append("|---|---|---:|---|---:|---:|---:|---|---:|")
