@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench-compare.sh -- the comparative benchmark: rdax beside nbdkit and the loopback floors
 #
-#   deploy/bench-compare.sh [--quick | --full] [--out DIR] [--rounds N]
+#   deploy/bench-compare.sh [--quick | --full] [--out DIR] [--rounds N] [--callgrind]
 #                           [--client-cpu N] [--server-cpu N] [--tmp DIR] [--size SIZE]
 #
 # Installs what it needs beyond deploy/install-deps.sh (fio, nbdkit, iperf3,
@@ -12,8 +12,9 @@
 # memory plugin and nbdkit's file plugin on tmpfs; the same shapes through
 # rdax's native protocol; the TCP floors (64-byte ping-pong, pipelined
 # messages, iperf3 -l 1M); fsync tracked vs hammer on 64 MiB, 1 GiB and 8 GiB
-# volumes. Writes OUT/report.md (default build/bench-compare), PNG plots and
-# the raw JSON. About 4 minutes by default, 1 with --quick, 13 with --full.
+# volumes; with --callgrind (and --full) instructions per operation of rdaxd
+# and nbdkit. Writes OUT/report.md (default build/bench-compare), PNG plots
+# and the raw JSON. About 4 minutes by default, 1 with --quick, 13 with --full.
 # Never a pass/fail test: figures are reported, with their ratios to their
 # same-run peers and floors, and the targets as met / not met.
 set -eu
