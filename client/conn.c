@@ -255,7 +255,7 @@ int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, b
 		      char *err, size_t errlen)
 {
 	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
-	return rdma_tp_connect(host, port, c->timeout_ms, &c->rdma, err, errlen);
+	return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err, errlen);
 }
 
 /* --- operations and their requests -------------------------------------- */
@@ -407,7 +407,15 @@ static uint32_t part_size(const struct rdax_conn *c, const struct conn_op *op)
 	if ((op->kind != OP_WRITE && op->kind != OP_READ) || op->issued >= op->length)
 		return 0;
 	uint64_t left = op->length - op->issued;
-	uint32_t max = op_direct(c, op) ? RDMA_TP_PART_MAX : c->max_payload;
+	uint32_t max = c->max_payload;
+	if (op_direct(c, op)) {
+		/*
+		 * one-sided parts end at RDMA_TP_PART_MAX (2 MiB) boundaries of the
+		 * volume: an aligned 2 MiB write is one notice, one huge dirty entry
+		 */
+		uint64_t pos = op->offset + op->issued;
+		max = RDMA_TP_PART_MAX - (uint32_t)(pos % RDMA_TP_PART_MAX);
+	}
 	return left < max ? (uint32_t)left : max;
 }
 
@@ -1047,7 +1055,7 @@ static void rdma_done(void *arg, void *ctx, int status)
 static int rdma_progress(struct rdax_conn *c)
 {
 	int ret = rdma_tp_progress(c->rdma, rdma_done, c);
-	return ret ? rdma_broken(c, ret) : 0;
+	return ret < 0 ? rdma_broken(c, ret) : 0;
 }
 
 /*

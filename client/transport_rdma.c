@@ -67,6 +67,7 @@ struct rdma_tp {
 
 	uint8_t *bounce;
 	struct ibv_mr *bounce_mr;
+	uint32_t b_cap; /* 0: no one-sided operations */
 	uint32_t b_head, b_tail, b_used;
 
 	struct sq_ent sq[TP_SQ_DEPTH];
@@ -273,7 +274,7 @@ ssize_t rdma_tp_recv(struct rdma_tp *tp, void *buf, size_t len)
 /* bounce_alloc -- @len contiguous bytes of the ring; 0 or -EAGAIN (full until completions) */
 static int bounce_alloc(struct rdma_tp *tp, uint32_t len, uint32_t *off, uint32_t *span)
 {
-	const uint32_t cap = RDMA_TP_BOUNCE;
+	const uint32_t cap = tp->b_cap;
 	if (tp->b_used == 0)
 		tp->b_head = tp->b_tail = 0;
 	if (tp->b_used == cap)
@@ -314,7 +315,7 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 		return tp->error;
 	if (tp->peer_closed)
 		return -ECONNRESET;
-	if (len == 0 || len > RDMA_TP_PART_MAX)
+	if (len == 0 || len > RDMA_TP_PART_MAX || len > tp->b_cap)
 		return -EINVAL;
 	if (!sq_room(tp) || (write && !rdma_credits_can_send(&tp->cr)) ||
 	    (!write && tp->reads_out >= tp->max_reads))
@@ -503,12 +504,13 @@ int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int 
 	/* the channel is non-blocking: take the events that woke us */
 	while (ibv_get_cq_event(tp->cc, &cq, &ctx) == 0)
 		ibv_ack_cq_events(cq, 1);
-	poll_cq(tp, done, arg);
+	bool was_closed = tp->peer_closed;
+	int n = poll_cq(tp, done, arg);
 	cm_events(tp, done, arg);
 	maybe_grant(tp);
 	if (tp->error)
 		return tp->error;
-	return 0;
+	return n + (tp->peer_closed != was_closed);
 }
 
 bool rdma_tp_arm(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg)
@@ -658,8 +660,8 @@ static int setup_qp(struct rdma_tp *tp, char *err, size_t errlen)
 	ret = alloc_mr(tp, (size_t)RDMA_TP_RECV_CREDITS * tp->rx_size, &tp->rx_slab, &tp->rx_mr);
 	if (ret == 0)
 		ret = alloc_mr(tp, (size_t)TP_TX_BUFS * RDMA_MSG_MAX, &tp->tx_slab, &tp->tx_mr);
-	if (ret == 0)
-		ret = alloc_mr(tp, RDMA_TP_BOUNCE, &tp->bounce, &tp->bounce_mr);
+	if (ret == 0 && tp->b_cap)
+		ret = alloc_mr(tp, tp->b_cap, &tp->bounce, &tp->bounce_mr);
 	if (ret) {
 		snprintf(err, errlen, "rdma: cannot register buffers: %s%s", strerror(-ret),
 			 ret == -ENOMEM || ret == -EAGAIN ? " (memlock limit: ulimit -l)" : "");
@@ -680,8 +682,8 @@ static int setup_qp(struct rdma_tp *tp, char *err, size_t errlen)
 	return 0;
 }
 
-int rdma_tp_connect(const char *host, const char *port, int timeout_ms, struct rdma_tp **out,
-		    char *err, size_t errlen)
+int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
+		    struct rdma_tp **out, char *err, size_t errlen)
 {
 	struct rdma_tp *tp = calloc(1, sizeof(*tp));
 	if (!tp) {
@@ -728,6 +730,7 @@ int rdma_tp_connect(const char *host, const char *port, int timeout_ms, struct r
 			   err, errlen);
 	if (ret)
 		goto err_delete;
+	tp->b_cap = bounce_bytes;
 	ret = setup_qp(tp, err, errlen);
 	if (ret)
 		goto err_delete;

@@ -39,8 +39,12 @@
 
 /* Registered bounce ring for one-sided writes and reads, per connection. */
 #define RDMA_TP_BOUNCE (4U << 20)
-/* Largest one-sided operation; larger writes and reads are split. */
-#define RDMA_TP_PART_MAX (256U << 10)
+/*
+ * Largest one-sided operation; larger writes and reads are split at volume
+ * offsets that are multiples of it, so an aligned 2 MiB write is one notice
+ * (one huge dirty-tree entry, as one TCP WRITE of it would be).
+ */
+#define RDMA_TP_PART_MAX (2U << 20)
 /* Our receives for the daemon's messages (the daemon's send window). */
 #define RDMA_TP_RECV_CREDITS 32U
 /* RDMA READs in flight (also capped by what the daemon and the device allow). */
@@ -57,12 +61,13 @@ struct rdma_tp_vol {
 
 /*
  * rdma_tp_connect -- resolve @host:@port, set up the QP and its buffers,
- * connect. @timeout_ms bounds each step (0: 30 s per resolution step and
+ * connect. @bounce_bytes: the bounce ring (RDMA_TP_BOUNCE; 0: no one-sided
+ * operations, only the stream). @timeout_ms bounds each step (0: 30 s per resolution step and
  * the CM's own limit for the connection). Returns 0, or -errno
  * (-EHOSTUNREACH, -ECONNREFUSED, -ETIMEDOUT, -ENODEV, ...) with @err saying why.
  */
-int rdma_tp_connect(const char *host, const char *port, int timeout_ms, struct rdma_tp **out,
-		    char *err, size_t errlen);
+int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
+		    struct rdma_tp **out, char *err, size_t errlen);
 
 /* rdma_tp_delete -- disconnect, destroy and free; accepts NULL; sets *tpp = NULL */
 void rdma_tp_delete(struct rdma_tp **tpp);
@@ -102,7 +107,8 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
  * rdma_tp_progress -- handle what completed: one-sided operations (@done
  * called with their ctx and 0 or a negative code), received messages (kept
  * for rdma_tp_recv), sends, connection events; then send a grant if one is
- * due. Never blocks. Returns 0, or the connection's error once it failed
+ * due. Never blocks. Returns how many completions and events it handled
+ * (>= 0: 0 means nothing changed), or the connection's error once it failed
  * (after which every call returns it; rdma_tp_error() says why).
  */
 int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status),

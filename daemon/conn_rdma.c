@@ -55,7 +55,8 @@ struct conn_rdma {
 	struct conn_rdma *prev, *next;
 	struct conn_rdma *flush_next, *dead_next;
 	bool in_flush, in_dead, linked;
-	bool started; /* the worker took it over (conn_started) */
+	bool started;	/* the worker took it over (conn_started) */
+	bool poll_more; /* its CQ had more than one turn's worth: poll again before sleeping */
 	struct worker_msg start_msg;
 	struct rdma_cm_data client_cd; /* the client's private data */
 	char peer[64];
@@ -887,12 +888,17 @@ static bool conn_poll(struct conn_rdma *c, bool ending)
 		unsigned nrepost = 0;
 		for (int i = 0; i < n; i++)
 			handle_wc(c, &wc[i], repost, &nrepost, ending);
-		if (nrepost)
+		if (nrepost) {
+			rdma_dev_rx_taken(c->port->dev, nrepost);
 			rdma_dev_srq_repost(c->port->dev, repost, nrepost);
+		}
 		if (n < CQ_BATCH)
 			break;
-		if (!ending && round + 1 == CQ_ROUNDS)
-			flush_add(c); /* more may be waiting: come back before sleeping */
+		if (!ending && round + 1 == CQ_ROUNDS) {
+			/* more may be waiting, and they raise no new event: come back */
+			c->poll_more = true;
+			flush_add(c);
+		}
 	}
 	return any;
 }
@@ -1235,6 +1241,11 @@ static void set_before_sleep(struct worker *w, void *arg)
 			struct conn_rdma *next = c->flush_next;
 			c->in_flush = false;
 			c->flush_next = NULL;
+			if (!c->in_dead && c->poll_more && c->cq) {
+				c->poll_more = false;
+				conn_poll(c, false);
+				conn_kick(c);
+			}
 			if (!c->in_dead) {
 				if (conn_flush(c))
 					conn_kick(c);

@@ -111,8 +111,11 @@ void rdma_dev_srq_repost(struct rdma_dev *dev, const uint64_t *ids, unsigned n)
 		}
 		struct ibv_recv_wr *bad = NULL;
 		int ret = ibv_post_srq_recv(dev->srq, wr, &bad);
+		unsigned lost = 0;
+		if (ret)
+			lost = bad ? (unsigned)(k - (unsigned)(bad - wr)) : k;
+		atomic_fetch_add(&dev->rx_posted, (int)(k - lost));
 		if (ret) {
-			unsigned lost = bad ? (unsigned)(k - (unsigned)(bad - wr)) : k;
 			LOG_ERROR("%s: ibv_post_srq_recv(%u buffers) failed: %s; %u receive "
 				  "buffers lost",
 				  dev->name, k, strerror(ret), lost);
@@ -267,6 +270,10 @@ void rdma_dev_delete(struct rdma_dev **devp)
 	if (!devp || !*devp)
 		return;
 	struct rdma_dev *dev = *devp;
+	int posted = atomic_load(&dev->rx_posted);
+	if (dev->srq && posted != (int)dev->nrx)
+		LOG_WARN("rdma: %s: %d of %u shared receive buffers lost", dev->name,
+			 (int)dev->nrx - posted, dev->nrx);
 	for (unsigned i = 0; dev->ns_mr && i < dev->nns; i++)
 		if (dev->ns_mr[i] && ibv_dereg_mr(dev->ns_mr[i]))
 			LOG_WARN("rdma: ibv_dereg_mr(namespace %u) on %s failed", i, dev->name);

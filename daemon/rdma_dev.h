@@ -27,6 +27,7 @@
 #ifndef RDAXD_RDMA_DEV_H
 #define RDAXD_RDMA_DEV_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,7 @@ struct rdma_dev {
 	uint32_t max_rd_atom; /* RDMA READs a client may have in flight per QP */
 	uint32_t max_qp_wr;
 	uint32_t nrx;	     /* receive buffers in the SRQ */
+	atomic_int rx_posted; /* of those, posted now (nrx once every connection is gone) */
 	uint8_t *rx_slab;    /* nrx * msg_size */
 	struct ibv_mr *rx_mr;
 	struct ibv_mr **ns_mr; /* by namespace id */
@@ -85,6 +87,12 @@ static inline uint8_t *rdma_dev_rx(const struct rdma_dev *dev, uint64_t wr_id)
  * lost to the SRQ (the daemon serves on with fewer). Context: any thread.
  */
 void rdma_dev_srq_repost(struct rdma_dev *dev, const uint64_t *ids, unsigned n);
+
+/* rdma_dev_rx_taken -- @n receive completions came back from the SRQ (before reposting them) */
+static inline void rdma_dev_rx_taken(struct rdma_dev *dev, unsigned n)
+{
+	atomic_fetch_sub(&dev->rx_posted, (int)n);
+}
 
 /* rdma_dev_ns_mr -- the registration of namespace @ns_id, NULL if none */
 static inline struct ibv_mr *rdma_dev_ns_mr(const struct rdma_dev *dev, uint32_t ns_id)

@@ -49,6 +49,33 @@ void hx_pattern(void *buf, size_t len, uint64_t seed, uint64_t off)
 	}
 }
 
+const char *hx_rdma_addr(void)
+{
+	const char *a = getenv("RDAX_IT_RDMA");
+	return a && *a ? a : NULL;
+}
+
+unsigned hx_scale(unsigned n, unsigned rdma_n)
+{
+	return hx_rdma_addr() ? rdma_n : n;
+}
+
+/* run_devdax -- RDAX_IT_NS applies to this daemon: the test names no mode or namespace file */
+static const char *run_devdax(const struct hx_daemon_opts *o)
+{
+	const char *ns = getenv("RDAX_IT_NS");
+	if (!ns || !*ns || o->ns_name || (o->mode && strcmp(o->mode, "auto") != 0))
+		return NULL;
+	return ns;
+}
+
+/* run_mode -- the test's mode, else RDAX_IT_MODE, else auto */
+static const char *run_mode(const struct hx_daemon_opts *o)
+{
+	const char *m = getenv("RDAX_IT_MODE");
+	return o->mode ? o->mode : m && *m ? m : "auto";
+}
+
 int hx_tmpdir_make(const char *tag, char *out, size_t len)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -216,10 +243,15 @@ static const char *describe_status(int status, char *buf, size_t len)
 static int daemon_spawn(struct hx_daemon *d)
 {
 	const struct hx_daemon_opts *o = &d->opts;
-	char ns_spec[512], listen[64], threads[16], pidfile[320];
-	snprintf(ns_spec, sizeof(ns_spec), "%s,size=%s,mode=%s", d->ns_path,
-		 o->ns_size ? o->ns_size : "256M", o->mode ? o->mode : "auto");
+	char ns_spec[512], listen[64], listen_rdma[96], threads[16], pidfile[320];
+	if (run_devdax(o))
+		snprintf(ns_spec, sizeof(ns_spec), "%s", d->ns_path);
+	else
+		snprintf(ns_spec, sizeof(ns_spec), "%s,size=%s,mode=%s", d->ns_path,
+			 o->ns_size ? o->ns_size : "256M", run_mode(o));
 	snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d", d->port);
+	snprintf(listen_rdma, sizeof(listen_rdma), "rdma://%s:%d",
+		 hx_rdma_addr() ? hx_rdma_addr() : "", d->port);
 	snprintf(threads, sizeof(threads), "%u", o->threads ? o->threads : 2);
 	snprintf(pidfile, sizeof(pidfile), "%s/rdaxd.pid", d->dir);
 
@@ -241,10 +273,16 @@ static int daemon_spawn(struct hx_daemon *d)
 	argv[n++] = ns_spec;
 	argv[n++] = "--listen";
 	argv[n++] = listen;
+	if (hx_rdma_addr()) {
+		argv[n++] = "--listen";
+		argv[n++] = listen_rdma;
+	}
 	argv[n++] = "--threads";
 	argv[n++] = threads;
 	argv[n++] = "--log-level";
-	argv[n++] = o->log_level ? o->log_level : "warn";
+	/* RDAX_IT_LOG=debug: a more talkative daemon for a run being debugged */
+	const char *env_level = getenv("RDAX_IT_LOG");
+	argv[n++] = o->log_level ? o->log_level : env_level && *env_level ? env_level : "warn";
 	argv[n++] = "--pidfile";
 	argv[n++] = pidfile;
 	if (o->token_file) {
@@ -378,7 +416,10 @@ int hx_daemon_restart(struct hx_daemon *d)
 		if (port < 0)
 			return port;
 		d->port = port;
-		snprintf(d->url, sizeof(d->url), "tcp://127.0.0.1:%d", port);
+		if (hx_rdma_addr())
+			snprintf(d->url, sizeof(d->url), "rdma://%s:%d", hx_rdma_addr(), port);
+		else
+			snprintf(d->url, sizeof(d->url), "tcp://127.0.0.1:%d", port);
 		off_t log_from = file_size(d->log_path);
 		ret = daemon_spawn(d);
 		if (ret < 0)
@@ -416,12 +457,30 @@ int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon
 	if (opts)
 		d->opts = *opts;
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
-	snprintf(d->ns_path, sizeof(d->ns_path), "%s/%s", dir,
-		 d->opts.ns_name ? d->opts.ns_name : "ns0");
+	const char *devdax = run_devdax(&d->opts);
+	if (devdax)
+		snprintf(d->ns_path, sizeof(d->ns_path), "%s", devdax);
+	else
+		snprintf(d->ns_path, sizeof(d->ns_path), "%s/%s", dir,
+			 d->opts.ns_name ? d->opts.ns_name : "ns0");
 	snprintf(d->log_path, sizeof(d->log_path), "%s/rdaxd.log", dir);
 	if (d->opts.token_file)
 		snprintf(d->token_file, sizeof(d->token_file), "%s", d->opts.token_file);
 	d->opts.token_file = d->token_file[0] ? d->token_file : NULL;
+	if (devdax) {
+		/* a fresh namespace for every daemon the test starts, as a new file would be */
+		const char *argv[] = {RDAXD_PATH, "--format", devdax, "--force", NULL};
+		struct hx_run r;
+		int ret = hx_run_argv(argv, NULL, 0, &r);
+		if (ret == 0 && r.status != 0) {
+			fprintf(stderr, "harness: rdaxd --format %s failed:\n%s", devdax, r.err);
+			ret = -EIO;
+		}
+		if (ret == 0 || ret == -EIO)
+			hx_run_free(&r);
+		if (ret)
+			return ret;
+	}
 	return hx_daemon_restart(d);
 }
 

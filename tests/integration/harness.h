@@ -14,6 +14,18 @@
  * in front of the daemon's command line, so a run can check the daemon
  * under a tool; a tool's non-zero exit then fails hx_daemon_stop.
  *
+ * The transport and namespace of a run come from the environment, so the
+ * same tests run over RDMA inside the VM (tests/rdma):
+ *   RDAX_IT_RDMA=ADDR  the daemon also listens on rdma://ADDR:PORT (the
+ *                      same port number as its tcp:// one) and d->url is
+ *                      that address: librdax, the rdax command and wire.c
+ *                      then talk RDMA.
+ *   RDAX_IT_NS=PATH    a devdax namespace, formatted by hx_daemon_start, for
+ *                      every daemon whose test names neither a mode nor a
+ *                      namespace file.
+ *   RDAX_IT_MODE=MODE  the mode ("sim") of daemons whose test names none.
+ *   RDAX_IT_LOG=LEVEL  the log level of daemons whose test names none.
+ *
  * Thread safety: a struct hx_daemon belongs to one thread. hx_daemon_start
  * must be called from the main thread: the daemon gets PR_SET_PDEATHSIG,
  * which fires when the forking *thread* exits, so a test that crashes never
@@ -56,7 +68,7 @@ struct hx_daemon_opts {
 struct hx_daemon {
 	pid_t pid;	  /* 0 when not running */
 	int port;
-	char url[64];	  /* tcp://127.0.0.1:PORT */
+	char url[96];	  /* tcp://127.0.0.1:PORT, or rdma://ADDR:PORT (RDAX_IT_RDMA) */
 	char dir[256];
 	char ns_path[320];
 	char log_path[320];
@@ -66,6 +78,12 @@ struct hx_daemon {
 	int exit_status;  /* wait status of the last exit, -1 if none */
 	struct hx_daemon_opts opts;
 };
+
+/* hx_rdma_addr -- RDAX_IT_RDMA: the RDMA address of this run, NULL over TCP */
+const char *hx_rdma_addr(void);
+
+/* hx_scale -- @n for a TCP run, @rdma_n over RDMA (soft-RoCE under emulation is slow) */
+unsigned hx_scale(unsigned n, unsigned rdma_n);
 
 /* hx_tmpdir_make -- a fresh directory under $TMPDIR (or /tmp); 0 or -errno */
 int hx_tmpdir_make(const char *tag, char *out, size_t len);

@@ -358,8 +358,13 @@ static void body__does_not_parse(void **state)
 	assert_non_null(pay);
 	memset(pay, 0xa5, 65536);
 	attacker_open(&c);
-	assert_int_equal(wire_send_frame(&c, FRAME_WRITE, 52, garbage, sizeof(garbage), pay, 65536),
-			 0);
+	int ret = wire_send_frame(&c, FRAME_WRITE, 52, garbage, sizeof(garbage), pay, 65536);
+	/*
+	 * over RDMA the daemon's disconnect may stop the payload half-way (a
+	 * TCP peer's socket buffers take it all); the reply came before
+	 */
+	if (ret != 0 && !(hx_rdma_addr() && ret == -EPIPE))
+		fail_msg("sending the WRITE: %d (%s)", ret, strerror(-ret));
 	expect_error_then_close(&c, FRAME_WRITE, 52, RDAX_E_PROTOCOL);
 
 	/* a body missing required fields (an empty WriteRequest) */
@@ -805,14 +810,12 @@ static void flood__never_reads_replies(void **state)
 		memcpy(frame + FRAME_HEADER_SIZE, rb, rl);
 		size_t len = FRAME_HEADER_SIZE + rl, off = 0;
 		while (off < len) {
-			struct pollfd p = { .fd = c->fd, .events = POLLOUT };
-			if (poll(&p, 1, 1000) <= 0)
+			ssize_t n = wire_send_some(c, frame + off, len - off, 1000);
+			if (n == 0)
 				goto stalled;
-			ssize_t n = send(c->fd, frame + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n < 0 && errno != EAGAIN)
-				fail_msg("flood: send: %s", strerror(errno));
-			if (n > 0)
-				off += (size_t)n;
+			if (n < 0)
+				fail_msg("flood: send: %s", strerror((int)-n));
+			off += (size_t)n;
 		}
 		if (++sent == 200000)
 			break;
@@ -839,21 +842,22 @@ stalled:
 static void conns__many_idle(void **state)
 {
 	(void)state;
-	enum { N = 300 };
+	/* over RDMA every connection is a QP set up under emulation: fewer */
+	const unsigned N = hx_scale(300, 24);
 	struct wconn *c = calloc(N, sizeof(*c));
 	assert_non_null(c);
-	for (int i = 0; i < N; i++) {
+	for (unsigned i = 0; i < N; i++) {
 		assert_int_equal(wire_connect(&c[i], W.d.port), 0);
 		if (i % 3 == 0)
 			assert_int_equal(wire_hello(&c[i], NULL, 0), 0);
 	}
 	check_world();
-	for (int i = 0; i < N; i += 3) {
+	for (unsigned i = 0; i < N; i += 3) {
 		uint32_t h;
 		assert_int_equal(wire_open(&c[i], "canary", &h, NULL), 0);
 		still_usable(&c[i], h, (uint64_t)(i % 1000) * 4096);
 	}
-	for (int i = 0; i < N; i++)
+	for (unsigned i = 0; i < N; i++)
 		wire_close(&c[i]);
 	free(c);
 	check_world();
@@ -888,5 +892,8 @@ int main(void)
 		cmocka_unit_test(conns__many_idle),
 		cmocka_unit_test(flood__never_reads_replies),
 	};
+	/* RDAX_IT_ONLY=PATTERN: only the matching tests (debugging a run) */
+	if (getenv("RDAX_IT_ONLY"))
+		cmocka_set_test_filter(getenv("RDAX_IT_ONLY"));
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,15 +12,70 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "rdax.pb-c.h"
+#include "transport_rdma.h"
 
 /* The largest reply this client accepts (wire conventions: bodies up to 16 MiB). */
 #define WIRE_MAX_REPLY_BODY (16U << 20)
+
+/*
+ * rdma_wait -- handle what the RDMA connection got; sleep until news or
+ * @deadline. @want_input: received bytes waiting are news (a receiver),
+ * else they are not (a sender must not spin on replies nobody reads).
+ */
+static int rdma_wait(struct wconn *c, int64_t deadline, bool want_input)
+{
+	int64_t left = deadline - hx_now_ms();
+	if (left <= 0)
+		return -ETIMEDOUT;
+	int ret = rdma_tp_progress(c->tp, NULL, NULL);
+	if (ret < 0)
+		return ret;
+	/* something happened (credits, bytes, a disconnect): let the caller look */
+	if (ret > 0 || (want_input && rdma_tp_has_input(c->tp)) ||
+	    rdma_tp_arm(c->tp, NULL, NULL))
+		return 0;
+	struct pollfd p[2];
+	rdma_tp_pollfds(c->tp, p);
+	if (poll(p, 2, (int)left) < 0 && errno != EINTR)
+		return -errno;
+	return 0;
+}
+
+/* rdma_send -- like wire_send_some over RDMA */
+static ssize_t rdma_send(struct wconn *c, const void *buf, size_t len, int timeout_ms)
+{
+	int64_t deadline = hx_now_ms() + timeout_ms;
+	for (;;) {
+		struct iovec iov = {(void *)buf, len};
+		ssize_t n = rdma_tp_send(c->tp, &iov, 1);
+		if (n < 0)
+			return n == -ECONNRESET ? -EPIPE : n;
+		if (n > 0)
+			return n;
+		int ret = rdma_wait(c, deadline, false);
+		if (ret == -ETIMEDOUT)
+			return 0;
+		if (ret)
+			return ret == -ECONNRESET ? -EPIPE : ret;
+	}
+}
 
 int wire_connect(struct wconn *c, int port)
 {
 	memset(c, 0, sizeof(*c));
 	c->next_id = 1;
+	c->fd = -1;
+	if (hx_rdma_addr()) {
+		char ps[16], err[256];
+		snprintf(ps, sizeof(ps), "%d", port);
+		int ret = rdma_tp_connect(hx_rdma_addr(), ps, WIRE_TIMEOUT_MS, 0, &c->tp, err,
+					  sizeof(err));
+		if (ret)
+			fprintf(stderr, "wire: %s\n", err);
+		return ret;
+	}
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return -errno;
@@ -43,6 +98,7 @@ void wire_close(struct wconn *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	rdma_tp_delete(&c->tp);
 }
 
 /* wait_fd -- poll @fd for @events within WIRE_TIMEOUT_MS; 0 or -ETIMEDOUT/-errno */
@@ -61,9 +117,34 @@ static int wait_fd(int fd, short events)
 	}
 }
 
+ssize_t wire_send_some(struct wconn *c, const void *buf, size_t len, int timeout_ms)
+{
+	if (c->tp)
+		return rdma_send(c, buf, len, timeout_ms);
+	struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+	int r = poll(&p, 1, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (r == 0)
+		return 0;
+	ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	return n;
+}
+
 int wire_send_all(struct wconn *c, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;
+	while (c->tp && len > 0) {
+		ssize_t n = rdma_send(c, p, len, WIRE_TIMEOUT_MS);
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -ETIMEDOUT;
+		p += n;
+		len -= (size_t)n;
+	}
 	while (len > 0) {
 		int ret = wait_fd(c->fd, POLLOUT);
 		if (ret < 0)
@@ -84,6 +165,20 @@ int wire_send_all(struct wconn *c, const void *buf, size_t len)
 static int recv_all(struct wconn *c, void *buf, size_t len)
 {
 	uint8_t *p = buf;
+	int64_t deadline = hx_now_ms() + WIRE_TIMEOUT_MS;
+	while (c->tp && len > 0) {
+		ssize_t n = rdma_tp_recv(c->tp, p, len);
+		if (n < 0)
+			return n == -ECONNRESET ? -EPIPE : (int)n;
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		int ret = rdma_wait(c, deadline, true);
+		if (ret)
+			return ret == -ECONNRESET ? -EPIPE : ret;
+	}
 	while (len > 0) {
 		int ret = wait_fd(c->fd, POLLIN);
 		if (ret < 0)
@@ -173,6 +268,17 @@ int wreply_status(const struct wreply *r, char *msg, size_t msglen)
 bool wire_eof(struct wconn *c)
 {
 	uint8_t b;
+	int64_t deadline = hx_now_ms() + WIRE_TIMEOUT_MS;
+	while (c->tp) {
+		ssize_t n = rdma_tp_recv(c->tp, &b, 1);
+		if (n == -ECONNRESET)
+			return true;
+		if (n != 0)
+			return false;
+		int ret = rdma_wait(c, deadline, true);
+		if (ret)
+			return ret == -ECONNRESET;
+	}
 	for (;;) {
 		if (wait_fd(c->fd, POLLIN) < 0)
 			return false;
@@ -307,6 +413,105 @@ int wire_open(struct wconn *c, const char *name, uint32_t *handle, uint64_t *siz
 		*size = o->has_size ? o->size : 0;
 	rdax__volume_open_reply__free_unpacked(o, NULL);
 	return 0;
+}
+
+int wire_connect_direct(struct wconn *c, int port)
+{
+	memset(c, 0, sizeof(*c));
+	c->next_id = 1;
+	c->fd = -1;
+	if (!hx_rdma_addr())
+		return -EPROTONOSUPPORT;
+	char ps[16], err[256];
+	snprintf(ps, sizeof(ps), "%d", port);
+	int ret = rdma_tp_connect(hx_rdma_addr(), ps, WIRE_TIMEOUT_MS, 1U << 20, &c->tp,
+				  err, sizeof(err));
+	if (ret)
+		fprintf(stderr, "wire: %s\n", err);
+	return ret;
+}
+
+int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct wire_direct *d)
+{
+	Rdax__VolumeOpenRequest m = RDAX__VOLUME_OPEN_REQUEST__INIT;
+	m.name = (char *)name;
+	struct wreply r;
+	int ret = exchange(c, FRAME_VOLUME_OPEN, &m.base, NULL, 0, &r);
+	if (ret != 0)
+		return ret;
+	Rdax__VolumeOpenReply *o = rdax__volume_open_reply__unpack(NULL, r.h.body_len, r.body);
+	wreply_free(&r);
+	if (!o || !o->has_handle || !o->has_remote_addr || !o->has_rkey ||
+	    !o->has_imm_volume_id) {
+		if (o)
+			rdax__volume_open_reply__free_unpacked(o, NULL);
+		return -EBADMSG;
+	}
+	*handle = o->handle;
+	d->remote_addr = o->remote_addr;
+	d->rkey = o->rkey;
+	d->imm_base = o->imm_volume_id;
+	rdax__volume_open_reply__free_unpacked(o, NULL);
+	return 0;
+}
+
+/* direct_done -- a one-sided operation completed */
+static void direct_done(void *arg, void *ctx, int status)
+{
+	*(bool *)ctx = true;
+}
+
+/* wire_rdma_op -- post one one-sided operation and wait for its completion */
+static int wire_rdma_op(struct wconn *c, bool write, const struct wire_direct *d, uint64_t off,
+			void *buf, uint32_t len)
+{
+	if (!c->tp)
+		return -EPROTONOSUPPORT;
+	struct rdma_tp_vol vol = {d->remote_addr, d->rkey, d->imm_base};
+	bool done = false;
+	int64_t deadline = hx_now_ms() + WIRE_TIMEOUT_MS;
+	int ret;
+	for (;;) {
+		ret = write ? rdma_tp_write(c->tp, &vol, off, buf, len, &done)
+			    : rdma_tp_read(c->tp, &vol, off, buf, len, &done);
+		if (ret != -EAGAIN)
+			break;
+		ret = rdma_tp_progress(c->tp, direct_done, NULL);
+		if (ret < 0)
+			break;
+		if (hx_now_ms() > deadline)
+			return -ETIMEDOUT;
+	}
+	while (ret >= 0 && !done) {
+		ret = rdma_tp_progress(c->tp, direct_done, NULL);
+		if (ret < 0 || done)
+			break;
+		if (ret > 0)
+			continue;
+		if (!rdma_tp_arm(c->tp, direct_done, NULL)) {
+			int64_t left = deadline - hx_now_ms();
+			if (left <= 0)
+				return -ETIMEDOUT;
+			struct pollfd p[2];
+			rdma_tp_pollfds(c->tp, p);
+			poll(p, 2, (int)left);
+		}
+	}
+	if (ret > 0)
+		ret = 0;
+	return ret == -ECONNRESET ? -EPIPE : ret;
+}
+
+int wire_rdma_write(struct wconn *c, const struct wire_direct *d, uint64_t off, const void *buf,
+		    uint32_t len)
+{
+	return wire_rdma_op(c, true, d, off, (void *)buf, len);
+}
+
+int wire_rdma_read(struct wconn *c, const struct wire_direct *d, uint64_t off, void *buf,
+		   uint32_t len)
+{
+	return wire_rdma_op(c, false, d, off, buf, len);
 }
 
 int wire_close_volume(struct wconn *c, uint32_t handle)

@@ -12,6 +12,10 @@
  * connection, -ETIMEDOUT, -EBADMSG for a reply that does not decode or does
  * not match the request (type or id).
  *
+ * Over RDMA (RDAX_IT_RDMA, harness.h) the same bytes travel in the
+ * message stream of an RDMA connection (client/transport_rdma.h) instead
+ * of a socket; "closed" is then the daemon's disconnect.
+ *
  * Thread safety: a struct wconn belongs to one thread.
  */
 #ifndef RDAX_TEST_WIRE_H
@@ -20,13 +24,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "frame.h"
 
 #define WIRE_TIMEOUT_MS 60000
 
+struct rdma_tp;
+
 struct wconn {
-	int fd;
+	int fd;		    /* TCP; -1 over RDMA */
+	struct rdma_tp *tp; /* RDMA (RDAX_IT_RDMA) */
 	uint64_t next_id;
 	uint32_t max_payload; /* from the HelloReply, 0 before */
 	uint32_t max_body;
@@ -38,7 +46,7 @@ struct wreply {
 	uint8_t *payload; /* h.payload_len bytes, malloc'd */
 };
 
-/* wire_connect -- TCP connection to 127.0.0.1:@port; 0 or -errno */
+/* wire_connect -- TCP connection to 127.0.0.1:@port (RDMA: to RDAX_IT_RDMA:@port); 0 or -errno */
 int wire_connect(struct wconn *c, int port);
 
 /* wire_close -- close (accepts a closed connection) */
@@ -46,6 +54,13 @@ void wire_close(struct wconn *c);
 
 /* wire_send_all -- send exactly @len bytes; 0 or -errno (-EPIPE if closed) */
 int wire_send_all(struct wconn *c, const void *buf, size_t len);
+
+/*
+ * wire_send_some -- send what the connection takes of @len bytes within
+ * @timeout_ms: the count (0: nothing taken in that time, the daemon stopped
+ * reading), or -errno.
+ */
+ssize_t wire_send_some(struct wconn *c, const void *buf, size_t len, int timeout_ms);
 
 /*
  * wire_send_frame -- header (magic/version/type/@id, lengths from the body
@@ -83,6 +98,33 @@ int wire_read(struct wconn *c, uint32_t handle, uint64_t off, uint32_t len, void
 int wire_fsync(struct wconn *c, uint32_t handle, uint64_t off, uint64_t len);
 int wire_discard(struct wconn *c, uint32_t handle, uint64_t off, uint64_t len);
 int wire_stat(struct wconn *c, uint32_t handle, uint64_t *dirty_bytes);
+
+/* ---- RDMA only (RDAX_IT_RDMA): one-sided access, as a client with direct access does ---- */
+
+/* Where a volume is for one-sided access (its VOLUME_OPEN reply over RDMA). */
+struct wire_direct {
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t imm_base;
+};
+
+/* wire_connect_direct -- wire_connect over RDMA, able to post one-sided writes and reads */
+int wire_connect_direct(struct wconn *c, int port);
+
+/* wire_open_direct -- wire_open that also returns the direct-access fields; -EBADMSG without */
+int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct wire_direct *d);
+
+/*
+ * wire_rdma_write / wire_rdma_read -- one one-sided operation (<= 1 MiB)
+ * through @d, waited for: 0, or the failure of the connection (-EACCES for
+ * a remote access error: the rkey does not reach that memory from this
+ * queue pair; -EPIPE when the daemon closed it). A failed operation leaves
+ * the connection unusable, as RDMA does.
+ */
+int wire_rdma_write(struct wconn *c, const struct wire_direct *d, uint64_t off, const void *buf,
+		    uint32_t len);
+int wire_rdma_read(struct wconn *c, const struct wire_direct *d, uint64_t off, void *buf,
+		   uint32_t len);
 
 /* wire_body_* -- packed bodies for crafting frames by hand; *len set, malloc'd */
 uint8_t *wire_body_write(uint32_t handle, uint64_t off, bool fsync, size_t *len);

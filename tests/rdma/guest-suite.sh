@@ -1,0 +1,96 @@
+#!/bin/bash
+# guest-suite.sh LOG_DIR NAME=PATH... -- every RDMA check, inside the VM (run by vm-suite.sh)
+#
+# The VM boots with an fsdax NVDIMM (ext4 -o dax on /mnt/pmem), so:
+#  1. the fsdax refusal: an rdma:// listener over a namespace file on
+#     /mnt/pmem must not start, and say why (devdax); the same namespace
+#     over tcp:// only does start (the control).
+#  2. sim mode on an emulated file namespace (files in the VM's /tmp):
+#     the one-sided tests, the integration and bad-input suites over
+#     rdma://, the power cut with one-sided writes and its control.
+#  3. the NVDIMM becomes devdax (ndctl) and the suites run again against
+#     /dev/dax0.0 (auto mode: CLWB + SFENCE).
+# Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
+# log of a failed check is printed (its tail) and kept in LOG_DIR.
+set -u
+logs=$1
+shift
+for kv in "$@"; do declare "${kv%%=*}=${kv#*=}"; done
+: "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
+ip=${VMTEST_IP:?not in the VM}
+export TMPDIR=/tmp RDAX_IT_RDMA=$ip
+# ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+pass=0 fail=0 skipped=0
+
+# check NAME TIMEOUT CMD... -- run CMD with a bound, log to LOG_DIR/NAME.log
+check() {
+	local name=$1 limit=$2 rc=0 t0
+	shift 2
+	if [ -n "${RDMA_SUITE_ONLY:-}" ] && ! [[ " $RDMA_SUITE_ONLY " == *" $name "* ]]; then
+		skipped=$((skipped + 1))
+		return
+	fi
+	t0=$(date +%s)
+	timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1 || rc=$?
+	local took=$(($(date +%s) - t0))
+	if [ $rc = 0 ]; then
+		pass=$((pass + 1))
+		echo "PASS $name (${took}s)"
+	else
+		fail=$((fail + 1))
+		echo "FAIL $name (rc $rc, ${took}s)$([ $rc = 124 ] && echo ': timed out')"
+		tail -n 40 "$logs/$name.log" | sed 's/^/    /'
+	fi
+}
+
+# fsdax_refused -- rdaxd must refuse an rdma:// listener over an fsdax file, naming devdax
+fsdax_refused() {
+	local ns=/mnt/pmem/rdax-fsdax.ns out rc=0
+	grep -q ' /mnt/pmem .*dax' /proc/mounts || { echo "no DAX mount on /mnt/pmem"; return 1; }
+	out=$(timeout 120 "$RDAXD" --namespace "$ns,size=64M" --listen "rdma://$ip:7390" 2>&1) || rc=$?
+	echo "$out" | tail -n 3
+	[ $rc = 1 ] || { echo "expected exit 1, got $rc"; return 1; }
+	echo "$out" | grep -q "fsdax" || { echo "no mention of fsdax"; return 1; }
+	echo "$out" | grep -q "devdax" || { echo "no devdax recommendation"; return 1; }
+	echo "$out" | grep -q "rdaxd: ready" && { echo "it became ready"; return 1; }
+	# the control: the same namespace over tcp:// serves (the refusal is RDMA's)
+	"$RDAXD" --namespace "$ns" --listen tcp://127.0.0.1:7391 >"$logs/fsdax-tcp.out" 2>&1 &
+	local pid=$! i
+	for i in $(seq 1 120); do
+		grep -q "rdaxd: ready" "$logs/fsdax-tcp.out" && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.5
+	done
+	grep -q "rdaxd: ready" "$logs/fsdax-tcp.out" || { cat "$logs/fsdax-tcp.out"; return 1; }
+	kill -TERM $pid && wait $pid || { echo "tcp:// daemon did not exit 0"; return 1; }
+	echo "refused over rdma://, served over tcp://"
+}
+
+# to_devdax -- turn the NVDIMM into /dev/dax0.0
+to_devdax() {
+	umount /mnt/pmem && ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null &&
+		test -c /dev/dax0.0
+}
+
+echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $VMTEST_PMEM_DEV"
+check fsdax_refused 300 fsdax_refused
+
+export RDAX_IT_MODE=sim
+check sim_direct 600 "$DIRECT"
+check sim_client 900 "$IT_CLIENT"
+check sim_badinput ${BADINPUT_LIMIT:-900} "$IT_BADINPUT"
+check sim_cli 900 "$IT_CLI"
+check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
+check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
+unset RDAX_IT_MODE
+
+check devdax_switch 120 to_devdax
+export RDAX_IT_NS=/dev/dax0.0
+check devdax_direct 600 "$DIRECT"
+check devdax_client 900 "$IT_CLIENT"
+check devdax_badinput 900 "$IT_BADINPUT"
+unset RDAX_IT_NS
+
+echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
+[ $fail = 0 ]

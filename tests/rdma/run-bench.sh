@@ -1,0 +1,28 @@
+#!/bin/bash
+# run-bench.sh [BUILD_DIR] -- rdax over RDMA against perftest, one VM boot (docs/rdma.md)
+#
+# Boots the VM of ../shared/vmtest with a devdax NVDIMM and, on the same
+# rxe device in that one boot, runs:
+#   ib_write_lat -s 4096, ib_send_lat -s 64  (perftest over rdma_cm)
+#   bench_rdma: rdax 4 KiB write+fsync latency, 4 KiB write latency,
+#               64 KiB write bandwidth (rdaxd serving /dev/dax0.0)
+#   ib_write_bw -s 65536
+# and prints the numbers and their ratios. Under emulation (soft-RoCE in a
+# TCG VM, ~6 ms per round trip) the absolute numbers mean nothing; only the
+# ratios, measured in one run, do.
+#
+# BUILD_DIR: an optimised build (default: build-release beside this checkout's
+# CMakeLists.txt; built if missing).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=${1:-$src/build-release}
+if [ ! -x "$build/tests/rdma/bench/bench_rdma" ]; then
+	cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
+fi
+build=$(cd "$build" && pwd)
+out=$build/bench-rdma
+mkdir -p "$out"
+export VMTEST_PMEM=devdax VMTEST_MEM=${VMTEST_MEM:-4G} VMTEST_TIMEOUT=${VMTEST_TIMEOUT:-900}
+exec "$src/../shared/vmtest/run-in-vm.sh" "$out" bash "$here/bench/guest-bench.sh" "$build"

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_rdma_direct.c -- what only RDMA has: one-sided access, its isolation,
+ * its write notices, and connections that end with operations in flight
+ *
+ * Runs inside the VM (tests/rdma/vm-suite.sh) with RDAX_IT_RDMA set; the
+ * daemon mode and namespace come from the environment like every harness
+ * test (harness.h). Without RDAX_IT_RDMA it exits 77 (skipped) and says why.
+ *
+ * Isolation: a second client that uses a first client's rkey and address
+ * -- with a connection of its own, through its own queue pair -- must fail
+ * (remote access error) and change nothing; the control beside it is the
+ * second client writing through its own window, which must work, so the
+ * failure comes from the isolation and not from a broken path. A closed
+ * handle and a disconnected client lose their access the same way.
+ *
+ * After every test the daemon is stopped (exit 0 is required: ASan's leak
+ * check runs at exit) and its log must not report lost receive or send
+ * buffers.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "librdax.h"
+#include "rdax.pb-c.h"
+#include "wire.h"
+
+#define VOL_SIZE (4ULL << 20)
+#define CHUNK 65536
+
+static struct {
+	char dir[256];
+	struct hx_daemon d;
+} T;
+
+/* setup -- a fresh daemon for each test */
+static int setup(void **state)
+{
+	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
+		return -1;
+	struct hx_daemon_opts o = {.ns_size = "64M", .threads = 2};
+	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+}
+
+/* log_has -- does the daemon's log mention @what? */
+static bool log_has(const char *what)
+{
+	FILE *f = fopen(T.d.log_path, "r");
+	if (!f)
+		return false;
+	char line[1024];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+/* teardown -- stop (exit 0 required) and check that no buffer was lost */
+static int teardown(void **state)
+{
+	int ret = hx_daemon_stop(&T.d);
+	bool lost = log_has("receive buffers lost") || log_has("send buffers on");
+	if (ret || lost) {
+		fprintf(stderr, "teardown: stop %d, buffers lost: %s\n", ret, lost ? "yes" : "no");
+		hx_daemon_dump_log(&T.d, 8192);
+	}
+	hx_tmpdir_remove(T.dir);
+	return ret || lost ? -1 : 0;
+}
+
+/* client -- a direct-access connection that said HELLO */
+static void client(struct wconn *c)
+{
+	assert_int_equal(wire_connect_direct(c, T.d.port), 0);
+	assert_int_equal(wire_hello(c, NULL, 0), 0);
+}
+
+/* verify -- read [0, len) of @name on a fresh connection and compare with @want */
+static void verify(const char *name, const uint8_t *want, size_t len)
+{
+	struct wconn c;
+	uint32_t h;
+	uint8_t *got = malloc(len);
+	assert_non_null(got);
+	assert_int_equal(wire_connect(&c, T.d.port), 0);
+	assert_int_equal(wire_hello(&c, NULL, 0), 0);
+	assert_int_equal(wire_open(&c, name, &h, NULL), 0);
+	for (size_t off = 0; off < len; off += CHUNK)
+		assert_int_equal(wire_read(&c, h, off, CHUNK, got + off), 0);
+	assert_memory_equal(got, want, len);
+	wire_close(&c);
+	free(got);
+}
+
+/*
+ * isolation__other_clients_rkey_fails -- B uses A's rkey and address over
+ * its own QP: remote access error, A's data unchanged, A and the daemon fine
+ */
+static void isolation__other_clients_rkey_fails(void **state)
+{
+	struct wconn a, b;
+	struct wire_direct da, db;
+	uint32_t ha, hb;
+	static uint8_t p1[CHUNK], p2[CHUNK], back[CHUNK];
+	hx_pattern(p1, sizeof(p1), 1, 0);
+	hx_pattern(p2, sizeof(p2), 2, 0);
+
+	client(&a);
+	assert_int_equal(wire_create(&a, "iso", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "iso", &ha, &da), 0);
+	assert_int_equal(wire_rdma_write(&a, &da, 0, p1, sizeof(p1)), 0);
+	assert_int_equal(wire_fsync(&a, ha, 0, 0), 0);
+
+	client(&b);
+	assert_int_equal(wire_create(&b, "other", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&b, "other", &hb, &db), 0);
+	/* the control: B's own window works, so a failure below is the isolation */
+	assert_int_equal(wire_rdma_write(&b, &db, 0, p2, sizeof(p2)), 0);
+	assert_int_equal(wire_rdma_read(&b, &db, 0, back, sizeof(back)), 0);
+	assert_memory_equal(back, p2, sizeof(p2));
+	fprintf(stderr, "A: rkey %#x addr %#llx; B: rkey %#x addr %#llx\n", da.rkey,
+		(unsigned long long)da.remote_addr, db.rkey, (unsigned long long)db.remote_addr);
+
+	/* B writes with A's rkey and address: refused by the NIC */
+	int ret = wire_rdma_write(&b, &da, 0, p2, sizeof(p2));
+	fprintf(stderr, "B writing through A's rkey: %d (%s)\n", ret, strerror(-ret));
+	assert_int_equal(ret, -EACCES);
+	wire_close(&b);
+	/* and reading with it, on a fresh connection of B's */
+	client(&b);
+	ret = wire_rdma_read(&b, &da, 0, back, sizeof(back));
+	fprintf(stderr, "B reading through A's rkey: %d (%s)\n", ret, strerror(-ret));
+	assert_int_equal(ret, -EACCES);
+	wire_close(&b);
+
+	/* A is untouched and still works, one-sided and through requests */
+	assert_int_equal(wire_rdma_read(&a, &da, 0, back, sizeof(back)), 0);
+	assert_memory_equal(back, p1, sizeof(p1));
+	assert_int_equal(wire_stat(&a, ha, NULL), 0);
+	wire_close(&a);
+	verify("iso", p1, sizeof(p1));
+}
+
+/* isolation__closed_handle_loses_access -- after VOLUME_CLOSE the rkey is dead at once */
+static void isolation__closed_handle_loses_access(void **state)
+{
+	struct wconn a;
+	struct wire_direct da;
+	uint32_t ha;
+	static uint8_t p1[CHUNK], p2[CHUNK];
+	hx_pattern(p1, sizeof(p1), 3, 0);
+	hx_pattern(p2, sizeof(p2), 4, 0);
+
+	client(&a);
+	assert_int_equal(wire_create(&a, "iso", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "iso", &ha, &da), 0);
+	assert_int_equal(wire_rdma_write(&a, &da, 0, p1, sizeof(p1)), 0);
+	assert_int_equal(wire_close_volume(&a, ha), 0);
+	int ret = wire_rdma_write(&a, &da, 0, p2, sizeof(p2));
+	fprintf(stderr, "writing through a closed handle's rkey: %d (%s)\n", ret, strerror(-ret));
+	assert_int_equal(ret, -EACCES);
+	wire_close(&a);
+	verify("iso", p1, sizeof(p1));
+}
+
+/* isolation__disconnected_clients_rkey_is_dead -- a later client cannot use it either */
+static void isolation__disconnected_clients_rkey_is_dead(void **state)
+{
+	struct wconn a, c;
+	struct wire_direct da, dc;
+	uint32_t ha, hc;
+	static uint8_t p1[CHUNK], p2[CHUNK];
+	hx_pattern(p1, sizeof(p1), 5, 0);
+	hx_pattern(p2, sizeof(p2), 6, 0);
+
+	client(&a);
+	assert_int_equal(wire_create(&a, "iso", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "iso", &ha, &da), 0);
+	assert_int_equal(wire_rdma_write(&a, &da, 0, p1, sizeof(p1)), 0);
+	assert_int_equal(wire_fsync(&a, ha, 0, 0), 0);
+	wire_close(&a);
+
+	/* the same volume, opened again: a new window, the old rkey reaches nothing */
+	client(&c);
+	assert_int_equal(wire_open_direct(&c, "iso", &hc, &dc), 0);
+	assert_int_not_equal(dc.rkey, da.rkey);
+	int ret = wire_rdma_write(&c, &da, 0, p2, sizeof(p2));
+	fprintf(stderr, "writing through a gone client's rkey: %d (%s)\n", ret, strerror(-ret));
+	assert_int_equal(ret, -EACCES);
+	wire_close(&c);
+	verify("iso", p1, sizeof(p1));
+}
+
+/*
+ * notice__outside_every_volume_closes_that_connection -- a write whose
+ * notice names pages of no volume of the connection: the daemon cannot
+ * track it and closes that connection; the others go on
+ */
+static void notice__outside_every_volume_closes_that_connection(void **state)
+{
+	struct wconn a, b;
+	struct wire_direct da, db;
+	uint32_t ha, hb;
+	static uint8_t p1[4096];
+	hx_pattern(p1, sizeof(p1), 7, 0);
+
+	client(&b);
+	assert_int_equal(wire_create(&b, "bystander", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&b, "bystander", &hb, &db), 0);
+	assert_int_equal(wire_rdma_write(&b, &db, 0, p1, sizeof(p1)), 0);
+
+	client(&a);
+	assert_int_equal(wire_create(&a, "iso", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "iso", &ha, &da), 0);
+	struct wire_direct bad = da;
+	bad.imm_base = 1U << 30; /* the window is right, the notice names nothing */
+	wire_rdma_write(&a, &bad, 0, p1, sizeof(p1)); /* lands; may or may not see the close */
+	assert_true(wire_eof(&a));
+	assert_true(log_has("outside every volume"));
+	wire_close(&a);
+
+	/* the bystander is untouched: its write is tracked and fsyncs */
+	uint64_t dirty = 0;
+	assert_int_equal(wire_stat(&b, hb, &dirty), 0);
+	assert_int_equal(dirty, 4096);
+	assert_int_equal(wire_fsync(&b, hb, 0, 0), 0);
+	wire_close(&b);
+}
+
+/* open_lib -- a librdax connection over RDMA with volume @name created and opened */
+static void open_lib(struct rdax_conn **c, struct rdax_volume **v, const char *name, bool create)
+{
+	assert_int_equal(rdax_connect(T.d.url, NULL, c), 0);
+	if (create)
+		assert_int_equal(rdax_volume_create(*c, name, VOL_SIZE, RDAX_NAMESPACE_ANY), 0);
+	assert_int_equal(rdax_volume_open(*c, name, v), 0);
+}
+
+/*
+ * order__fsync_behind_unacknowledged_writes_covers_them -- the rule: writes
+ * posted before an FSYNC on the same QP are in the dirty tree when the FSYNC
+ * is handled, whether or not their completions came back yet. The writes
+ * are submitted, the fsync follows at once; it must write back every page.
+ */
+static void order__fsync_behind_unacknowledged_writes_covers_them(void **state)
+{
+	enum { N = 48 };
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	static uint8_t buf[N][4096];
+	open_lib(&c, &v, "order", true);
+	for (int i = 0; i < N; i++) {
+		hx_pattern(buf[i], 4096, 8, (uint64_t)i * 8192);
+		/* every other page, so each write is exactly one dirty page */
+		assert_int_equal(rdax_submit_write(v, (uint64_t)i * 8192, buf[i], 4096, 0, i), 0);
+	}
+	uint64_t wb = 0;
+	assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
+	fprintf(stderr, "fsync right behind %d one-sided writes wrote back %llu bytes\n", N,
+		(unsigned long long)wb);
+	assert_int_equal(wb, (uint64_t)N * 4096);
+	struct rdax_completion done[N];
+	int got = 0;
+	while (got < N) {
+		int n = rdax_wait_completions(c, done, N, 1, -1);
+		assert_true(n > 0);
+		for (int i = 0; i < n; i++)
+			assert_int_equal(done[i].status, 0);
+		got += n;
+	}
+	/* unaligned: one write spanning a page boundary dirties exactly the two pages */
+	assert_int_equal(rdax_write(v, 3 * 4096 + 100, buf[0], 4096, 0), 0);
+	assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
+	assert_int_equal(wb, 2 * 4096);
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/*
+ * writer_child -- a client that keeps many one-sided writes in flight; never
+ * returns. A process of its own (exec'd: verbs contexts do not survive fork).
+ */
+static void writer_child(const char *url, bool disconnect_with_writes_in_flight)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	struct rdax_conn_opts *o;
+	static uint8_t buf[256 << 10];
+	memset(buf, 0x5a, sizeof(buf));
+	if (rdax_conn_opts_new(&o) || rdax_conn_opts_set_queue_depth(o, 64) ||
+	    rdax_connect(url, o, &c) || rdax_volume_open(c, "victim", &v))
+		_exit(3);
+	for (uint64_t i = 0;; i++) {
+		int ret = rdax_submit_write(v, (i * sizeof(buf)) % VOL_SIZE, buf, sizeof(buf), 0, i);
+		if (ret == -EAGAIN) {
+			struct rdax_completion done[64];
+			if (rdax_wait_completions(c, done, 64, 1, -1) < 0)
+				_exit(4);
+			continue;
+		}
+		if (ret)
+			_exit(5);
+		if (i == 40) {
+			/* the parent may kill us from here on */
+			if (write(STDOUT_FILENO, "w", 1) != 1)
+				_exit(6);
+			if (disconnect_with_writes_in_flight)
+				_exit(0); /* the process ends: the kernel tears the QP down */
+		}
+	}
+}
+
+/*
+ * disconnect__with_writes_in_flight -- a client ends (exits, or is killed)
+ * with dozens of one-sided writes in flight: the daemon cleans up that
+ * connection alone, keeps serving, and loses no buffer (checked at stop)
+ */
+static void disconnect__with_writes_in_flight(void **state)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	open_lib(&c, &v, "victim", true);
+	assert_int_equal(rdax_volume_close(&v), 0);
+	for (int round = 0; round < 2; round++) {
+		int pfd[2];
+		assert_int_equal(pipe(pfd), 0);
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			dup2(pfd[1], STDOUT_FILENO);
+			execl("/proc/self/exe", "test_rdma_direct", "--writer", T.d.url,
+			      round == 0 ? "exit" : "wait", (char *)NULL);
+			_exit(127);
+		}
+		close(pfd[1]);
+		char ch;
+		if (read(pfd[0], &ch, 1) != 1) {
+			int status;
+			waitpid(pid, &status, 0);
+			fail_msg("the writer ended before writing (status %#x)", status);
+		}
+		close(pfd[0]);
+		if (round == 1)
+			kill(pid, SIGKILL); /* mid-write */
+		int status;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		fprintf(stderr, "writer %s\n", round == 0 ? "exited with writes in flight"
+							  : "killed mid-write");
+		/* the daemon serves on: this connection works, fsync included */
+		static uint8_t b[4096];
+		assert_int_equal(rdax_volume_open(c, "victim", &v), 0);
+		assert_int_equal(rdax_write(v, 0, b, sizeof(b), RDAX_WRITE_FSYNC), 0);
+		assert_int_equal(rdax_read(v, 0, b, sizeof(b)), 0);
+		assert_int_equal(rdax_volume_close(&v), 0);
+	}
+	/* the writers' volume handles are gone with them: it can be deleted */
+	int ret = -EBUSY;
+	for (int i = 0; i < 100 && ret == -EBUSY; i++) {
+		ret = rdax_volume_delete(c, "victim");
+		if (ret == -EBUSY)
+			usleep(100000); /* the daemon closes a gone client's handles in its pool */
+	}
+	assert_int_equal(ret, 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "--writer") == 0)
+		writer_child(argv[2], strcmp(argv[3], "exit") == 0);
+	if (!hx_rdma_addr()) {
+		fprintf(stderr, "test_rdma_direct: needs RDAX_IT_RDMA=ADDR (an RDMA device's "
+				"address); tests/rdma/vm-suite.sh runs it in the VM\n");
+		return 77;
+	}
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(isolation__other_clients_rkey_fails, setup, teardown),
+	    cmocka_unit_test_setup_teardown(isolation__closed_handle_loses_access, setup, teardown),
+	    cmocka_unit_test_setup_teardown(isolation__disconnected_clients_rkey_is_dead, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(notice__outside_every_volume_closes_that_connection,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(order__fsync_behind_unacknowledged_writes_covers_them,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
