@@ -398,7 +398,8 @@ static struct conn_req *req_new(struct rdax_conn *c, uint16_t type, const Protob
 /* op_direct -- are the WRITE/READ requests of @op one-sided RDMA operations? */
 static bool op_direct(const struct rdax_conn *c, const struct conn_op *op)
 {
-	return c->rdma && op->vol && op->vol->direct && (op->kind == OP_WRITE || op->kind == OP_READ);
+	return c->rdma && op->vol && op->vol->direct &&
+	       (op->kind == OP_WRITE || op->kind == OP_READ);
 }
 
 /* part_size -- payload bytes of the next WRITE/READ request of @op (0 for other requests) */

@@ -102,8 +102,8 @@ struct conn_req {
 	size_t sent;	    /* bytes of buf, then payload, sent */
 	uint8_t *read_dest; /* READ: where the reply's payload goes */
 	uint32_t read_len;
-	bool direct;	    /* RDMA: a one-sided WRITE/READ, no frame (transport_rdma.h) */
-	uint64_t offset;    /* direct: where in the volume */
+	bool direct;	       /* RDMA: a one-sided WRITE/READ, no frame (transport_rdma.h) */
+	uint64_t offset;       /* direct: where in the volume */
 	uint64_t window_bytes; /* counted in conn->inflight_bytes */
 	bool sent_all, replied;
 	int status;
@@ -136,8 +136,8 @@ struct rdax_conn_opts {
 struct rdma_tp;
 
 struct rdax_conn {
-	int fd;		     /* tcp:// */
-	struct rdma_tp *rdma; /* rdma:// (fd is -1) */
+	int fd;			      /* tcp:// */
+	struct rdma_tp *rdma;	      /* rdma:// (fd is -1) */
 	char peer[URL_HOST_MAX + 16]; /* "HOST:PORT" or "[HOST]:PORT", for messages */
 
 	/* limits and facts from HELLO */

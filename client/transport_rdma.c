@@ -244,8 +244,8 @@ ssize_t rdma_tp_recv(struct rdma_tp *tp, void *buf, size_t len)
 		uint32_t k = m->len - m->pos;
 		if (k > len - got)
 			k = (uint32_t)(len - got);
-		memcpy((uint8_t *)buf + got,
-		       tp->rx_slab + (size_t)m->idx * tp->rx_size + m->pos, k);
+		memcpy((uint8_t *)buf + got, tp->rx_slab + (size_t)m->idx * tp->rx_size + m->pos,
+		       k);
 		m->pos += k;
 		got += k;
 		if (m->pos < m->len)
@@ -362,8 +362,8 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 	return 0;
 }
 
-int rdma_tp_write(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off,
-		  const void *buf, uint32_t len, void *ctx)
+int rdma_tp_write(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off, const void *buf,
+		  uint32_t len, void *ctx)
 {
 	return post_rdma(tp, true, vol, off, buf, NULL, len, ctx);
 }
@@ -496,8 +496,7 @@ static void cm_events(struct rdma_tp *tp, void (*done)(void *, void *, int), voi
 	}
 }
 
-int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status),
-		     void *arg)
+int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg)
 {
 	struct ibv_cq *cq;
 	void *ctx;
@@ -565,8 +564,8 @@ static int expect_event(struct rdma_tp *tp, enum rdma_cm_event_type want, int ti
 	rdma_ack_cm_event(e);
 	if (got == want) {
 		if (ret)
-			snprintf(err, errlen, "%s: the server is not an rdax daemon of this version",
-				 what);
+			snprintf(err, errlen,
+				 "%s: the server is not an rdax daemon of this version", what);
 		return ret ? -EPROTO : 0;
 	}
 	switch (got) {
@@ -736,12 +735,14 @@ int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t
 		goto err_delete;
 
 	uint8_t pdata[RDMA_CM_DATA_SIZE];
-	struct rdma_cm_data mine = {
-	    .magic = RDMA_CM_MAGIC,
-	    .version = RDMA_CM_VERSION,
-	    .credits = RDMA_TP_RECV_CREDITS,
-	    .msg_size = tp->rx_size,
-	}, theirs;
+	struct rdma_cm_data mine =
+				{
+				    .magic = RDMA_CM_MAGIC,
+				    .version = RDMA_CM_VERSION,
+				    .credits = RDMA_TP_RECV_CREDITS,
+				    .msg_size = tp->rx_size,
+				},
+			    theirs;
 	rdma_cm_data_encode(&mine, pdata);
 	struct rdma_conn_param cp = {
 	    .private_data = pdata,
@@ -749,15 +750,16 @@ int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t
 	    .initiator_depth = (uint8_t)tp->max_reads,
 	    .responder_resources = 0,
 	    .retry_count = 7,
-	    .rnr_retry_count = 7, /* the daemon's shared receives may run short: wait, do not fail */
+	    .rnr_retry_count =
+		7, /* the daemon's shared receives may run short: wait, do not fail */
 	};
 	if (rdma_connect(tp->id, &cp)) {
 		ret = -errno;
 		snprintf(err, errlen, "rdma_connect to %s:%s: %s", host, port, strerror(errno));
 		goto err_delete;
 	}
-	ret = expect_event(tp, RDMA_CM_EVENT_ESTABLISHED, timeout_ms > 0 ? timeout_ms : -1,
-			   &theirs, "connect", err, errlen);
+	ret = expect_event(tp, RDMA_CM_EVENT_ESTABLISHED, timeout_ms > 0 ? timeout_ms : -1, &theirs,
+			   "connect", err, errlen);
 	if (ret)
 		goto err_delete;
 	tp->connected = true;

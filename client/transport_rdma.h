@@ -98,8 +98,8 @@ ssize_t rdma_tp_recv(struct rdma_tp *tp, void *buf, size_t len);
  * Returns 0, -EAGAIN (no credit, ring space or queue slot now: progress
  * first), or a negative code once the connection failed.
  */
-int rdma_tp_write(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off,
-		  const void *buf, uint32_t len, void *ctx);
+int rdma_tp_write(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off, const void *buf,
+		  uint32_t len, void *ctx);
 int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off, void *buf,
 		 uint32_t len, void *ctx);
 
@@ -111,8 +111,7 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
  * (>= 0: 0 means nothing changed), or the connection's error once it failed
  * (after which every call returns it; rdma_tp_error() says why).
  */
-int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status),
-		     void *arg);
+int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg);
 
 /*
  * rdma_tp_arm -- before sleeping: ask for a completion event, then handle

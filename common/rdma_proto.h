@@ -36,8 +36,8 @@
 
 /* ---- connection private data ---- */
 
-#define RDMA_CM_MAGIC	0x52584452U /* "RDXR" read as little-endian u32 */
-#define RDMA_CM_VERSION 1
+#define RDMA_CM_MAGIC	  0x52584452U /* "RDXR" read as little-endian u32 */
+#define RDMA_CM_VERSION	  1
 #define RDMA_CM_DATA_SIZE 16
 
 /*
@@ -174,8 +174,7 @@ static inline bool rdma_credits_can_send(const struct rdma_credits *c)
 /* rdma_credits_grant_due -- should a grant-only message go out now? */
 static inline bool rdma_credits_grant_due(const struct rdma_credits *c)
 {
-	return c->send_avail >= 1 && c->recv_owed > 0 &&
-	       c->recv_owed >= (c->recv_window + 1) / 2;
+	return c->send_avail >= 1 && c->recv_owed > 0 && c->recv_owed >= (c->recv_window + 1) / 2;
 }
 
 /*
@@ -231,10 +230,10 @@ static inline void rdma_credits_handled(struct rdma_credits *c, uint32_t n)
  * [page, page + ceil(byte_len / 4096) + X) of the volume -- exactly the pages
  * the write touched, which is the dirty tree's granularity anyway.
  */
-#define RDMA_IMM_PAGE_BITS 31
+#define RDMA_IMM_PAGE_BITS   31
 #define RDMA_IMM_SPACE_PAGES (1ULL << RDMA_IMM_PAGE_BITS)
-#define RDMA_IMM_EXTRA (1U << RDMA_IMM_PAGE_BITS)
-#define RDMA_IMM_PAGE_MASK (RDMA_IMM_EXTRA - 1)
+#define RDMA_IMM_EXTRA	     (1U << RDMA_IMM_PAGE_BITS)
+#define RDMA_IMM_PAGE_MASK   (RDMA_IMM_EXTRA - 1)
 
 /*
  * rdma_imm_encode -- the notice of a write of @len (> 0) bytes at @off of a

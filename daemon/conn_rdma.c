@@ -24,7 +24,7 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
 /* First size of the input buffer. */
 #define CONN_RDMA_INBUF_MIN (16U << 10)
 /* Completions taken per poll call; CQ rounds per event before other connections get a turn. */
-#define CQ_BATCH 32
+#define CQ_BATCH  32
 #define CQ_ROUNDS 8
 /* flush rounds per loop iteration before the loop polls again */
 #define FLUSH_ROUNDS 16
@@ -859,8 +859,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	}
 	int ret = in_append(c, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
 	if (ret) {
-		LOG_WARN("%s: %s; closing",
-			 c->peer,
+		LOG_WARN("%s: %s; closing", c->peer,
 			 ret == -EPROTO ? "sent more than its credits allow"
 					: "out of memory for its input");
 		conn_fail(c, ret == -EPROTO ? "credit violation" : "out of memory");
@@ -1098,7 +1097,8 @@ static int conn_accept(struct conn_rdma *c)
 /* conn_started -- the start message: set up and accept on the worker thread */
 static void conn_started(struct worker *w, struct worker_msg *m)
 {
-	struct conn_rdma *c = (struct conn_rdma *)((char *)m - offsetof(struct conn_rdma, start_msg));
+	struct conn_rdma *c =
+	    (struct conn_rdma *)((char *)m - offsetof(struct conn_rdma, start_msg));
 	struct conn_rdma_set *set = c->set;
 	c->started = true;
 	for (unsigned i = 0; i < set->nports; i++)
@@ -1154,8 +1154,8 @@ err_reject:
 	free(c);
 }
 
-int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id,
-		    const struct rdma_cm_data *cd, uint8_t initiator_depth, const char *peer)
+int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
+		    uint8_t initiator_depth, const char *peer)
 {
 	struct conn_rdma *c = calloc(1, sizeof(*c));
 	if (!c) {

@@ -73,7 +73,8 @@
 #define CONN_RDMA_SEND_WINDOW_MAX 64U
 /* Replies queued + requests in the pools, per connection (as over TCP). */
 #define CONN_RDMA_MAX_PENDING 128U
-/* Bytes of queued reply bodies and READ payload copies before the connection stops taking requests. */
+/* Bytes of queued reply bodies and READ payload copies before the connection stops taking requests.
+ */
 #define CONN_RDMA_MAX_QUEUED (4U << 20)
 /* Send buffers per worker and device. */
 #define CONN_RDMA_TX_BUFS 256U
@@ -161,7 +162,7 @@ void conn_rdma_set_drain(struct conn_rdma_set *set);
  * worker, which sets up the QP and accepts (or rejects). Returns 0, or a
  * negative code after rejecting and destroying @id.
  */
-int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id,
-		    const struct rdma_cm_data *cd, uint8_t initiator_depth, const char *peer);
+int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
+		    uint8_t initiator_depth, const char *peer);
 
 #endif

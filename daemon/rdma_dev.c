@@ -126,8 +126,7 @@ void rdma_dev_srq_repost(struct rdma_dev *dev, const uint64_t *ids, unsigned n)
 }
 
 /* register_namespaces -- every namespace of @store in @dev's PD; 0 or -errno with @err */
-static int register_namespaces(struct rdma_dev *dev, struct store *store, char *err,
-			       size_t errlen)
+static int register_namespaces(struct rdma_dev *dev, struct store *store, char *err, size_t errlen)
 {
 	dev->nns = store_namespace_count(store);
 	dev->ns_mr = calloc(dev->nns ? dev->nns : 1, sizeof(*dev->ns_mr));
@@ -139,8 +138,8 @@ static int register_namespaces(struct rdma_dev *dev, struct store *store, char *
 		struct ns *ns = store_namespace(store, i);
 		struct persist *p = &ns->persist;
 		/* no remote access through the region itself: only through windows */
-		dev->ns_mr[i] =
-		    ibv_reg_mr(dev->pd, p->base, p->size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+		dev->ns_mr[i] = ibv_reg_mr(dev->pd, p->base, p->size,
+					   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
 		if (!dev->ns_mr[i]) {
 			int ret = -errno;
 			if (ret == -EOPNOTSUPP)
@@ -150,13 +149,14 @@ static int register_namespaces(struct rdma_dev *dev, struct store *store, char *
 				       "namespace)",
 				       ns->path, dev->name, strerror(-ret));
 			else
-				seterr(err, errlen,
-				       "rdma: cannot register namespace %s (%zu bytes) on %s: %s%s",
-				       ns->path, p->size, dev->name, strerror(-ret),
-				       ret == -ENOMEM || ret == -EAGAIN
-					   ? " (raise the memlock limit: ulimit -l, or LimitMEMLOCK= "
-					     "in the unit)"
-					   : "");
+				seterr(
+				    err, errlen,
+				    "rdma: cannot register namespace %s (%zu bytes) on %s: %s%s",
+				    ns->path, p->size, dev->name, strerror(-ret),
+				    ret == -ENOMEM || ret == -EAGAIN
+					? " (raise the memlock limit: ulimit -l, or LimitMEMLOCK= "
+					  "in the unit)"
+					: "");
 			return ret;
 		}
 		p->pinned = true;
@@ -207,8 +207,8 @@ static int setup_srq(struct rdma_dev *dev, const struct ibv_device_attr *da, cha
 	return 0;
 }
 
-int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev **out,
-		 char *err, size_t errlen)
+int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev **out, char *err,
+		 size_t errlen)
 {
 	if (!verbs || !store || !out)
 		return -EINVAL;

@@ -47,9 +47,9 @@ struct rdma_dev {
 	uint32_t msg_size;    /* bytes per message, both directions */
 	uint32_t max_rd_atom; /* RDMA READs a client may have in flight per QP */
 	uint32_t max_qp_wr;
-	uint32_t nrx;	     /* receive buffers in the SRQ */
+	uint32_t nrx;	      /* receive buffers in the SRQ */
 	atomic_int rx_posted; /* of those, posted now (nrx once every connection is gone) */
-	uint8_t *rx_slab;    /* nrx * msg_size */
+	uint8_t *rx_slab;     /* nrx * msg_size */
 	struct ibv_mr *rx_mr;
 	struct ibv_mr **ns_mr; /* by namespace id */
 	unsigned nns;
@@ -69,8 +69,8 @@ int rdma_dev_check_namespaces(const struct store *store, char *err, size_t errle
  * saying which step failed (a namespace that cannot be registered names
  * itself and the fix).
  */
-int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev **out,
-		 char *err, size_t errlen);
+int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev **out, char *err,
+		 size_t errlen);
 
 /* rdma_dev_delete -- deregister and destroy (no connection may use it); accepts NULL */
 void rdma_dev_delete(struct rdma_dev **devp);

@@ -70,8 +70,8 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 	char peer[64];
 	addr_string(rdma_get_peer_addr(id), peer, sizeof(peer));
 	struct rdma_cm_data cd;
-	int ret = rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len,
-				      &cd);
+	int ret =
+	    rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len, &cd);
 	/* the event speaks from our side: its responder_resources are the client's wish */
 	uint8_t initiator_depth = e->param.conn.responder_resources;
 	rdma_ack_cm_event(e);

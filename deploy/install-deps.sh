@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
-# (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients).
+# (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
+# qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest).
 # Idempotent; needs root (or sudo).
 set -eu
 
@@ -8,7 +9,9 @@ packages="build-essential cmake pkg-config
 	libpmem-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
 	libcmocka-dev python3
-	qemu-utils libnbd-bin python3-libnbd fio"
+	qemu-utils libnbd-bin python3-libnbd fio
+	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
+	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs"
 
 missing=""
 for p in $packages; do

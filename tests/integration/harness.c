@@ -60,11 +60,19 @@ unsigned hx_scale(unsigned n, unsigned rdma_n)
 	return hx_rdma_addr() ? rdma_n : n;
 }
 
-/* run_devdax -- RDAX_IT_NS applies to this daemon: the test names no mode or namespace file */
-static const char *run_devdax(const struct hx_daemon_opts *o)
+/* The daemon struct that has RDAX_IT_NS: one device, one daemon at a time. */
+static const struct hx_daemon *devdax_owner;
+
+/*
+ * run_devdax -- RDAX_IT_NS applies to daemon @d: the test names no mode or
+ * namespace file, and no other daemon struct has the device
+ */
+static const char *run_devdax(const struct hx_daemon *d, const struct hx_daemon_opts *o)
 {
 	const char *ns = getenv("RDAX_IT_NS");
 	if (!ns || !*ns || o->ns_name || (o->mode && strcmp(o->mode, "auto") != 0))
+		return NULL;
+	if (devdax_owner && devdax_owner != d)
 		return NULL;
 	return ns;
 }
@@ -244,7 +252,7 @@ static int daemon_spawn(struct hx_daemon *d)
 {
 	const struct hx_daemon_opts *o = &d->opts;
 	char ns_spec[512], listen[64], listen_rdma[96], threads[16], pidfile[320];
-	if (run_devdax(o))
+	if (d->devdax)
 		snprintf(ns_spec, sizeof(ns_spec), "%s", d->ns_path);
 	else
 		snprintf(ns_spec, sizeof(ns_spec), "%s,size=%s,mode=%s", d->ns_path,
@@ -457,9 +465,12 @@ int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon
 	if (opts)
 		d->opts = *opts;
 	snprintf(d->dir, sizeof(d->dir), "%s", dir);
-	const char *devdax = run_devdax(&d->opts);
-	if (devdax)
+	const char *devdax = run_devdax(d, &d->opts);
+	d->devdax = devdax != NULL;
+	if (devdax) {
+		devdax_owner = d;
 		snprintf(d->ns_path, sizeof(d->ns_path), "%s", devdax);
+	}
 	else
 		snprintf(d->ns_path, sizeof(d->ns_path), "%s/%s", dir,
 			 d->opts.ns_name ? d->opts.ns_name : "ns0");

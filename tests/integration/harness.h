@@ -21,8 +21,10 @@
  *                      that address: librdax, the rdax command and wire.c
  *                      then talk RDMA.
  *   RDAX_IT_NS=PATH    a devdax namespace, formatted by hx_daemon_start, for
- *                      every daemon whose test names neither a mode nor a
- *                      namespace file.
+ *                      the daemons whose test names neither a mode nor a
+ *                      namespace file -- one struct hx_daemon at a time: the
+ *                      first to take it keeps it, a second daemon running
+ *                      meanwhile gets a file namespace as without it.
  *   RDAX_IT_MODE=MODE  the mode ("sim") of daemons whose test names none.
  *   RDAX_IT_LOG=LEVEL  the log level of daemons whose test names none.
  *
@@ -75,6 +77,7 @@ struct hx_daemon {
 	char token_file[320]; /* empty: none */
 	char ready_line[256];
 	int out_fd;	  /* the daemon's stdout (a pipe), -1 when closed */
+	bool devdax;	  /* ns_path is RDAX_IT_NS */
 	int exit_status;  /* wait status of the last exit, -1 if none */
 	struct hx_daemon_opts opts;
 };

@@ -727,12 +727,18 @@ static void daemon__config_file(void **state)
 	snprintf(conf, sizeof(conf), "%s/rdaxd.conf", dir);
 	int port = hx_free_port();
 	assert_true(port > 0);
+	/* over RDMA (harness.h) the second address is an rdma:// one, like the first */
+	char listen[128];
+	if (hx_rdma_addr())
+		snprintf(listen, sizeof(listen), "rdma://%s:%d", hx_rdma_addr(), port);
+	else
+		snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d", port);
 	int n = snprintf(text, sizeof(text),
 			 "# a comment\n"
 			 "namespace = %s/second.ns,size=32M,mode=sim\n"
-			 "listen = tcp://127.0.0.1:%d   # trailing comment\n"
+			 "listen = %s   # trailing comment\n"
 			 "log-level = warn\n",
-			 dir, port);
+			 dir, listen);
 	assert_int_equal(hx_write_file(conf, text, (size_t)n), 0);
 	struct hx_daemon d;
 	struct hx_daemon_opts o = { .ns_size = "32M", .extra_args = { "--config", conf } };

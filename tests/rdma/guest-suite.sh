@@ -15,9 +15,9 @@
 set -u
 logs=$1
 shift
-for kv in "$@"; do declare "${kv%%=*}=${kv#*=}"; done
+for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
-ip=${VMTEST_IP:?not in the VM}
+export ip=${VMTEST_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -32,7 +32,8 @@ check() {
 		return
 	fi
 	t0=$(date +%s)
-	timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1 || rc=$?
+	# bash -c: CMD may be one of the functions below (exported)
+	timeout -k 10 "$limit" bash -c '"$@"' _ "$@" >"$logs/$name.log" 2>&1 || rc=$?
 	local took=$(($(date +%s) - t0))
 	if [ $rc = 0 ]; then
 		pass=$((pass + 1))
@@ -72,6 +73,8 @@ to_devdax() {
 	umount /mnt/pmem && ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null &&
 		test -c /dev/dax0.0
 }
+
+export -f fsdax_refused to_devdax
 
 echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $VMTEST_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused

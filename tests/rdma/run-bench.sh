@@ -17,7 +17,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=${1:-$src/build-release}
-if [ ! -x "$build/tests/rdma/bench/bench_rdma" ]; then
+if [ ! -x "$build/tests/rdma/bench_rdma" ]; then
 	cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
 fi

@@ -38,7 +38,7 @@
 #include "wire.h"
 
 #define VOL_SIZE (4ULL << 20)
-#define CHUNK 65536
+#define CHUNK	 65536
 
 static struct {
 	char dir[256];
@@ -304,7 +304,8 @@ static void writer_child(const char *url, bool disconnect_with_writes_in_flight)
 	    rdax_connect(url, o, &c) || rdax_volume_open(c, "victim", &v))
 		_exit(3);
 	for (uint64_t i = 0;; i++) {
-		int ret = rdax_submit_write(v, (i * sizeof(buf)) % VOL_SIZE, buf, sizeof(buf), 0, i);
+		int ret =
+		    rdax_submit_write(v, (i * sizeof(buf)) % VOL_SIZE, buf, sizeof(buf), 0, i);
 		if (ret == -EAGAIN) {
 			struct rdax_completion done[64];
 			if (rdax_wait_completions(c, done, 64, 1, -1) < 0)
@@ -357,8 +358,8 @@ static void disconnect__with_writes_in_flight(void **state)
 			kill(pid, SIGKILL); /* mid-write */
 		int status;
 		assert_int_equal(waitpid(pid, &status, 0), pid);
-		fprintf(stderr, "writer %s\n", round == 0 ? "exited with writes in flight"
-							  : "killed mid-write");
+		fprintf(stderr, "writer %s\n",
+			round == 0 ? "exited with writes in flight" : "killed mid-write");
 		/* the daemon serves on: this connection works, fsync included */
 		static uint8_t b[4096];
 		assert_int_equal(rdax_volume_open(c, "victim", &v), 0);

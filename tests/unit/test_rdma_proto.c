@@ -74,18 +74,20 @@ static void check_notice(uint32_t base, uint64_t off, uint32_t len)
 	rdma_imm_decode(imm, len, &page, &npages);
 	uint64_t first = off / 4096, last = (off + len - 1) / 4096;
 	if (page != base + first || npages != last - first + 1)
-		fail_msg("base %u off %llu len %u: imm %#x -> page %llu npages %llu, want %llu %llu",
-			 base, (unsigned long long)off, len, imm, (unsigned long long)page,
-			 (unsigned long long)npages, (unsigned long long)(base + first),
-			 (unsigned long long)(last - first + 1));
+		fail_msg(
+		    "base %u off %llu len %u: imm %#x -> page %llu npages %llu, want %llu %llu",
+		    base, (unsigned long long)off, len, imm, (unsigned long long)page,
+		    (unsigned long long)npages, (unsigned long long)(base + first),
+		    (unsigned long long)(last - first + 1));
 }
 
 static void imm__covers_exactly_the_pages_written(void **state)
 {
-	static const uint32_t lens[] = {1, 63, 64, 4095, 4096, 4097, 8191, 8192, 8193, 65536,
-					1U << 20, (1U << 20) + 1, 0x7fffffffU};
-	static const uint64_t offs[] = {0, 1, 100, 4095, 4096, 4097, 8191, 12288, 1ULL << 30,
-					(1ULL << 30) - 1};
+	static const uint32_t lens[] = {1,	    63,	  64,	4095,  4096,	 4097,
+					8191,	    8192, 8193, 65536, 1U << 20, (1U << 20) + 1,
+					0x7fffffffU};
+	static const uint64_t offs[] = {0,    1,    100,   4095,       4096,
+					4097, 8191, 12288, 1ULL << 30, (1ULL << 30) - 1};
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++) {
 			check_notice(0, offs[j], lens[i]);
@@ -135,9 +137,9 @@ struct model_msg {
 
 struct model_side {
 	struct rdma_credits cr;
-	unsigned to_send;   /* data messages this side still wants to send */
-	unsigned held;	    /* peer's data messages received, grant held back (backpressure) */
-	unsigned replies;   /* replies owed for requests received (the daemon side) */
+	unsigned to_send; /* data messages this side still wants to send */
+	unsigned held;	  /* peer's data messages received, grant held back (backpressure) */
+	unsigned replies; /* replies owed for requests received (the daemon side) */
 	struct model_msg q[MODEL_MAX_INFLIGHT]; /* in flight towards the peer */
 	unsigned qh, qn;
 };
@@ -249,8 +251,8 @@ static bool model_step(struct model *m)
  * model_run -- one schedule: the client sends @requests requests; returns
  * true if every request was sent and answered (no deadlock)
  */
-static bool model_run(uint64_t seed, uint32_t wc, uint32_t wd, unsigned requests,
-		      unsigned pause_at, bool reserve)
+static bool model_run(uint64_t seed, uint32_t wc, uint32_t wd, unsigned requests, unsigned pause_at,
+		      bool reserve)
 {
 	static struct model m;
 	memset(&m, 0, sizeof(m));
@@ -275,10 +277,11 @@ static void credits__no_deadlock_under_random_schedules(void **state)
 				for (uint64_t seed = 1; seed <= 60; seed++)
 					if (!model_run(seed, windows[i], windows[j], 300, pause,
 						       true))
-						fail_msg("deadlock: client window %u, daemon window "
-							 "%u, pause at %u, seed %llu",
-							 windows[i], windows[j], pause,
-							 (unsigned long long)seed);
+						fail_msg(
+						    "deadlock: client window %u, daemon window "
+						    "%u, pause at %u, seed %llu",
+						    windows[i], windows[j], pause,
+						    (unsigned long long)seed);
 }
 
 /* The control: without the reserved credit the same model must find a deadlock. */
@@ -314,7 +317,7 @@ static void credits__grant_goes_with_the_next_send(void **state)
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(rdma_credits_received(&c, 0), 0);
 	rdma_credits_handled(&c, 3);
-	assert_false(rdma_credits_grant_due(&c)); /* 3 < 4: no grant-only message yet */
+	assert_false(rdma_credits_grant_due(&c));	   /* 3 < 4: no grant-only message yet */
 	assert_int_equal(rdma_credits_send(&c, false), 0); /* a notice carries no grant */
 	assert_int_equal(rdma_credits_send(&c, true), 3);
 	assert_int_equal(c.recv_owed, 0);

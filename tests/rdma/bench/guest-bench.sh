@@ -46,7 +46,7 @@ echo "== rdax over rdma:// (rdaxd on /dev/dax0.0)"
 d=$!
 for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
 grep "rdaxd: ready" /tmp/rdaxd.out
-"$build/tests/rdma/bench/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 	--bw-mib "${BENCH_BW_MIB:-48}" --depth 16 | tee /tmp/bench.out
 kill -TERM $d && wait $d
 val() { awk -v k="$1" '$1 == k { print $2 }' /tmp/bench.out; }
