@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "dispatch.h"
 #include "fsync.h"
 #include "log.h"
 #include "namespace.h"
@@ -488,7 +489,27 @@ static struct fsync_pool *job_pool(const struct nbd_job *j)
 	}
 }
 
-/* job_submit -- hand @j to its pool (or park it behind READ replies over its range) */
+static void job_complete(struct conn_nbd *c, struct nbd_job *j);
+
+/*
+ * job_start -- a FUA write's range fsync runs right here when dispatch
+ * takes it (dispatch_fsync_try_inline: small, not waiting for another
+ * fsync; a FLUSH covers the whole volume and is never taken), its reply
+ * queued before this returns; everything else goes to its pool.
+ */
+static void job_start(struct conn_nbd *c, struct nbd_job *j)
+{
+	bool fsync = j->kind == JOB_FUA || j->kind == JOB_FLUSH;
+	uint64_t off = j->kind == JOB_FUA ? j->offset : 0;
+	uint64_t len = j->kind == JOB_FUA ? j->length : 0;
+	if (fsync && dispatch_fsync_try_inline(j->v, off, len, j->sh->flush_mode, &j->code, NULL)) {
+		job_complete(c, j);
+		return;
+	}
+	fsync_pool_submit(job_pool(j), &j->task);
+}
+
+/* job_submit -- start @j (inline or in its pool), or park it behind READ replies over its range */
 static void job_submit(struct conn_nbd *c, struct nbd_job *j)
 {
 	c->jobs++;
@@ -499,7 +520,7 @@ static void job_submit(struct conn_nbd *c, struct nbd_job *j)
 		c->parked = j;
 		return;
 	}
-	fsync_pool_submit(job_pool(j), &j->task);
+	job_start(c, j);
 }
 
 /* unpark -- start the parked job once the READ replies it waited for have left */
@@ -509,7 +530,7 @@ static void unpark(struct conn_nbd *c)
 	if (!j || range_hazard(c, j->offset, j->length))
 		return;
 	c->parked = NULL;
-	fsync_pool_submit(job_pool(j), &j->task);
+	job_start(c, j);
 }
 
 /* req_job -- a request that runs in the fsync pool; EIO at once if out of memory */
@@ -629,6 +650,17 @@ static void job_done(struct worker *w, struct worker_msg *m)
 	struct nbd_job *j = (struct nbd_job *)((char *)t - offsetof(struct nbd_job, task));
 	struct conn_nbd *c = j->c;
 
+	job_complete(c, j);
+	conn_kick(c);
+}
+
+/*
+ * job_complete -- a job has run: act on its result and free it. No kick:
+ * the caller (a pool completion, or job_start for an inline fsync) decides
+ * what runs next.
+ */
+static void job_complete(struct conn_nbd *c, struct nbd_job *j)
+{
 	c->jobs--;
 	switch (j->kind) {
 	case JOB_EXPORT:
@@ -657,7 +689,6 @@ static void job_done(struct worker *w, struct worker_msg *m)
 	}
 	}
 	free(j);
-	conn_kick(c);
 }
 
 /* ---- options ---- */

@@ -32,7 +32,9 @@
  * bytes of a request the client sent after it. Requests are pipelined; a
  * FLUSH or FUA write is answered from the fsync pool, possibly after
  * replies to later requests (the protocol allows any order; handles are
- * echoed). Backpressure: replies queued plus jobs in the pools are bounded
+ * echoed) -- except a FUA write of at most DISPATCH_FSYNC_INLINE_MAX bytes
+ * whose fsync can start without waiting: it runs on the loop and is
+ * answered at once (dispatch_fsync_try_inline(), dispatch.h). Backpressure: replies queued plus jobs in the pools are bounded
  * by NBD_CONN_MAX_PENDING per connection (resume at half).
  *
  * An exported volume is opened (counted as an opener) for as long as the

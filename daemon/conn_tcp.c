@@ -314,13 +314,13 @@ static bool write_hazard(const struct conn_tcp *c)
 	return range_hazard(c, c->pw.v, c->pw.offset, c->pw.len);
 }
 
-/* job_done -- a pool job ran (worker thread, posted by the pool) */
-static void job_done(struct worker *w, struct worker_msg *m)
+/*
+ * job_complete -- a job has run: queue its reply. No kick: the caller (a
+ * pool completion, or dispatch itself for an inline fsync) decides what runs
+ * next.
+ */
+static void job_complete(struct conn_tcp *c, struct dispatch_job *job)
 {
-	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
-	struct dispatch_job *job =
-	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
-	struct conn_tcp *c = job->owner;
 	struct dispatch_out out;
 
 	c->jobs--;
@@ -333,13 +333,39 @@ static void job_done(struct worker *w, struct worker_msg *m)
 		c->closing = true;
 		c->why = "out of memory";
 	}
+}
+
+/* job_done -- a pool job ran (worker thread, posted by the pool) */
+static void job_done(struct worker *w, struct worker_msg *m)
+{
+	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
+	struct dispatch_job *job =
+	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	struct conn_tcp *c = job->owner;
+
+	job_complete(c, job);
 	conn_kick(c);
 }
 
-/* submit_job -- hand a job to its pool; its completion comes back to job_done */
-static void submit_job(struct conn_tcp *c, struct dispatch_job *job)
+/*
+ * job_start -- run a small range fsync right here when dispatch takes it
+ * (dispatch_fsync_try_inline: no hop to the pool and back), else hand the
+ * job to its pool. An inline job's reply is queued before this returns.
+ */
+static void job_start(struct conn_tcp *c, struct dispatch_job *job)
 {
 	const struct conn_tcp_shared *sh = c->set->shared;
+	if (dispatch_job_try_inline(job)) {
+		job_complete(c, job);
+		return;
+	}
+	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
+			  &job->task);
+}
+
+/* submit_job -- start a job (inline or in its pool), or park it behind READ replies */
+static void submit_job(struct conn_tcp *c, struct dispatch_job *job)
+{
 	job->owner = c;
 	job->task.owner = c->set->worker;
 	job->task.done.fn = job_done;
@@ -354,8 +380,7 @@ static void submit_job(struct conn_tcp *c, struct dispatch_job *job)
 		c->parked = job;
 		return;
 	}
-	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
-			  &job->task);
+	job_start(c, job);
 }
 
 /* unpark -- start the parked job once the READ replies it waited for have left */
@@ -364,10 +389,8 @@ static void unpark(struct conn_tcp *c)
 	struct dispatch_job *job = c->parked;
 	if (!job || range_hazard(c, job->mod_volume, job->mod_offset, job->mod_len))
 		return;
-	const struct conn_tcp_shared *sh = c->set->shared;
 	c->parked = NULL;
-	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
-			  &job->task);
+	job_start(c, job);
 }
 
 /* handle_out -- do what dispatch said */

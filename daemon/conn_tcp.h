@@ -20,6 +20,9 @@
  * queued reply bodies CONN_MAX_QUEUED_BODY bytes, the connection stops
  * reading and dispatching; it resumes when the queue drains to half.
  * An ordered job (dispatch.h) also stops dispatch until its reply is queued.
+ * A range fsync (FSYNC, WRITE with fsync) of at most DISPATCH_FSYNC_INLINE_MAX
+ * bytes runs on the loop itself when dispatch_job_try_inline() takes it; its
+ * reply is then queued at once, after the fence.
  *
  * Write after read: a WRITE whose range overlaps a READ reply of this
  * connection still queued waits (its payload is not received) until that

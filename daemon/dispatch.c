@@ -21,6 +21,7 @@
 
 #define STATUS_MSG_MAX 256
 
+
 /* Body of every request type. */
 static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_HELLO] = &rdax__hello_request__descriptor,
@@ -475,14 +476,54 @@ static void run_close(struct fsync_task *t)
 	j->code = 0;
 }
 
+/* fsync_job_message -- the status message of a failed fsync job */
+static void fsync_job_message(struct job *j)
+{
+	if (j->code)
+		fmt_msg(j->msg, "fsync of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
+			j->v->name, j->off, j->len, rdax_strerror(j->code));
+}
+
 /* run_fsync -- FSYNC, and WRITE with fsync: write back and fence */
 static void run_fsync(struct fsync_task *t)
 {
 	struct job *j = job_of_task(t);
 	j->code = fsync_range(j->v, j->off, j->len, j->mode, &j->written_back);
-	if (j->code)
-		fmt_msg(j->msg, "fsync of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
-			j->v->name, j->off, j->len, rdax_strerror(j->code));
+	fsync_job_message(j);
+}
+
+bool dispatch_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+			       int *code, uint64_t *written_back)
+{
+	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
+		return false;
+	if (mode == FLUSH_HAMMER)
+		return false;
+	/* FLUSH_DEFAULT: the volume's mode, as fsync_range() will read it */
+	if (mode == FLUSH_DEFAULT &&
+	    __atomic_load_n(&v->flush_mode, __ATOMIC_RELAXED) == FLUSH_HAMMER)
+		return false;
+	/* msync writes back to a disk: it may block for milliseconds */
+	if (v->ns->persist.method == PERSIST_METHOD_MSYNC)
+		return false;
+	int ret = fsync_range_try(v, off, len, mode, written_back);
+	if (ret == -EBUSY)
+		return false; /* another fsync of the volume runs: the pool waits for it */
+	*code = ret;
+	return true;
+}
+
+bool dispatch_job_try_inline(struct dispatch_job *pub)
+{
+	if (!pub)
+		return false;
+	struct job *j = job_of(pub);
+	if (j->kind != JOB_REQUEST || pub->task.run != run_fsync)
+		return false;
+	if (!dispatch_fsync_try_inline(j->v, j->off, j->len, j->mode, &j->code, &j->written_back))
+		return false;
+	fsync_job_message(j);
+	return true;
 }
 
 /* run_discard -- hole punch, durable before the reply */

@@ -296,32 +296,37 @@ static int fsync_hammer(struct volume *v, uint64_t *written)
 	return 0;
 }
 
-int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
-		uint64_t *written_back)
+/*
+ * fsync_do -- fsync_range() and fsync_range_try(): check the arguments, take
+ * v->fsync_lock (@wait: blocking; otherwise -EBUSY if it is held), write
+ * back and fence. @fn names the caller in the logs.
+ */
+static int fsync_do(const char *fn, struct volume *v, uint64_t off, uint64_t len,
+		    enum flush_mode mode, bool wait, uint64_t *written_back)
 {
 	if (!v || !v->ns || !v->tree) {
-		LOG_ERROR("fsync_range(volume=%p): no volume", (void *)v);
+		LOG_ERROR("%s(volume=%p): no volume", fn, (void *)v);
 		return -EINVAL;
 	}
 	if (mode != FLUSH_DEFAULT && mode != FLUSH_TRACKED && mode != FLUSH_HAMMER) {
-		LOG_ERROR("fsync_range(volume=%s, mode=%d): unknown flush mode", v->name,
-			  (int)mode);
+		LOG_ERROR("%s(volume=%s, mode=%d): unknown flush mode", fn,
+			  v->name, (int)mode);
 		return -EINVAL;
 	}
 	if (len == 0) {
 		if (off > v->size) {
-			LOG_ERROR("fsync_range(volume=%s, off=%" PRIu64 ", len=0): offset beyond"
+			LOG_ERROR("%s(volume=%s, off=%" PRIu64 ", len=0): offset beyond"
 				  " the volume size %" PRIu64,
-				  v->name, off, v->size);
+				  fn, v->name, off, v->size);
 			return -ERANGE;
 		}
 		len = v->size - off;
 	}
 	int ret = range_check(off, len, v->size);
 	if (ret) {
-		LOG_ERROR("fsync_range(volume=%s, off=%" PRIu64 ", len=%" PRIu64 "): outside the"
+		LOG_ERROR("%s(volume=%s, off=%" PRIu64 ", len=%" PRIu64 "): outside the"
 			  " volume size %" PRIu64,
-			  v->name, off, len, v->size);
+			  fn, v->name, off, len, v->size);
 		return ret;
 	}
 	if (mode == FLUSH_DEFAULT) {
@@ -336,8 +341,14 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 	uint64_t written = 0;
 
 	bool serialise = !rdax_faults.no_fsync_serialise;
-	if (serialise)
-		fsync_lock_volume(v);
+	if (serialise) {
+		if (!wait) {
+			if (pthread_mutex_trylock(&v->fsync_lock) != 0)
+				return -EBUSY;
+		} else {
+			fsync_lock_volume(v);
+		}
+	}
 	if (mode == FLUSH_HAMMER) {
 		ret = fsync_hammer(v, &written);
 	} else if (first < end) {
@@ -360,10 +371,22 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
 	if (ret)
 		return ret;
 
-	LOG_DEBUG("fsync_range(volume=%s, off=%" PRIu64 ", len=%" PRIu64 ", mode=%s): %" PRIu64
+	LOG_DEBUG("%s(volume=%s, off=%" PRIu64 ", len=%" PRIu64 ", mode=%s): %" PRIu64
 		  " bytes written back",
-		  v->name, off, len, mode == FLUSH_HAMMER ? "hammer" : "tracked", written);
+		  fn, v->name, off, len, mode == FLUSH_HAMMER ? "hammer" : "tracked", written);
 	if (written_back)
 		*written_back = written;
 	return 0;
+}
+
+int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+		uint64_t *written_back)
+{
+	return fsync_do("fsync_range", v, off, len, mode, true, written_back);
+}
+
+int fsync_range_try(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+		    uint64_t *written_back)
+{
+	return fsync_do("fsync_range_try", v, off, len, mode, false, written_back);
 }

@@ -21,7 +21,9 @@
  * Concurrent fsyncs of one volume are serialised (volume->fsync_lock): a
  * fence on one CPU does not order another CPU's write-backs, so fsync B,
  * which may skip an entry that A has claimed, must not return before A's
- * fence. Different volumes never wait for each other.
+ * fence. Different volumes never wait for each other. fsync_range_try()
+ * is the variant for an event loop: instead of waiting for A it says
+ * -EBUSY, and the caller hands B to the fsync pool, which waits.
  */
 #ifndef RDAX_FSYNC_H
 #define RDAX_FSYNC_H
@@ -46,6 +48,20 @@
  */
 int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
 		uint64_t *written_back);
+
+/*
+ * fsync_range_try -- fsync_range() that never waits for another fsync of
+ * the same volume: when v->fsync_lock is held by one, it returns -EBUSY
+ * at once, having done nothing (the caller hands the fsync to a thread that
+ * may wait). Arguments are checked first, as by fsync_range(). With the
+ * no_fsync_serialise control on, the lock is not taken, so it never says
+ * -EBUSY. Context: any thread, typically a connection's event loop (see
+ * dispatch_fsync_try_inline()); never blocks on another fsync, though it
+ * takes the dirty tree's mutex like any writer. Returns 0, -EBUSY,
+ * -EINVAL, -ERANGE/-EOVERFLOW.
+ */
+int fsync_range_try(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+		    uint64_t *written_back);
 
 /*
  * Test-only pause points, so the race tests can hold one fsync at a known
