@@ -8,8 +8,9 @@
 #  2. sim mode on an emulated file namespace (files in the VM's /tmp):
 #     the one-sided tests, the integration and bad-input suites over
 #     rdma://, the power cut with one-sided writes and its control.
-#  3. the NVDIMM becomes devdax (ndctl) and the suites run again against
-#     /dev/dax0.0 (auto mode: CLWB + SFENCE).
+#  3. the NVDIMM becomes devdax (ndctl) and the one-sided tests, the
+#     integration and bad-input suites run again against /dev/dax0.0
+#     (auto mode: CLWB + SFENCE).
 # Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
 # log of a failed check is printed (its tail) and kept in LOG_DIR.
 set -u
@@ -93,6 +94,7 @@ export RDAX_IT_NS=/dev/dax0.0
 check devdax_direct 600 "$DIRECT"
 check devdax_client 900 "$IT_CLIENT"
 check devdax_badinput 900 "$IT_BADINPUT"
+check devdax_cli 900 "$IT_CLI"
 unset RDAX_IT_NS
 
 echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
