@@ -240,6 +240,33 @@ static void notice__outside_every_volume_closes_that_connection(void **state)
 	wire_close(&b);
 }
 
+/*
+ * hello__reports_the_persistence_method -- the HELLO reply over RDMA says how
+ * the daemon makes data durable: SIM in sim mode; on the devdax NVDIMM
+ * (RDAX_IT_NS) CLWB + fence, since the VM's emulated NVDIMM does not claim
+ * persistent CPU caches (its region's persistence_domain is not cpu_cache)
+ */
+static void hello__reports_the_persistence_method(void **state)
+{
+	const char *mode = getenv("RDAX_IT_MODE"), *ns = getenv("RDAX_IT_NS");
+	enum rdax_persist_method want;
+	if (mode && strcmp(mode, "sim") == 0)
+		want = RDAX_PERSIST_SIM;
+	else if (ns && *ns)
+		want = RDAX_PERSIST_CPU_CACHE_FLUSH;
+	else
+		want = RDAX_PERSIST_MSYNC; /* a plain file in auto mode */
+	struct rdax_conn *c;
+	struct rdax_namespace_info ni;
+	assert_int_equal(rdax_connect(T.d.url, NULL, &c), 0);
+	assert_int_equal(rdax_conn_namespace_count(c), 1);
+	assert_int_equal(rdax_conn_namespace_get(c, 0, &ni), 0);
+	fprintf(stderr, "namespace %s, mode %s: persist method %d (want %d)\n", ni.path, ni.mode,
+		(int)ni.persist_method, (int)want);
+	assert_int_equal(ni.persist_method, want);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
 /* open_lib -- a librdax connection over RDMA with volume @name created and opened */
 static void open_lib(struct rdax_conn **c, struct rdax_volume **v, const char *name, bool create)
 {
@@ -397,6 +424,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(order__fsync_behind_unacknowledged_writes_covers_them,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
+	    cmocka_unit_test_setup_teardown(hello__reports_the_persistence_method, setup,
+					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

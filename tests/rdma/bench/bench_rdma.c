@@ -9,6 +9,9 @@
  *    one-sided WRITE_WITH_IMM followed by the FSYNC request and its reply,
  *    one at a time (latency: median and mean, microseconds);
  *  - 4 KiB one-sided write alone (rdax_write without fsync);
+ *  - the parts of a write+fsync: a STAT request (a SEND and its reply,
+ *    answered on the daemon's event loop) and an fsync of a clean page (the
+ *    same plus the daemon's fsync path with nothing to write back);
  *  - 64 KiB write bandwidth: D asynchronous one-sided writes in flight, M MiB
  *    in all, then one fsync (MiB/s, the fsync included).
  * Prints "name value" lines for tests/rdma/run-bench.sh, which runs perftest
@@ -130,6 +133,25 @@ int main(int argc, char **argv)
 	report("rdax_write_4k", s, iters);
 	if ((ret = rdax_fsync(v, 0, 0, NULL)))
 		return die("fsync", ret, c);
+
+	struct rdax_volume_stat st;
+	for (unsigned i = 0; i < iters; i++) {
+		double t0 = now_us();
+		ret = rdax_stat(v, &st);
+		s[i] = now_us() - t0;
+		if (ret)
+			return die("stat", ret, c);
+	}
+	report("rdax_stat_rpc", s, iters);
+
+	for (unsigned i = 0; i < iters; i++) {
+		double t0 = now_us();
+		ret = rdax_fsync(v, 0, 4096, NULL);
+		s[i] = now_us() - t0;
+		if (ret)
+			return die("clean fsync", ret, c);
+	}
+	report("rdax_fsync_clean", s, iters);
 
 	/* bandwidth: 64 KiB writes, depth in flight */
 	enum { BS = 65536 };

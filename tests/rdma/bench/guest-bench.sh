@@ -33,10 +33,15 @@ wl=$(pair "ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters" \
 	"ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters $ip" | col 5)
 sl=$(pair "ib_send_lat -d rxe0 -R -s 64 -n $lat_iters" \
 	"ib_send_lat -d rxe0 -R -s 64 -n $lat_iters $ip" | col 5)
+# the same SEND round trip with both sides sleeping on completion events, as
+# rdaxd and librdax do (perftest polls by default): the event-driven floor
+se=$(pair "ib_send_lat -d rxe0 -R -e -s 64 -n $lat_iters" \
+	"ib_send_lat -d rxe0 -R -e -s 64 -n $lat_iters $ip" | col 5)
 wb=$(pair "ib_write_bw -d rxe0 -R -s 65536 -n $bw_iters" \
 	"ib_write_bw -d rxe0 -R -s 65536 -n $bw_iters $ip" | col 4)
 echo "ib_write_lat 4096 B: t_typical $wl us (half a round trip)"
 echo "ib_send_lat 64 B:    t_typical $sl us (half a round trip)"
+echo "ib_send_lat -e 64 B: t_typical $se us (half a round trip, sleeping on events)"
 echo "ib_write_bw 65536 B: $wb MiB/s"
 
 echo "== rdax over rdma:// (rdaxd on /dev/dax0.0)"
@@ -53,13 +58,20 @@ val() { awk -v k="$1" '$1 == k { print $2 }' /tmp/bench.out; }
 rl=$(val rdax_write_fsync_4k_median_us)
 rw=$(val rdax_write_4k_median_us)
 rb=$(val rdax_write_64k_bw_MiBps)
+rs=$(val rdax_stat_rpc_median_us)
+rf=$(val rdax_fsync_clean_median_us)
 
 echo "== ratios (under emulation only these mean anything)"
-awk -v rl="$rl" -v rw="$rw" -v rb="$rb" -v wl="$wl" -v sl="$sl" -v wb="$wb" 'BEGIN {
+awk -v rl="$rl" -v rw="$rw" -v rb="$rb" -v wl="$wl" -v sl="$sl" -v wb="$wb" -v se="$se" \
+	-v rs="$rs" -v rf="$rf" 'BEGIN {
 	# perftest latencies are half round trips: one way. A write+fsync is the 4 KiB
 	# write and the FSYNC request going one way, the reply coming back.
 	printf "4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rl, wl + sl, rl / (wl + sl)
 	printf "   (its structural floor, ib_write_lat + 2 x ib_send_lat = %.0f us: ratio %.2f)\n", wl + 2 * sl, rl / (wl + 2 * sl)
 	printf "4 KiB write alone: rdax %.0f us vs 2 x ib_write_lat %.0f us: ratio %.2f\n", rw, 2 * wl, rw / (2 * wl)
+	printf "where a write+fsync goes (medians, us):\n"
+	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f), vs ib_send_lat -e x 2 = %.0f (ratio %.2f)\n", rs, 2 * sl, rs / (2 * sl), 2 * se, rs / (2 * se)
+	printf "   fsync with nothing to write back: %.0f (the round trip + %.0f)\n", rf, rf - rs
+	printf "   write+fsync: %.0f (the clean fsync + %.0f)\n", rl, rl - rf
 	printf "64 KiB write bandwidth: rdax %.1f MiB/s vs ib_write_bw %.1f MiB/s: ratio %.2f\n", rb, wb, rb / wb
 }'
