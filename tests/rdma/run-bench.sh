@@ -17,10 +17,11 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=${1:-$src/build-release}
-if [ ! -x "$build/tests/rdma/bench_rdma" ]; then
-	cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-	cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
+# (re)build what runs: an existing tree is brought up to date, never run stale
+if [ ! -f "$build/CMakeCache.txt" ]; then
+	cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_BENCH=ON >/dev/null
 fi
+cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
 build=$(cd "$build" && pwd)
 out=$build/bench-rdma
 mkdir -p "$out"
