@@ -96,14 +96,92 @@ err_free_conn:
 	return -ENOMEM;
 }
 
-static void req_free(struct conn_req *req)
+/* req_clear -- free what @req owns (its frame if not inline, message, control reply) */
+static void req_clear(struct conn_req *req)
 {
 	if (req->buf != req->inline_buf)
 		free(req->buf);
 	free(req->errmsg);
 	if (req->reply)
 		protobuf_c_message_free_unpacked(req->reply, NULL);
+}
+
+static void req_free(struct conn_req *req)
+{
+	req_clear(req);
 	free(req);
+}
+
+/*
+ * Finished requests are kept for reuse, instead of a calloc and a free per
+ * request: enough for the default queue depth twice over. With the arena
+ * and the plain forms below, librdax went from 3,608 to 1,589 instructions
+ * per 4 KiB write at QD32 (callgrind; libnbd: 2,318).
+ */
+#define CONN_REQ_SPARE_MAX 64
+
+/* req_alloc -- a zeroed request: a spare one, or calloc'd; NULL if out of memory */
+static struct conn_req *req_alloc(struct rdax_conn *c)
+{
+	struct conn_req *req = c->req_spare;
+	if (!req)
+		return calloc(1, sizeof(*req));
+	c->req_spare = req->next_send;
+	c->nreq_spare--;
+	memset(req, 0, offsetof(struct conn_req, inline_buf));
+	return req;
+}
+
+/* req_put -- a finished request: free what it owns, keep it for reuse (or free it) */
+static void req_put(struct rdax_conn *c, struct conn_req *req)
+{
+	if (c->nreq_spare >= CONN_REQ_SPARE_MAX) {
+		req_free(req);
+		return;
+	}
+	req_clear(req);
+	req->next_send = c->req_spare;
+	c->req_spare = req;
+	c->nreq_spare++;
+}
+
+/*
+ * A bump allocator for protobuf_c_message_unpack() of data replies (WRITE,
+ * READ, FSYNC), which are read and dropped at once: pieces come from a
+ * buffer on the caller's stack, 16-byte aligned, malloc only when it is full
+ * (heap set: the message is then freed with protobuf_c_message_free_unpacked(),
+ * whose calls rx_arena_free() ignores inside the buffer). Replaces a malloc
+ * and a free per reply.
+ */
+#define RX_ARENA_SIZE 512
+
+struct rx_arena {
+	uint8_t *buf;
+	size_t cap, used;
+	bool heap;
+};
+
+/* rx_arena_alloc -- ProtobufCAllocator.alloc: the next aligned piece, or malloc */
+static void *rx_arena_alloc(void *data, size_t size)
+{
+	struct rx_arena *a = data;
+	size_t at = (a->used + 15) & ~(size_t)15;
+	if (at <= a->cap && size <= a->cap - at) {
+		a->used = at + size;
+		return a->buf + at;
+	}
+	a->heap = true;
+	return malloc(size);
+}
+
+/* rx_arena_free -- ProtobufCAllocator.free: only what came from malloc */
+static void rx_arena_free(void *data, void *p)
+{
+	const struct rx_arena *a = data;
+	uintptr_t u = (uintptr_t)p, b = (uintptr_t)a->buf;
+	if (u >= b && u < b + a->cap)
+		return;
+	free(p);
 }
 
 void conn_op_free(struct conn_op *op)
@@ -139,6 +217,10 @@ void conn_delete(struct rdax_conn **cp)
 	for (struct conn_op *op = c->ops_head, *next; op; op = next) {
 		next = op->next;
 		conn_op_free(op);
+	}
+	for (struct conn_req *req = c->req_spare, *next; req; req = next) {
+		next = req->next_send;
+		free(req);
 	}
 	for (unsigned i = 0; i < c->cq_count; i++)
 		free(c->cq[(c->cq_head + i) % c->queue_depth].errmsg);
@@ -372,7 +454,7 @@ static void req_finish(struct rdax_conn *c, struct conn_req *req)
 		}
 	}
 	op->parts_left--;
-	req_free(req);
+	req_put(c, req);
 	if (op->all_issued && op->parts_left == 0)
 		op_finish(c, op);
 }
@@ -380,17 +462,65 @@ static void req_finish(struct rdax_conn *c, struct conn_req *req)
 /* req_new -- a request of @type whose header + @body (packed) is in req->buf */
 static struct conn_req *req_new(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *body)
 {
-	struct conn_req *req = calloc(1, sizeof(*req));
+	struct conn_req *req = req_alloc(c);
 	if (!req)
 		return NULL;
 	size_t size = protobuf_c_message_get_packed_size(body);
 	req->buf_len = FRAME_HEADER_SIZE + size;
 	req->buf = req->buf_len <= sizeof(req->inline_buf) ? req->inline_buf : malloc(req->buf_len);
 	if (!req->buf) {
-		free(req);
+		req_put(c, req);
 		return NULL;
 	}
 	protobuf_c_message_pack(body, req->buf + FRAME_HEADER_SIZE);
+	req->type = type;
+	return req;
+}
+
+/*
+ * The WRITE and READ requests are encoded by hand, as protobuf-c would
+ * encode them (proto/rdax.proto: handle = 1, offset = 2, then fsync or
+ * length = 3, all varints, in field order): sizing and packing them
+ * through protobuf-c's descriptors was ~400 instructions per request.
+ */
+
+/* varint_put -- @v as a varint at @p; returns its length (at most 10) */
+static size_t varint_put(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/*
+ * req_new_data -- a WRITE (@third: fsync, if @has_third) or READ (@third:
+ * length) request with its body encoded in the request's inline buffer
+ */
+static struct conn_req *req_new_data(struct rdax_conn *c, uint16_t type, uint32_t handle,
+				     uint64_t offset, uint32_t third, bool has_third)
+{
+	/* header + 3 keys + varints of 5, 10 and 5 bytes: 55 bytes at most */
+	_Static_assert(FRAME_HEADER_SIZE + 3 + 5 + 10 + 5 <= sizeof(((struct conn_req *)0)->inline_buf),
+		       "inline_buf holds a data request");
+	struct conn_req *req = req_alloc(c);
+	if (!req)
+		return NULL;
+	uint8_t *p = req->inline_buf + FRAME_HEADER_SIZE;
+	size_t n = 0;
+	p[n++] = 1 << 3; /* field 1, varint */
+	n += varint_put(p + n, handle);
+	p[n++] = 2 << 3;
+	n += varint_put(p + n, offset);
+	if (has_third) {
+		p[n++] = 3 << 3;
+		n += varint_put(p + n, third);
+	}
+	req->buf = req->inline_buf;
+	req->buf_len = FRAME_HEADER_SIZE + n;
 	req->type = type;
 	return req;
 }
@@ -454,7 +584,7 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 
 	switch (op->kind) {
 	case OP_CONTROL:
-		req = calloc(1, sizeof(*req));
+		req = req_alloc(c);
 		if (!req)
 			return -ENOMEM;
 		req->buf = op->ctl_frame;
@@ -474,19 +604,16 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 		}
 		if (op_direct(c, op)) {
 			/* one-sided: no frame; a durable write ends with an FSYNC of the range */
-			req = calloc(1, sizeof(*req));
+			req = req_alloc(c);
 			if (!req)
 				return -ENOMEM;
 			req->type = FRAME_WRITE;
 			req->direct = true;
 			req->offset = op->offset + op->issued;
 		} else {
-			Rdax__WriteRequest w = RDAX__WRITE_REQUEST__INIT;
-			w.handle = handle;
-			w.offset = op->offset + op->issued;
-			w.has_fsync = op->durable;
-			w.fsync = op->durable && op->length <= c->max_payload;
-			req = req_new(c, FRAME_WRITE, &w.base);
+			/* WriteRequest: fsync present for a durable write, true if one request */
+			req = req_new_data(c, FRAME_WRITE, handle, op->offset + op->issued,
+					   op->durable && op->length <= c->max_payload, op->durable);
 			if (!req)
 				return -ENOMEM;
 		}
@@ -503,18 +630,14 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 		break;
 	case OP_READ: {
 		if (op_direct(c, op)) {
-			req = calloc(1, sizeof(*req));
+			req = req_alloc(c);
 			if (!req)
 				return -ENOMEM;
 			req->type = FRAME_READ;
 			req->direct = true;
 			req->offset = op->offset + op->issued;
 		} else {
-			Rdax__ReadRequest r = RDAX__READ_REQUEST__INIT;
-			r.handle = handle;
-			r.offset = op->offset + op->issued;
-			r.length = n;
-			req = req_new(c, FRAME_READ, &r.base);
+			req = req_new_data(c, FRAME_READ, handle, op->offset + op->issued, n, true);
 			if (!req)
 				return -ENOMEM;
 		}
@@ -939,13 +1062,77 @@ static void reply_done(struct rdax_conn *c, struct conn_req *req)
 		req_finish(c, req);
 }
 
+/*
+ * reply_plain_ok -- is @b (@len bytes) a data reply of type @base in the
+ * plain success form: Status {code = 0} alone -- 0a 02 08 00, the bytes
+ * protobuf-c packs it to, and the body rdaxd sends for every status-only
+ * success -- optionally followed by written_back (field 2, varint) for a
+ * WRITE or FSYNC? Then *wb and *has_wb hold written_back and no unpacking is
+ * needed (that was ~700 instructions a reply); anything else is unpacked.
+ */
+static bool reply_plain_ok(const uint8_t *b, uint32_t len, uint16_t base, uint64_t *wb,
+			   bool *has_wb)
+{
+	static const uint8_t ok[] = {0x0a, 0x02, 0x08, 0x00};
+	if (len < sizeof(ok) || memcmp(b, ok, sizeof(ok)) != 0)
+		return false;
+	*has_wb = false;
+	if (len == sizeof(ok))
+		return true;
+	if ((base != FRAME_WRITE && base != FRAME_FSYNC) || b[sizeof(ok)] != (2 << 3))
+		return false;
+	uint64_t v = 0;
+	for (uint32_t i = sizeof(ok) + 1, shift = 0; i < len && shift < 63; i++, shift += 7) {
+		v |= (uint64_t)(b[i] & 0x7f) << shift;
+		if (!(b[i] & 0x80)) {
+			if (i + 1 != len)
+				return false;
+			*wb = v;
+			*has_wb = true;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* reply_drop -- free an unpacked reply: nothing to do for one wholly in the arena */
+static void reply_drop(ProtobufCMessage *msg, ProtobufCAllocator *alloc, const struct rx_arena *a)
+{
+	if (!alloc || a->heap)
+		protobuf_c_message_free_unpacked(msg, alloc);
+}
+
 /* rx_body -- unpack a complete reply body and record it in its request; 0 or the broken code */
 static int rx_body(struct rdax_conn *c)
 {
 	struct conn_req *req = c->rx_req;
 	uint16_t base = c->rx_type;
+	/* a control reply is kept (req->reply): only data replies use the arena */
+	bool keep = !req || req->op->kind == OP_CONTROL;
+	uint64_t wb = 0;
+	bool has_wb;
+	if (!keep && base != 0 && reply_plain_ok(c->rx_body, c->rx_body_len, base, &wb, &has_wb)) {
+		if (base == FRAME_READ && c->rx_payload_len != req->read_len)
+			return conn_break(c, -RDAX_E_PROTOCOL,
+					  "%s sent %u bytes for a read of %u (request %llu)",
+					  c->peer, c->rx_payload_len, req->read_len,
+					  (unsigned long long)c->rx_id);
+		req->status = 0;
+		if (has_wb)
+			req->written_back = wb;
+		if (c->rx_payload_len)
+			return 0; /* the data follows */
+		c->rx_req = NULL;
+		reply_done(c, req);
+		return 0;
+	}
+	_Alignas(16) uint8_t arena_buf[RX_ARENA_SIZE];
+	struct rx_arena arena = {.buf = arena_buf, .cap = sizeof(arena_buf)};
+	ProtobufCAllocator arena_alloc = {
+	    .alloc = rx_arena_alloc, .free = rx_arena_free, .allocator_data = &arena};
+	ProtobufCAllocator *alloc = keep ? NULL : &arena_alloc;
 	ProtobufCMessage *msg =
-	    protobuf_c_message_unpack(reply_desc[base], NULL, c->rx_body_len, c->rx_body);
+	    protobuf_c_message_unpack(reply_desc[base], alloc, c->rx_body_len, c->rx_body);
 	if (!msg)
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent a malformed %s reply body (%u bytes, request %llu)",
@@ -964,18 +1151,18 @@ static int rx_body(struct rdax_conn *c)
 		if (!req) {
 			int ret = conn_break(c, code, "%s closed the connection: %s", c->peer,
 					     text ? text : rdax_strerror(code));
-			protobuf_c_message_free_unpacked(msg, NULL);
+			reply_drop(msg, alloc, &arena);
 			return ret;
 		}
 	}
 	if (base == FRAME_READ && code && c->rx_payload_len) {
-		protobuf_c_message_free_unpacked(msg, NULL);
+		reply_drop(msg, alloc, &arena);
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent data with a failed read reply (request %llu)", c->peer,
 				  (unsigned long long)c->rx_id);
 	}
 	if (base == FRAME_READ && !code && c->rx_payload_len != req->read_len) {
-		protobuf_c_message_free_unpacked(msg, NULL);
+		reply_drop(msg, alloc, &arena);
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent %u bytes for a read of %u (request %llu)", c->peer,
 				  c->rx_payload_len, req->read_len, (unsigned long long)c->rx_id);
@@ -990,7 +1177,7 @@ static int rx_body(struct rdax_conn *c)
 	if (!code && req->op->kind == OP_CONTROL)
 		req->reply = msg;
 	else
-		protobuf_c_message_free_unpacked(msg, NULL);
+		reply_drop(msg, alloc, &arena);
 
 	if (c->rx_payload_len)
 		return 0; /* the data follows */

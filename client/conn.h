@@ -166,6 +166,8 @@ struct rdax_conn {
 	struct conn_req *inflight_head, *inflight_tail;
 	unsigned ninflight; /* requests not finished */
 	uint64_t inflight_bytes;
+	struct conn_req *req_spare; /* finished requests kept for reuse (next_send) */
+	unsigned nreq_spare;
 
 	/* receiving */
 	enum conn_rx_state rx_state;

@@ -22,6 +22,12 @@
 #define CONN_READ_BUDGET 16
 /* flush/dispatch rounds per loop iteration before the loop polls again */
 #define CONN_FLUSH_ROUNDS 16
+/*
+ * Sent reply structures kept for reuse per connection, instead of a calloc
+ * and a free per reply: enough for a client with 32 writes in flight and
+ * their replies queued twice over.
+ */
+#define CONN_SPARE_REPLIES 64
 
 enum conn_rstate { RS_HEADER, RS_BODY, RS_PAYLOAD };
 
@@ -55,6 +61,8 @@ struct conn_tcp {
 
 	/* output */
 	struct conn_reply *out_head, *out_tail;
+	struct conn_reply *spare; /* sent replies kept for reuse (next), CONN_SPARE_REPLIES at most */
+	unsigned nspare;
 	unsigned out_count;
 	unsigned out_reads; /* queued replies with a READ payload */
 	size_t out_body;
@@ -84,14 +92,38 @@ static void flush_add(struct conn_tcp *c)
 	c->set->flush = c;
 }
 
+/* reply_get -- a zeroed reply structure: a spare one, or calloc'd; NULL if out of memory */
+static struct conn_reply *reply_get(struct conn_tcp *c)
+{
+	struct conn_reply *cr = c->spare;
+	if (!cr)
+		return calloc(1, sizeof(*cr));
+	c->spare = cr->next;
+	c->nspare--;
+	memset(cr, 0, sizeof(*cr));
+	return cr;
+}
+
+/* reply_put -- release @cr's reply and keep the structure for reuse (or free it) */
+static void reply_put(struct conn_tcp *c, struct conn_reply *cr)
+{
+	dispatch_reply_release(c->session, &cr->r);
+	if (c->nspare >= CONN_SPARE_REPLIES) {
+		free(cr);
+		return;
+	}
+	cr->next = c->spare;
+	c->spare = cr;
+	c->nspare++;
+}
+
 /* replies_drop -- release every queued reply (sent or not) */
 static void replies_drop(struct conn_tcp *c)
 {
 	struct conn_reply *r = c->out_head;
 	while (r) {
 		struct conn_reply *next = r->next;
-		dispatch_reply_release(c->session, &r->r);
-		free(r);
+		reply_put(c, r);
 		r = next;
 	}
 	c->out_head = c->out_tail = NULL;
@@ -132,6 +164,11 @@ static void conn_free(struct conn_tcp *c)
 		c->next->prev = c->prev;
 	set->nconns--;
 	set->closed++;
+	while (c->spare) {
+		struct conn_reply *cr = c->spare;
+		c->spare = cr->next;
+		free(cr);
+	}
 	free(c->in);
 	free(c);
 }
@@ -155,7 +192,7 @@ static void queue_reply(struct conn_tcp *c, struct dispatch_reply *r)
 		dispatch_reply_release(c->session, r);
 		return;
 	}
-	struct conn_reply *cr = calloc(1, sizeof(*cr));
+	struct conn_reply *cr = reply_get(c);
 	if (!cr) {
 		dispatch_reply_release(c->session, r);
 		LOG_ERROR("%s: out of memory for a reply; closing", c->peer);
@@ -252,8 +289,7 @@ static bool conn_flush(struct conn_tcp *c)
 			c->out_body -= cr->r.body_len;
 			if (cr->r.payload_len)
 				c->out_reads--;
-			dispatch_reply_release(c->session, &cr->r);
-			free(cr);
+			reply_put(c, cr);
 			freed = true;
 		}
 	}

@@ -39,13 +39,13 @@ install(FILES ${PROJECT_SOURCE_DIR}/deploy/rdaxd.conf.example
 	DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/rdax RENAME rdaxd.conf)
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/rdaxd.conf.example DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-# tests/unit/test_config.c, test_dispatch.c and test_fsync_inline.c are globbed by tests/unit like every
+# tests/unit/test_config.c, test_dispatch*.c and test_fsync_inline.c are globbed by tests/unit like every
 # unit test (one cmocka binary each, linked with rdax_engine); they also need
 # rdaxd_core. tests/ is added after daemon/, so link them once the top-level
 # directory is done, when the targets exist.
 if(BUILD_TESTS)
 	function(rdaxd_link_unit_tests)
-		foreach(t test_config test_dispatch test_fsync_inline)
+		foreach(t test_config test_dispatch test_dispatch_plain test_fsync_inline)
 			if(TARGET ${t})
 				target_link_libraries(${t} PRIVATE rdaxd_core)
 			endif()

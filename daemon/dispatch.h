@@ -98,13 +98,19 @@ struct dispatch_env {
 struct dispatch_reply {
 	uint16_t type; /* the request's type | FRAME_REPLY (FRAME_REPLY alone: bad header) */
 	uint64_t request_id;
-	uint8_t *body; /* malloc'd */
+	uint8_t *body; /* malloc'd, or shared (body_static) */
 	uint32_t body_len;
 	const uint8_t *payload; /* READ: inside the volume mapping */
 	uint32_t payload_len;
 	uint32_t hold;	       /* handle held until the reply is sent (0: none) */
 	struct volume *volume; /* READ: the volume read ... */
 	uint64_t offset;       /* ... and where, for write-after-read ordering */
+	/*
+	 * body is a shared constant (the status-only success reply, packed
+	 * once), never written to: dispatch_reply_release() does not free it.
+	 * Transports only read body and release replies, so they need not care.
+	 */
+	bool body_static;
 };
 
 enum dispatch_action {
