@@ -9,6 +9,8 @@
 #ifndef RDAX_ERRORS_H
 #define RDAX_ERRORS_H
 
+#include <stddef.h>
+
 enum rdax_error {
 	RDAX_E_FIRST = 4096,
 	RDAX_E_NOT_RDAX = RDAX_E_FIRST, /* no rdax superblock: not formatted */
@@ -23,5 +25,13 @@ enum rdax_error {
 
 /* rdax_strerror -- message for a code returned by an rdax function (sign ignored) */
 const char *rdax_strerror(int code);
+
+/*
+ * rdax_seterr -- format a message into the caller's buffer @err of @errlen
+ * bytes (the "char *err, size_t errlen" pair of functions that explain
+ * their failures); does nothing if @err is NULL or @errlen is 0
+ */
+void rdax_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

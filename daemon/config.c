@@ -40,19 +40,6 @@ static const char *const key_names[KEY_COUNT] = {
     [KEY_CONFIG] = "config",	     [KEY_FORMAT] = "format",
 };
 
-/* seterr -- format one error line into @err (may be NULL) */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 void config_init(struct config *c)
 {
 	memset(c, 0, sizeof(*c));
@@ -165,7 +152,7 @@ int config_parse_namespace(const char *spec, struct config_namespace *out, char 
 	char *save = NULL;
 	char *path = strtok_r(copy, ",", &save);
 	if (!path || spec[0] == ',') {
-		seterr(err, errlen, "'%s': no path (PATH[,size=SIZE][,mode=auto|sim])", spec);
+		rdax_seterr(err, errlen, "'%s': no path (PATH[,size=SIZE][,mode=auto|sim])", spec);
 		goto err_free_copy;
 	}
 	for (char *opt = strtok_r(NULL, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
@@ -174,27 +161,29 @@ int config_parse_namespace(const char *spec, struct config_namespace *out, char 
 			if (r == 0 && ns.size == 0)
 				r = -EINVAL;
 			if (r) {
-				seterr(err, errlen,
-				       "'%s': size '%s' is not a size (a number with an optional "
-				       "K/M/G/T suffix)",
-				       spec, opt + 5);
+				rdax_seterr(
+				    err, errlen,
+				    "'%s': size '%s' is not a size (a number with an optional "
+				    "K/M/G/T suffix)",
+				    spec, opt + 5);
 				goto err_free_copy;
 			}
 			if (ns.size < NS_MIN_SIZE) {
-				seterr(err, errlen,
-				       "'%s': size %" PRIu64 " is below the minimum %lluM", spec,
-				       ns.size, NS_MIN_SIZE >> 20);
+				rdax_seterr(err, errlen,
+					    "'%s': size %" PRIu64 " is below the minimum %lluM",
+					    spec, ns.size, NS_MIN_SIZE >> 20);
 				goto err_free_copy;
 			}
 		} else if (strncmp(opt, "mode=", 5) == 0) {
 			if (persist_mode_parse(opt + 5, &ns.mode)) {
-				seterr(err, errlen, "'%s': mode '%s' is not auto or sim", spec,
-				       opt + 5);
+				rdax_seterr(err, errlen, "'%s': mode '%s' is not auto or sim", spec,
+					    opt + 5);
 				goto err_free_copy;
 			}
 		} else {
-			seterr(err, errlen, "'%s': unknown option '%s' (size=SIZE, mode=auto|sim)",
-			       spec, opt);
+			rdax_seterr(err, errlen,
+				    "'%s': unknown option '%s' (size=SIZE, mode=auto|sim)", spec,
+				    opt);
 			goto err_free_copy;
 		}
 	}
@@ -220,13 +209,13 @@ static int parse_listen_unix(const char *uri, const char *rest, struct config_li
 	size_t plen = q ? (size_t)(q - rest) : strlen(rest);
 	unsigned long mode = CONFIG_NBD_UNIX_MODE;
 	if (plen < 2 || rest[0] != '/') {
-		seterr(err, errlen, "'%s': not of the form nbd+unix:///PATH (an absolute path)",
-		       uri);
+		rdax_seterr(err, errlen,
+			    "'%s': not of the form nbd+unix:///PATH (an absolute path)", uri);
 		return -EINVAL;
 	}
 	/* sun_path holds 108 bytes with the terminating NUL */
 	if (plen > 107) {
-		seterr(err, errlen, "'%s': socket path longer than 107 bytes", uri);
+		rdax_seterr(err, errlen, "'%s': socket path longer than 107 bytes", uri);
 		return -EINVAL;
 	}
 	if (q) {
@@ -239,9 +228,10 @@ static int parse_listen_unix(const char *uri, const char *rest, struct config_li
 			ok = errno == 0 && *end == '\0' && mode <= 0777;
 		}
 		if (!ok) {
-			seterr(err, errlen,
-			       "'%s': the only option is ?mode=OCTAL (file mode, e.g. mode=0660)",
-			       uri);
+			rdax_seterr(
+			    err, errlen,
+			    "'%s': the only option is ?mode=OCTAL (file mode, e.g. mode=0660)",
+			    uri);
 			return -EINVAL;
 		}
 	}
@@ -283,12 +273,12 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 	if (!scheme) {
 		const char *sep = strstr(uri, "://");
 		if (sep)
-			seterr(err, errlen,
-			       "'%s': transport '%.*s' is not supported (tcp://, rdma://, "
-			       "nbd://, nbd+unix://)",
-			       uri, (int)(sep - uri), uri);
+			rdax_seterr(err, errlen,
+				    "'%s': transport '%.*s' is not supported (tcp://, rdma://, "
+				    "nbd://, nbd+unix://)",
+				    uri, (int)(sep - uri), uri);
 		else
-			seterr(err, errlen, "'%s': not of the form tcp://HOST:PORT", uri);
+			rdax_seterr(err, errlen, "'%s': not of the form tcp://HOST:PORT", uri);
 		return -EINVAL;
 	}
 	if (kind == CONFIG_LISTEN_NBD_UNIX)
@@ -298,31 +288,35 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 		host_start = hp + 1;
 		host_end = strchr(host_start, ']');
 		if (!host_end || host_end[1] != ':') {
-			seterr(err, errlen, "'%s': not of the form %s[IPV6]:PORT", uri, scheme);
+			rdax_seterr(err, errlen, "'%s': not of the form %s[IPV6]:PORT", uri,
+				    scheme);
 			return -EINVAL;
 		}
 		port = host_end + 2;
 	} else {
 		host_end = strrchr(hp, ':');
 		if (!host_end) {
-			seterr(err, errlen, "'%s': no port (%sHOST:PORT)", uri, scheme);
+			rdax_seterr(err, errlen, "'%s': no port (%sHOST:PORT)", uri, scheme);
 			return -EINVAL;
 		}
 		if (memchr(hp, ':', (size_t)(host_end - hp))) {
-			seterr(err, errlen, "'%s': put an IPv6 address in brackets: %s[ADDR]:PORT",
-			       uri, scheme);
+			rdax_seterr(err, errlen,
+				    "'%s': put an IPv6 address in brackets: %s[ADDR]:PORT", uri,
+				    scheme);
 			return -EINVAL;
 		}
 		port = host_end + 1;
 	}
 	if (host_end == host_start) {
-		seterr(err, errlen, "'%s': no host (%sHOST:PORT, e.g. %s0.0.0.0:%d)", uri, scheme,
-		       scheme, kind == CONFIG_LISTEN_NBD ? 10809 : CONFIG_DEFAULT_PORT);
+		rdax_seterr(err, errlen, "'%s': no host (%sHOST:PORT, e.g. %s0.0.0.0:%d)", uri,
+			    scheme, scheme,
+			    kind == CONFIG_LISTEN_NBD ? 10809 : CONFIG_DEFAULT_PORT);
 		return -EINVAL;
 	}
 	unsigned long p;
 	if (parse_uint(port, 0, 65535, &p)) {
-		seterr(err, errlen, "'%s': port '%s' is not a number from 0 to 65535", uri, port);
+		rdax_seterr(err, errlen, "'%s': port '%s' is not a number from 0 to 65535", uri,
+			    port);
 		return -EINVAL;
 	}
 	struct config_listen l = {.port = (uint16_t)p, .kind = kind};
@@ -377,8 +371,8 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 	switch (key) {
 	case KEY_NAMESPACE: {
 		if (c->nnamespaces >= CONFIG_MAX_NAMESPACES) {
-			seterr(err, errlen, "%s%s: more than %d namespaces", from, name,
-			       CONFIG_MAX_NAMESPACES);
+			rdax_seterr(err, errlen, "%s%s: more than %d namespaces", from, name,
+				    CONFIG_MAX_NAMESPACES);
 			return -EINVAL;
 		}
 		struct config_namespace ns;
@@ -397,8 +391,8 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 	}
 	case KEY_LISTEN: {
 		if (c->nlistens >= CONFIG_MAX_LISTENS) {
-			seterr(err, errlen, "%s%s: more than %d listen addresses", from, name,
-			       CONFIG_MAX_LISTENS);
+			rdax_seterr(err, errlen, "%s%s: more than %d listen addresses", from, name,
+				    CONFIG_MAX_LISTENS);
 			return -EINVAL;
 		}
 		struct config_listen l;
@@ -416,16 +410,16 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 	}
 	case KEY_THREADS:
 		if (parse_uint(value, 1, CONFIG_MAX_THREADS, &n)) {
-			seterr(err, errlen, "%s%s '%s': not a number from 1 to %d", from, name,
-			       value, CONFIG_MAX_THREADS);
+			rdax_seterr(err, errlen, "%s%s '%s': not a number from 1 to %d", from, name,
+				    value, CONFIG_MAX_THREADS);
 			return -EINVAL;
 		}
 		c->threads = (unsigned)n;
 		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
-			seterr(err, errlen, "%s%s '%s': not one of error, warn, info, debug", from,
-			       name, value);
+			rdax_seterr(err, errlen, "%s%s '%s': not one of error, warn, info, debug",
+				    from, name, value);
 			return -EINVAL;
 		}
 		return 0;
@@ -435,15 +429,16 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		} else if (strcmp(value, "hammer") == 0) {
 			c->flush_mode = FLUSH_HAMMER;
 		} else {
-			seterr(err, errlen, "%s%s '%s': not tracked or hammer", from, name, value);
+			rdax_seterr(err, errlen, "%s%s '%s': not tracked or hammer", from, name,
+				    value);
 			return -EINVAL;
 		}
 		return 0;
 	case KEY_MAX_PAYLOAD:
 		ret = config_parse_size(value, &size);
 		if (ret || size < (1U << 20) || size > FRAME_MAX_PAYLOAD_LIMIT) {
-			seterr(err, errlen, "%s%s '%s': not a size from 1M to %uM", from, name,
-			       value, FRAME_MAX_PAYLOAD_LIMIT >> 20);
+			rdax_seterr(err, errlen, "%s%s '%s': not a size from 1M to %uM", from, name,
+				    value, FRAME_MAX_PAYLOAD_LIMIT >> 20);
 			return -EINVAL;
 		}
 		c->max_payload = (uint32_t)size;
@@ -453,7 +448,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 	case KEY_CONFIG:
 	case KEY_FORMAT:
 		if (*value == '\0') {
-			seterr(err, errlen, "%s%s: empty path", from, name);
+			rdax_seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
 		}
 		return replace_string(key == KEY_PIDFILE      ? &c->pidfile
@@ -468,7 +463,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 
 err_why:
 	if (ret == -EINVAL)
-		seterr(err, errlen, "%s%s %s", from, name, why);
+		rdax_seterr(err, errlen, "%s%s %s", from, name, why);
 	return ret;
 }
 
@@ -479,7 +474,7 @@ int config_set(struct config *c, const char *key, const char *value, const char 
 		return -EINVAL;
 	enum config_key k = key_lookup(key);
 	if (k == KEY_COUNT) {
-		seterr(err, errlen, "%sunknown setting '%s'", from, key);
+		rdax_seterr(err, errlen, "%sunknown setting '%s'", from, key);
 		return -EINVAL;
 	}
 	return apply_key(c, k, value, from, err, errlen);
@@ -514,7 +509,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 	FILE *f = fopen(path, "re");
 	if (!f) {
 		int ret = -errno;
-		seterr(err, errlen, "config file %s: %s", path, strerror(errno));
+		rdax_seterr(err, errlen, "config file %s: %s", path, strerror(errno));
 		return ret;
 	}
 	char *line = NULL;
@@ -531,7 +526,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 		snprintf(from, sizeof(from), "%s:%u: ", path, lineno);
 		char *eq = strchr(s, '=');
 		if (!eq) {
-			seterr(err, errlen, "%sexpected 'key = value', got '%s'", from, s);
+			rdax_seterr(err, errlen, "%sexpected 'key = value', got '%s'", from, s);
 			ret = -EINVAL;
 			break;
 		}
@@ -539,12 +534,12 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 		char *key = trim(s), *value = trim(eq + 1);
 		enum config_key k = key_lookup(key);
 		if (k == KEY_COUNT || k == KEY_CONFIG || k == KEY_FORMAT) {
-			seterr(err, errlen, "%sunknown setting '%s'", from, key);
+			rdax_seterr(err, errlen, "%sunknown setting '%s'", from, key);
 			ret = -EINVAL;
 			break;
 		}
 		if (*value == '\0') {
-			seterr(err, errlen, "%s%s: no value", from, key);
+			rdax_seterr(err, errlen, "%s%s: no value", from, key);
 			ret = -EINVAL;
 			break;
 		}
@@ -554,7 +549,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 	}
 	if (ret == 0 && ferror(f)) {
 		ret = -EIO;
-		seterr(err, errlen, "config file %s: read error", path);
+		rdax_seterr(err, errlen, "config file %s: read error", path);
 	}
 	free(line);
 	fclose(f);
@@ -594,14 +589,14 @@ static int walk_args(struct config *c, int argc, char *const argv[], bool apply,
 			continue;
 		}
 		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-			seterr(err, errlen, "unexpected argument '%s'", arg);
+			rdax_seterr(err, errlen, "unexpected argument '%s'", arg);
 			return -EINVAL;
 		}
 		const char *name = arg + 2, *eq = strchr(name, '=');
 		size_t len = eq ? (size_t)(eq - name) : strlen(name);
 		enum config_key k = flag_key(name, len);
 		if (k == KEY_COUNT) {
-			seterr(err, errlen, "unknown option '--%.*s'", (int)len, name);
+			rdax_seterr(err, errlen, "unknown option '--%.*s'", (int)len, name);
 			return -EINVAL;
 		}
 		const char *value;
@@ -610,7 +605,7 @@ static int walk_args(struct config *c, int argc, char *const argv[], bool apply,
 		} else if (i + 1 < argc) {
 			value = argv[++i];
 		} else {
-			seterr(err, errlen, "--%s needs a value", key_names[k]);
+			rdax_seterr(err, errlen, "--%s needs a value", key_names[k]);
 			return -EINVAL;
 		}
 		if (!apply && k == KEY_CONFIG) {
@@ -678,15 +673,16 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
 		    c->flush_mode != FLUSH_TRACKED) {
-			seterr(err, errlen,
-			       "--format takes only --force and --log-level (rdaxd --format PATH "
-			       "[--force])");
+			rdax_seterr(
+			    err, errlen,
+			    "--format takes only --force and --log-level (rdaxd --format PATH "
+			    "[--force])");
 			return -EINVAL;
 		}
 		return 0;
 	}
 	if (c->force) {
-		seterr(err, errlen, "--force only goes with --format PATH");
+		rdax_seterr(err, errlen, "--force only goes with --format PATH");
 		return -EINVAL;
 	}
 	if (c->threads == 0) {
@@ -708,9 +704,9 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		char *dir;
 		int ret = config_default_datadir(&dir);
 		if (ret == -ENOENT) {
-			seterr(err, errlen,
-			       "no --namespace given and no data directory (set HOME or "
-			       "RDAX_DATA_DIR)");
+			rdax_seterr(err, errlen,
+				    "no --namespace given and no data directory (set HOME or "
+				    "RDAX_DATA_DIR)");
 			return -EINVAL;
 		}
 		if (ret)
@@ -737,7 +733,7 @@ int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, s
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int ret = -errno;
-		seterr(err, errlen, "token file %s: %s", path, strerror(errno));
+		rdax_seterr(err, errlen, "token file %s: %s", path, strerror(errno));
 		return ret;
 	}
 	/* one byte more than allowed, plus "\r\n", tells "too long" from "at the limit" */
@@ -754,7 +750,7 @@ int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, s
 			continue;
 		if (r < 0) {
 			ret = -errno;
-			seterr(err, errlen, "token file %s: %s", path, strerror(errno));
+			rdax_seterr(err, errlen, "token file %s: %s", path, strerror(errno));
 			goto err_free;
 		}
 		if (r == 0)
@@ -765,12 +761,13 @@ int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, s
 		n--;
 	if (n == 0) {
 		ret = -EINVAL;
-		seterr(err, errlen, "token file %s is empty", path);
+		rdax_seterr(err, errlen, "token file %s is empty", path);
 		goto err_free;
 	}
 	if (n > CONFIG_TOKEN_MAX) {
 		ret = -RDAX_E_TOO_BIG;
-		seterr(err, errlen, "token file %s: longer than %d bytes", path, CONFIG_TOKEN_MAX);
+		rdax_seterr(err, errlen, "token file %s: longer than %d bytes", path,
+			    CONFIG_TOKEN_MAX);
 		goto err_free;
 	}
 	close(fd);

@@ -11,25 +11,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "errors.h"
 #include "log.h"
 #include "rdma_proto.h"
 
 #ifndef STATX_ATTR_DAX
 #define STATX_ATTR_DAX 0x00200000
 #endif
-
-/* seterr -- format one error line into @err */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* ns_is_fsdax -- is the namespace a file on a DAX filesystem? */
 static bool ns_is_fsdax(const struct ns *ns)
@@ -54,12 +42,13 @@ int rdma_dev_check_namespaces(const struct store *store, char *err, size_t errle
 		const struct ns *ns = store_namespace(store, i);
 		if (!ns_is_fsdax(ns))
 			continue;
-		seterr(err, errlen,
-		       "namespace %s is a file on a DAX filesystem (fsdax): Linux refuses to pin "
-		       "its pages for RDMA (ibv_reg_mr fails with EOPNOTSUPP), so it cannot be "
-		       "served over rdma://; use a devdax namespace (ndctl create-namespace -m "
-		       "devdax, then --namespace /dev/daxX.Y) or serve this one over tcp:// only",
-		       ns->path);
+		rdax_seterr(
+		    err, errlen,
+		    "namespace %s is a file on a DAX filesystem (fsdax): Linux refuses to pin "
+		    "its pages for RDMA (ibv_reg_mr fails with EOPNOTSUPP), so it cannot be "
+		    "served over rdma://; use a devdax namespace (ndctl create-namespace -m "
+		    "devdax, then --namespace /dev/daxX.Y) or serve this one over tcp:// only",
+		    ns->path);
 		return -EOPNOTSUPP;
 	}
 	return 0;
@@ -131,7 +120,7 @@ static int register_namespaces(struct rdma_dev *dev, struct store *store, char *
 	dev->nns = store_namespace_count(store);
 	dev->ns_mr = calloc(dev->nns ? dev->nns : 1, sizeof(*dev->ns_mr));
 	if (!dev->ns_mr) {
-		seterr(err, errlen, "out of memory");
+		rdax_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < dev->nns; i++) {
@@ -143,13 +132,14 @@ static int register_namespaces(struct rdma_dev *dev, struct store *store, char *
 		if (!dev->ns_mr[i]) {
 			int ret = -errno;
 			if (ret == -EOPNOTSUPP)
-				seterr(err, errlen,
-				       "rdma: cannot register namespace %s on %s: %s (a file on a "
-				       "DAX filesystem cannot be pinned for RDMA; use a devdax "
-				       "namespace)",
-				       ns->path, dev->name, strerror(-ret));
+				rdax_seterr(
+				    err, errlen,
+				    "rdma: cannot register namespace %s on %s: %s (a file on a "
+				    "DAX filesystem cannot be pinned for RDMA; use a devdax "
+				    "namespace)",
+				    ns->path, dev->name, strerror(-ret));
 			else
-				seterr(
+				rdax_seterr(
 				    err, errlen,
 				    "rdma: cannot register namespace %s (%zu bytes) on %s: %s%s",
 				    ns->path, p->size, dev->name, strerror(-ret),
@@ -177,27 +167,28 @@ static int setup_srq(struct rdma_dev *dev, const struct ibv_device_attr *da, cha
 	dev->srq = ibv_create_srq(dev->pd, &sa);
 	if (!dev->srq) {
 		int ret = -errno;
-		seterr(err, errlen, "rdma: ibv_create_srq(%u) on %s failed: %s", dev->nrx,
-		       dev->name, strerror(errno));
+		rdax_seterr(err, errlen, "rdma: ibv_create_srq(%u) on %s failed: %s", dev->nrx,
+			    dev->name, strerror(errno));
 		return ret;
 	}
 	size_t bytes = (size_t)dev->nrx * dev->msg_size;
 	if (posix_memalign((void **)&dev->rx_slab, 4096, bytes) != 0) {
 		dev->rx_slab = NULL;
-		seterr(err, errlen, "out of memory for %zu bytes of receive buffers", bytes);
+		rdax_seterr(err, errlen, "out of memory for %zu bytes of receive buffers", bytes);
 		return -ENOMEM;
 	}
 	memset(dev->rx_slab, 0, bytes);
 	dev->rx_mr = ibv_reg_mr(dev->pd, dev->rx_slab, bytes, IBV_ACCESS_LOCAL_WRITE);
 	if (!dev->rx_mr) {
 		int ret = -errno;
-		seterr(err, errlen, "rdma: cannot register %zu bytes of receive buffers on %s: %s",
-		       bytes, dev->name, strerror(errno));
+		rdax_seterr(err, errlen,
+			    "rdma: cannot register %zu bytes of receive buffers on %s: %s", bytes,
+			    dev->name, strerror(errno));
 		return ret;
 	}
 	uint64_t *ids = malloc(dev->nrx * sizeof(*ids));
 	if (!ids) {
-		seterr(err, errlen, "out of memory");
+		rdax_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	for (uint32_t i = 0; i < dev->nrx; i++)
@@ -214,7 +205,7 @@ int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev
 		return -EINVAL;
 	struct rdma_dev *dev = calloc(1, sizeof(*dev));
 	if (!dev) {
-		seterr(err, errlen, "out of memory");
+		rdax_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	int ret;
@@ -224,16 +215,17 @@ int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev
 	struct ibv_device_attr da;
 	ret = ibv_query_device(verbs, &da);
 	if (ret) {
-		seterr(err, errlen, "rdma: ibv_query_device(%s) failed: %s", dev->name,
-		       strerror(ret));
+		rdax_seterr(err, errlen, "rdma: ibv_query_device(%s) failed: %s", dev->name,
+			    strerror(ret));
 		ret = -ret;
 		goto err_delete;
 	}
 	if (!(da.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B)) {
-		seterr(err, errlen,
-		       "rdma: device %s has no type-2B memory windows, which rdaxd needs to give "
-		       "each connection access to exactly the volumes it opened",
-		       dev->name);
+		rdax_seterr(
+		    err, errlen,
+		    "rdma: device %s has no type-2B memory windows, which rdaxd needs to give "
+		    "each connection access to exactly the volumes it opened",
+		    dev->name);
 		ret = -EOPNOTSUPP;
 		goto err_delete;
 	}
@@ -244,8 +236,8 @@ int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev
 	dev->pd = ibv_alloc_pd(verbs);
 	if (!dev->pd) {
 		ret = -errno;
-		seterr(err, errlen, "rdma: ibv_alloc_pd(%s) failed: %s", dev->name,
-		       strerror(errno));
+		rdax_seterr(err, errlen, "rdma: ibv_alloc_pd(%s) failed: %s", dev->name,
+			    strerror(errno));
 		goto err_delete;
 	}
 	ret = setup_srq(dev, &da, err, errlen);

@@ -17,23 +17,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "log.h"
 
 /* accept() calls per readable event */
 #define SERVER_NBD_ACCEPT_BUDGET 64
-
-/* seterr -- format one error line into @err */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of an inet socket address */
 static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
@@ -227,8 +215,8 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 	struct addrinfo *res;
 	int gai = getaddrinfo(host, portstr, &hints, &res);
 	if (gai) {
-		seterr(err, errlen, "listen nbd://%s:%u: cannot resolve %s: %s", host, port, host,
-		       gai_strerror(gai));
+		rdax_seterr(err, errlen, "listen nbd://%s:%u: cannot resolve %s: %s", host, port,
+			    host, gai_strerror(gai));
 		return -EINVAL;
 	}
 	if (loopback_only) {
@@ -237,12 +225,13 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 				continue;
 			char a[64];
 			addr_string(ai->ai_addr, a, sizeof(a));
-			seterr(err, errlen,
-			       "listen nbd://%s:%u: NBD has no access token, and this daemon has "
-			       "--token-file: an nbd:// listener must be bound to a loopback "
-			       "address (127.0.0.1, [::1]), not %s; or use nbd+unix:///PATH "
-			       "(guarded by file permissions); see docs/nbd.md",
-			       host, port, a);
+			rdax_seterr(
+			    err, errlen,
+			    "listen nbd://%s:%u: NBD has no access token, and this daemon has "
+			    "--token-file: an nbd:// listener must be bound to a loopback "
+			    "address (127.0.0.1, [::1]), not %s; or use nbd+unix:///PATH "
+			    "(guarded by file permissions); see docs/nbd.md",
+			    host, port, a);
 			freeaddrinfo(res);
 			return -EACCES;
 		}
@@ -272,8 +261,8 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 	}
 	freeaddrinfo(res);
 	if (bound == 0) {
-		seterr(err, errlen, "listen nbd://%s:%u: %s", host, port,
-		       last ? strerror(-last) : "no address");
+		rdax_seterr(err, errlen, "listen nbd://%s:%u: %s", host, port,
+			    last ? strerror(-last) : "no address");
 		return last ? last : -EADDRNOTAVAIL;
 	}
 	return 0;
@@ -291,40 +280,41 @@ static int unix_clear_stale(const char *path, const struct sockaddr_un *sun, cha
 		int e = errno;
 		if (e == ENOENT)
 			return 0;
-		seterr(err, errlen, "listen nbd+unix://%s: %s", path, strerror(e));
+		rdax_seterr(err, errlen, "listen nbd+unix://%s: %s", path, strerror(e));
 		return -e;
 	}
 	if (!S_ISSOCK(st.st_mode)) {
-		seterr(err, errlen, "listen nbd+unix://%s: the path exists and is not a socket",
-		       path);
+		rdax_seterr(err, errlen,
+			    "listen nbd+unix://%s: the path exists and is not a socket", path);
 		return -EADDRINUSE;
 	}
 	int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (probe < 0) {
 		int e = errno;
-		seterr(err, errlen, "listen nbd+unix://%s: socket: %s", path, strerror(e));
+		rdax_seterr(err, errlen, "listen nbd+unix://%s: socket: %s", path, strerror(e));
 		return -e;
 	}
 	int r = connect(probe, (const struct sockaddr *)sun, sizeof(*sun));
 	int e = errno;
 	close(probe);
 	if (r == 0) {
-		seterr(err, errlen,
-		       "listen nbd+unix://%s: a live socket is there (another daemon?); not "
-		       "replacing it",
-		       path);
+		rdax_seterr(err, errlen,
+			    "listen nbd+unix://%s: a live socket is there (another daemon?); not "
+			    "replacing it",
+			    path);
 		return -EADDRINUSE;
 	}
 	if (e != ECONNREFUSED) {
-		seterr(err, errlen, "listen nbd+unix://%s: cannot tell whether it is stale: %s",
-		       path, strerror(e));
+		rdax_seterr(err, errlen,
+			    "listen nbd+unix://%s: cannot tell whether it is stale: %s", path,
+			    strerror(e));
 		return -e;
 	}
 	LOG_INFO("nbd+unix://%s: replacing a stale socket (nothing accepts on it)", path);
 	if (unlink(path) < 0 && errno != ENOENT) {
 		e = errno;
-		seterr(err, errlen, "listen nbd+unix://%s: remove the stale socket: %s", path,
-		       strerror(e));
+		rdax_seterr(err, errlen, "listen nbd+unix://%s: remove the stale socket: %s", path,
+			    strerror(e));
 		return -e;
 	}
 	return 0;
@@ -337,7 +327,7 @@ int server_nbd_listen_unix(struct server_nbd *s, const char *path, unsigned mode
 		return -EINVAL;
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sun.sun_path)) {
-		seterr(err, errlen, "listen nbd+unix://%s: path too long", path);
+		rdax_seterr(err, errlen, "listen nbd+unix://%s: path too long", path);
 		return -ENAMETOOLONG;
 	}
 	strcpy(sun.sun_path, path);
@@ -380,7 +370,7 @@ int server_nbd_listen_unix(struct server_nbd *s, const char *path, unsigned mode
 err_close:
 	close(fd);
 err_msg:
-	seterr(err, errlen, "listen nbd+unix://%s: %s", path, strerror(-ret));
+	rdax_seterr(err, errlen, "listen nbd+unix://%s: %s", path, strerror(-ret));
 	return ret;
 }
 

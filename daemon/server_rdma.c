@@ -11,21 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "log.h"
 #include "rdma_proto.h"
-
-/* seterr -- format one error line into @err */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of a socket address */
 static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
@@ -191,8 +179,8 @@ static int dev_add(struct server_rdma *s, struct ibv_context *verbs, char *err, 
 		if (d->verbs == verbs)
 			return 0;
 	if (s->nasyncs == sizeof(s->asyncs) / sizeof(s->asyncs[0])) {
-		seterr(err, errlen, "rdma: more than %u devices",
-		       (unsigned)(sizeof(s->asyncs) / sizeof(s->asyncs[0])));
+		rdax_seterr(err, errlen, "rdma: more than %u devices",
+			    (unsigned)(sizeof(s->asyncs) / sizeof(s->asyncs[0])));
 		return -ENOSPC;
 	}
 	struct rdma_dev *dev;
@@ -204,14 +192,14 @@ static int dev_add(struct server_rdma *s, struct ibv_context *verbs, char *err, 
 	for (unsigned i = 0; i < s->nworkers; i++) {
 		ret = conn_rdma_set_add_dev(s->sets[i], dev);
 		if (ret) {
-			seterr(err, errlen, "rdma: cannot serve device %s on worker %u: %s",
-			       dev->name, i, strerror(-ret));
+			rdax_seterr(err, errlen, "rdma: cannot serve device %s on worker %u: %s",
+				    dev->name, i, strerror(-ret));
 			return ret;
 		}
 	}
 	struct server_rdma_async *a = calloc(1, sizeof(*a));
 	if (!a) {
-		seterr(err, errlen, "out of memory");
+		rdax_seterr(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	a->dev = dev;
@@ -239,29 +227,29 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 	struct rdma_addrinfo *res;
 	if (rdma_getaddrinfo(host, portstr, &hints, &res)) {
 		ret = errno ? -errno : -EINVAL;
-		seterr(err, errlen, "listen rdma://%s:%u: cannot resolve %s: %s", host, port, host,
-		       strerror(-ret));
+		rdax_seterr(err, errlen, "listen rdma://%s:%u: cannot resolve %s: %s", host, port,
+			    host, strerror(-ret));
 		return ret;
 	}
 	struct rdma_cm_id *id;
 	if (rdma_create_id(s->ch, &id, s, RDMA_PS_TCP)) {
 		ret = -errno;
-		seterr(err, errlen, "listen rdma://%s:%u: rdma_create_id: %s", host, port,
-		       strerror(errno));
+		rdax_seterr(err, errlen, "listen rdma://%s:%u: rdma_create_id: %s", host, port,
+			    strerror(errno));
 		rdma_freeaddrinfo(res);
 		return ret;
 	}
 	if (rdma_bind_addr(id, res->ai_src_addr)) {
 		ret = -errno;
-		seterr(err, errlen, "listen rdma://%s:%u: %s%s", host, port, strerror(errno),
-		       errno == EADDRNOTAVAIL || errno == ENODEV
-			   ? " (no RDMA device has this address: see `rdma link`)"
-			   : "");
+		rdax_seterr(err, errlen, "listen rdma://%s:%u: %s%s", host, port, strerror(errno),
+			    errno == EADDRNOTAVAIL || errno == ENODEV
+				? " (no RDMA device has this address: see `rdma link`)"
+				: "");
 		goto err_destroy;
 	}
 	if (rdma_listen(id, SERVER_RDMA_BACKLOG)) {
 		ret = -errno;
-		seterr(err, errlen, "listen rdma://%s:%u: %s", host, port, strerror(errno));
+		rdax_seterr(err, errlen, "listen rdma://%s:%u: %s", host, port, strerror(errno));
 		goto err_destroy;
 	}
 	rdma_freeaddrinfo(res);
@@ -277,7 +265,8 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 			;
 		ret = 0;
 		if (n == 0) {
-			seterr(err, errlen, "listen rdma://%s:%u: no RDMA devices", host, port);
+			rdax_seterr(err, errlen, "listen rdma://%s:%u: no RDMA devices", host,
+				    port);
 			ret = -ENODEV;
 		}
 		for (int i = 0; i < n && ret == 0; i++)
@@ -290,7 +279,7 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 	    realloc(s->listeners, (s->nlisteners + 1) * sizeof(*s->listeners));
 	if (!a) {
 		ret = -ENOMEM;
-		seterr(err, errlen, "out of memory");
+		rdax_seterr(err, errlen, "out of memory");
 		goto err_destroy;
 	}
 	s->listeners = a;

@@ -15,23 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "log.h"
 
 /* accept() calls per readable event */
 #define SERVER_ACCEPT_BUDGET 64
-
-/* seterr -- format one error line into @err */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of a socket address */
 static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
@@ -187,8 +175,8 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 	struct addrinfo *res;
 	int gai = getaddrinfo(host, portstr, &hints, &res);
 	if (gai) {
-		seterr(err, errlen, "listen tcp://%s:%u: cannot resolve %s: %s", host, port, host,
-		       gai_strerror(gai));
+		rdax_seterr(err, errlen, "listen tcp://%s:%u: cannot resolve %s: %s", host, port,
+			    host, gai_strerror(gai));
 		return -EINVAL;
 	}
 	int bound = 0, last = 0;
@@ -228,8 +216,8 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 		s->listeners[i].io.data = &s->listeners[i];
 	}
 	if (bound == 0) {
-		seterr(err, errlen, "listen tcp://%s:%u: %s", host, port,
-		       last ? strerror(-last) : "no address");
+		rdax_seterr(err, errlen, "listen tcp://%s:%u: %s", host, port,
+			    last ? strerror(-last) : "no address");
 		return last ? last : -EADDRNOTAVAIL;
 	}
 	return 0;

@@ -16,19 +16,6 @@
 #include "errors.h"
 #include "log.h"
 
-/* seterr -- format one error line into @err (may be NULL) */
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || errlen == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 int store_new(struct store **out)
 {
 	if (!out)
@@ -89,37 +76,39 @@ static void open_error(int ret, const char *path, char *err, size_t errlen)
 {
 	switch (ret) {
 	case -RDAX_E_NOT_RDAX:
-		seterr(err, errlen,
-		       "namespace %s: not an rdax namespace (no rdax superblock); format it with "
-		       "rdaxd --format %s",
-		       path, path);
+		rdax_seterr(
+		    err, errlen,
+		    "namespace %s: not an rdax namespace (no rdax superblock); format it with "
+		    "rdaxd --format %s",
+		    path, path);
 		break;
 	case -RDAX_E_BAD_METADATA:
-		seterr(err, errlen,
-		       "namespace %s: its metadata fails its checks (see the log); it was left "
-		       "untouched. rdaxd --format %s --force reformats it and destroys its volumes",
-		       path, path);
+		rdax_seterr(
+		    err, errlen,
+		    "namespace %s: its metadata fails its checks (see the log); it was left "
+		    "untouched. rdaxd --format %s --force reformats it and destroys its volumes",
+		    path, path);
 		break;
 	case -RDAX_E_VERSION:
-		seterr(err, errlen,
-		       "namespace %s: written by an rdax version this rdaxd does not support; "
-		       "serve it with a matching rdaxd",
-		       path);
+		rdax_seterr(err, errlen,
+			    "namespace %s: written by an rdax version this rdaxd does not support; "
+			    "serve it with a matching rdaxd",
+			    path);
 		break;
 	case -EACCES:
 	case -EPERM:
-		seterr(err, errlen,
-		       "namespace %s: %s; run rdaxd as a user that may read and write it", path,
-		       strerror(-ret));
+		rdax_seterr(err, errlen,
+			    "namespace %s: %s; run rdaxd as a user that may read and write it",
+			    path, strerror(-ret));
 		break;
 	case -EINVAL:
-		seterr(err, errlen,
-		       "namespace %s: invalid argument (mode=sim needs a regular file; a "
-		       "namespace needs at least %llu MiB)",
-		       path, NS_MIN_SIZE >> 20);
+		rdax_seterr(err, errlen,
+			    "namespace %s: invalid argument (mode=sim needs a regular file; a "
+			    "namespace needs at least %llu MiB)",
+			    path, NS_MIN_SIZE >> 20);
 		break;
 	default:
-		seterr(err, errlen, "namespace %s: %s", path, rdax_strerror(ret));
+		rdax_seterr(err, errlen, "namespace %s: %s", path, rdax_strerror(ret));
 		break;
 	}
 }
@@ -178,18 +167,19 @@ static int check_unique(struct store *s, struct ns *ns, char *err, size_t errlen
 	unsigned n;
 	int ret = ns_list_all(ns, &vols, &n);
 	if (ret) {
-		seterr(err, errlen, "namespace %s: listing its volumes: %s", ns->path,
-		       rdax_strerror(ret));
+		rdax_seterr(err, errlen, "namespace %s: listing its volumes: %s", ns->path,
+			    rdax_strerror(ret));
 		return ret;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		int id = __store_find(s, vols[i].name, NULL);
 		if (id >= 0) {
-			seterr(err, errlen,
-			       "namespace %s: volume \"%s\" also exists in namespace %s; volume "
-			       "names must be unique across the daemon (serve the namespaces with "
-			       "separate daemons, or delete one of the volumes)",
-			       ns->path, vols[i].name, s->nss[id].ns->path);
+			rdax_seterr(
+			    err, errlen,
+			    "namespace %s: volume \"%s\" also exists in namespace %s; volume "
+			    "names must be unique across the daemon (serve the namespaces with "
+			    "separate daemons, or delete one of the volumes)",
+			    ns->path, vols[i].name, s->nss[id].ns->path);
 			ret = -EEXIST;
 			break;
 		}
@@ -212,7 +202,7 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 		ret = -errno;
 		if (ret != -ENOENT || create_size == 0) {
 			if (ret == -ENOENT)
-				seterr(
+				rdax_seterr(
 				    err, errlen,
 				    "namespace %s does not exist; add ,size=SIZE to create it as "
 				    "an emulated namespace (a file), or give a devdax device",
@@ -224,10 +214,11 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 		ret = ns_create(path, create_size, mode, id, &sn.ns);
 		if (ret) {
 			if (ret == -EEXIST)
-				seterr(err, errlen,
-				       "namespace %s appeared while it was being created; start "
-				       "again",
-				       path);
+				rdax_seterr(
+				    err, errlen,
+				    "namespace %s appeared while it was being created; start "
+				    "again",
+				    path);
 			else
 				open_error(ret, path, err, errlen);
 			return ret;
@@ -246,8 +237,8 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 	for (unsigned i = 0; i < s->count; i++) {
 		struct stat other;
 		if (stat(s->nss[i].ns->path, &other) == 0 && same_file(&st, &other)) {
-			seterr(err, errlen, "namespace %s is the same file as namespace %s", path,
-			       s->nss[i].ns->path);
+			rdax_seterr(err, errlen, "namespace %s is the same file as namespace %s",
+				    path, s->nss[i].ns->path);
 			ret = -EEXIST;
 			goto err_close_ns;
 		}
@@ -256,8 +247,9 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 	ret = lock_path(path, &sn.lock_fd);
 	if (ret) {
 		if (ret == -EBUSY)
-			seterr(err, errlen,
-			       "namespace %s is in use by another process (another rdaxd?)", path);
+			rdax_seterr(err, errlen,
+				    "namespace %s is in use by another process (another rdaxd?)",
+				    path);
 		else
 			open_error(ret, path, err, errlen);
 		goto err_close_ns;
@@ -278,7 +270,7 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 	struct store_ns *a = realloc(s->nss, (s->count + 1) * sizeof(*a));
 	if (!a) {
 		ret = -ENOMEM;
-		seterr(err, errlen, "namespace %s: out of memory", path);
+		rdax_seterr(err, errlen, "namespace %s: out of memory", path);
 		goto err_close_ns;
 	}
 	s->nss = a;
