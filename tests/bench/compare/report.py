@@ -180,6 +180,21 @@ def annotate_top(path, n, total):
     return top
 
 
+def steal_share(raw):
+    """Share of CPU time stolen by the hypervisor between two /proc/stat samples, or None."""
+    try:
+        with open(os.path.join(raw, "stat_start.txt")) as f:
+            a = [int(x) for x in f.read().split()[1:]]
+        with open(os.path.join(raw, "stat_rounds_end.txt")) as f:
+            b = [int(x) for x in f.read().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is inside user)
+    d = [y - x for x, y in zip(a[:8], b[:8])]
+    total = sum(d)
+    return d[7] / total if total > 0 and len(d) == 8 else None
+
+
 def cmd_callgrind(a):
     """Instructions per operation from the dumps of run.sh --callgrind."""
     res = {}
@@ -856,6 +871,13 @@ def cmd_report(a):
                  "%s, at their end: %s. Anything else running on these %s CPUs shows up in "
                  "the spread over the rounds and in the tails (p99)." % (
                      la[0], la[1], env.get("ncpu", "?")))
+    steal = steal_share(raw)
+    if steal is not None:
+        lines.append("- CPU time stolen by the hypervisor (/proc/stat `steal`) over the block-I/O "
+                     "rounds: %.0f%% of this VM's CPU time. A vCPU that sleeps between requests "
+                     "waits for the host to run it again; with a busy host that alone adds "
+                     "hundreds of microseconds to a round trip, to every system alike." % (
+                         100.0 * steal))
     lines.append("- Every export is written over completely (1 MiB writes) before it is "
                  "measured, so no measurement pays first-touch allocation.")
     for name, why in (("rdax_nbd", skipped(raw, "rdax_nbd")), ("engine_8g",

@@ -170,6 +170,7 @@ python3 "$here/report.py" env --profile "$profile" --seconds "$secs" --rounds "$
 	--size "$size" --repo "$here/../../.." --rdaxd "$rdaxd" >"$raw/env.json"
 
 cat /proc/loadavg >"$raw/loadavg_start.txt"
+head -1 /proc/stat >"$raw/stat_start.txt"
 
 # --- servers: all started, pinned and prefilled before any round --------------------
 log "rdax: starting rdaxd on $work/ns0 (mode=auto, PMEM_IS_PMEM_FORCE=1)"
@@ -283,6 +284,8 @@ for pid in "${pids[@]}"; do
 done
 pids=()
 rm -f "$work/ns0" "$work/disk.img"
+# CPU time the hypervisor took from this VM over the rounds (the report's steal figure)
+head -1 /proc/stat >"$raw/stat_rounds_end.txt"
 
 # --- callgrind: instructions per operation in each server (--callgrind) --------------
 # Each server runs under valgrind's callgrind, pinned as before; the client runs

@@ -1,20 +1,22 @@
 #!/bin/bash
-# fsync-inline.sh -- what a durable write would cost with its fsync run on the event loop
+# fsync-inline.sh -- a durable write with its fsync on the event loop (the default) vs the pool
 #
 #   tests/bench/compare/experiments/fsync-inline.sh --build DIR [--rounds N] [--seconds S]
 #
-# An experiment, not a change: it exports the committed tree (git archive
-# HEAD) into a temporary directory, makes rdaxd run the fsync of an NBD
-# FUA/FLUSH job (daemon/conn_nbd.c job_submit) and of a native FSYNC or
-# WRITE-with-fsync job (daemon/conn_tcp.c submit_job) on the event loop when
-# the environment variable EXP_INLINE is set, instead of handing it to the
-# fsync pool, and builds that rdaxd. Two daemons of that binary then run
-# side by side, A as committed (pool) and B with EXP_INLINE, pinned like the
-# benchmark; the QD1 shapes write, durable and wflush run against both,
-# interleaved A, B, A, B... for --rounds rounds, through cmp_native and
-# cmp_nbd from DIR (a build of tests/bench/compare). Prints the median p50
-# of each shape and mode, and the server's context switches per operation.
-# The work tree is left untouched.
+# Small range fsyncs (an NBD FUA write, a native WRITE with fsync or ranged
+# FSYNC, at most 64 KiB) run on the connection's event loop when the
+# volume's fsync lock is free (dispatch_fsync_try_inline(), daemon/dispatch.c);
+# before, every fsync went to the fsync pool thread and back. This
+# experiment measures what that saves: it exports the committed tree (git
+# archive HEAD) into a temporary directory, makes dispatch_fsync_try_inline()
+# decline every fsync when the environment variable EXP_POOL is set (so each
+# goes to the pool, as before), and builds that rdaxd. Two daemons of that
+# binary then run side by side, A with EXP_POOL (the pool) and B as committed
+# (inline), pinned like the benchmark; the QD1 shapes write, durable and
+# wflush run against both, interleaved A, B, A, B... for --rounds rounds,
+# through cmp_native and cmp_nbd from DIR (a build of tests/bench/compare).
+# Prints the median p50 of each shape and mode, and the server's context
+# switches per operation. The work tree is left untouched.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
 	--build) build=$(cd "$2" && pwd); shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--seconds) secs=$2; shift 2 ;;
-	*) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 done
 [ -n "$build" ] || { echo "fsync-inline.sh: --build DIR is required" >&2; exit 2; }
@@ -53,36 +55,11 @@ python3 - "$scratch" <<'EOF'
 import sys
 root = sys.argv[1]
 edits = {
-    "daemon/conn_nbd.c": ("""		c->parked = j;
-		return;
-	}
-	fsync_pool_submit(job_pool(j), &j->task);
-}""", """		c->parked = j;
-		return;
-	}
-	if (getenv("EXP_INLINE") && (j->kind == JOB_FUA || j->kind == JOB_FLUSH)) {
-		j->task.run(&j->task);
-		worker_post(j->task.owner, &j->task.done);
-		return;
-	}
-	fsync_pool_submit(job_pool(j), &j->task);
-}"""),
-    "daemon/conn_tcp.c": ("""		c->parked = job;
-		return;
-	}
-	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
-			  &job->task);
-}""", """		c->parked = job;
-		return;
-	}
-	if (getenv("EXP_INLINE") && job->pool == DISPATCH_POOL_FSYNC && !job->mod_volume) {
-		job->task.run(&job->task);
-		worker_post(job->task.owner, &job->task.done);
-		return;
-	}
-	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
-			  &job->task);
-}"""),
+    "daemon/dispatch.c": ("""	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
+		return false;""", """	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
+		return false;
+	if (getenv("EXP_POOL"))
+		return false;"""),
 }
 for path, (old, new) in edits.items():
     full = root + "/" + path
@@ -105,8 +82,8 @@ declare -A tcp nbd pid
 for mode in A B; do
 	tcp[$mode]=$(free_port)
 	nbd[$mode]=$(free_port)
-	if [ $mode = B ]; then
-		inline=(env EXP_INLINE=1)
+	if [ $mode = A ]; then
+		inline=(env EXP_POOL=1)
 	else
 		inline=(env)
 	fi
@@ -139,7 +116,7 @@ done
 python3 - "$data" "$rounds" <<'EOF'
 import json, statistics, sys
 data, rounds = sys.argv[1], int(sys.argv[2])
-print("A: fsync handed to the pool (as committed); B: run inline on the event loop")
+print("A: every fsync handed to the pool (as before); B: small ones inline (as committed)")
 print("%-7s %-8s %30s %30s" % ("client", "shape", "A p50 us / ctxsw per op",
                                "B p50 us / ctxsw per op"))
 for tool in ("native", "nbd"):
