@@ -431,13 +431,13 @@ static bool can_dispatch(struct conn_rdma *c)
 	return true;
 }
 
-/* job_done -- a pool job ran (worker thread, posted by the pool) */
-static void job_done(struct worker *w, struct worker_msg *m)
+/*
+ * job_complete -- a job has run: queue its reply. No kick: the caller (a
+ * pool completion, or the request processing itself for an inline fsync)
+ * decides what runs next.
+ */
+static void job_complete(struct conn_rdma *c, struct dispatch_job *job)
 {
-	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
-	struct dispatch_job *job =
-	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
-	struct conn_rdma *c = job->owner;
 	struct dispatch_out out;
 
 	c->jobs--;
@@ -450,10 +450,27 @@ static void job_done(struct worker *w, struct worker_msg *m)
 		c->closing = true;
 		c->why = "out of memory";
 	}
+}
+
+/* job_done -- a pool job ran (worker thread, posted by the pool) */
+static void job_done(struct worker *w, struct worker_msg *m)
+{
+	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
+	struct dispatch_job *job =
+	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	struct conn_rdma *c = job->owner;
+
+	job_complete(c, job);
 	conn_kick(c);
 }
 
-/* submit_job -- hand a job to its pool; its completion comes back to job_done */
+/*
+ * submit_job -- run a small range fsync right here when dispatch takes it
+ * (dispatch_job_try_inline: no hop to the pool and back), else hand the job
+ * to its pool, whose completion comes back to job_done. The write notices
+ * that arrived before the FSYNC were marked as they completed, before its
+ * message was processed, so the inline fsync covers them as the pool would.
+ */
 static void submit_job(struct conn_rdma *c, struct dispatch_job *job)
 {
 	const struct conn_rdma_shared *sh = c->set->shared;
@@ -463,6 +480,10 @@ static void submit_job(struct conn_rdma *c, struct dispatch_job *job)
 	c->jobs++;
 	if (job->ordered)
 		c->barrier++;
+	if (dispatch_job_try_inline(job)) {
+		job_complete(c, job);
+		return;
+	}
 	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? sh->pool_meta : sh->pool_fsync,
 			  &job->task);
 }
