@@ -129,4 +129,11 @@ bool rdma_tp_has_input(const struct rdma_tp *tp);
 /* rdma_tp_error -- the reason the connection failed, "" while it works */
 const char *rdma_tp_error(const struct rdma_tp *tp);
 
+/*
+ * rdma_tp_test_ignore_credits -- tests only: from now on rdma_tp_send()
+ * posts messages whether or not the daemon granted room for them, as a
+ * misbehaving client would (the daemon must close that connection alone)
+ */
+void rdma_tp_test_ignore_credits(struct rdma_tp *tp);
+
 #endif

@@ -35,6 +35,7 @@
 #include "harness.h"
 #include "librdax.h"
 #include "rdax.pb-c.h"
+#include "transport_rdma.h"
 #include "wire.h"
 
 #define VOL_SIZE (4ULL << 20)
@@ -267,6 +268,54 @@ static void hello__reports_the_persistence_method(void **state)
 	assert_int_equal(rdax_disconnect(&c), 0);
 }
 
+/*
+ * credits__client_beyond_its_window_is_closed -- a client that sends more
+ * messages than the daemon granted room for (and never reads a reply, so
+ * no grant reaches it) would take the shared receive queue's buffers from
+ * everyone: the daemon closes that connection, serves the bystander on, and
+ * gets every receive buffer back (teardown checks the count at shutdown)
+ */
+static void credits__client_beyond_its_window_is_closed(void **state)
+{
+	struct wconn a, b;
+	uint32_t hb;
+	static uint8_t p1[4096];
+	hx_pattern(p1, sizeof(p1), 11, 0);
+
+	client(&b);
+	assert_int_equal(wire_create(&b, "bystander", VOL_SIZE), 0);
+	assert_int_equal(wire_open(&b, "bystander", &hb, NULL), 0);
+
+	client(&a);
+	rdma_tp_test_ignore_credits(a.tp);
+	/* STAT of a handle it does not have: small, valid frames */
+	Rdax__StatRequest req = RDAX__STAT_REQUEST__INIT;
+	req.handle = 12345;
+	uint8_t body[32];
+	size_t blen = rdax__stat_request__pack(&req, body);
+	int ret = 0;
+	unsigned sent = 0;
+	/* far more than any window: the daemon grants at most its window per reply it can send */
+	while (sent < 4000 && (ret = wire_send_frame(&a, FRAME_STAT, sent + 1, body, blen, NULL,
+						     0)) == 0)
+		sent++;
+	fprintf(stderr, "sent %u messages beyond the credits before the connection failed (%d)\n",
+		sent, ret);
+	assert_true(ret < 0 || wire_eof(&a));
+	/* the daemon's reason (conn_rdma.c: handle_wc) */
+	assert_true(log_has("sent more than its credits allow") ||
+		    log_has("broke the credit rules"));
+	wire_close(&a);
+
+	/* the bystander is served */
+	assert_int_equal(wire_write(&b, hb, 0, p1, sizeof(p1), false), 0);
+	assert_int_equal(wire_fsync(&b, hb, 0, 0), 0);
+	static uint8_t got[4096];
+	assert_int_equal(wire_read(&b, hb, 0, sizeof(got), got), 0);
+	assert_memory_equal(got, p1, sizeof(p1));
+	wire_close(&b);
+}
+
 /* open_lib -- a librdax connection over RDMA with volume @name created and opened */
 static void open_lib(struct rdax_conn **c, struct rdax_volume **v, const char *name, bool create)
 {
@@ -425,6 +474,8 @@ int main(int argc, char **argv)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
 	    cmocka_unit_test_setup_teardown(hello__reports_the_persistence_method, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(credits__client_beyond_its_window_is_closed, setup,
 					    teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
