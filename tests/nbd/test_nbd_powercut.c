@@ -14,6 +14,12 @@
  *  - RDAX_FAULTS=skip-writeback: the fsync engine skips a write-back;
  *  - no FLUSH at all: unflushed writes do not survive the cut, so the
  *    check above is not passing by accident (data that survives anyway).
+ *
+ * The same with FUA writes and no FLUSH: each write is durable when it is
+ * acknowledged. These small range fsyncs run on the connection's loop
+ * (dispatch_fsync_try_inline), which the daemon's debug log shows: the test
+ * counts them, so it checks that path and not the pool's. Its control is
+ * skip-writeback again.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -37,13 +43,30 @@
  * cut_and_count -- the scenario; returns how many chunks are missing after
  * the power cut (0: all found).
  */
-static unsigned cut_and_count(const char *faults, bool flush, uint64_t seed)
+enum sync_how { SYNC_NONE, SYNC_FLUSH_OTHER_CONN, SYNC_FUA };
+
+/* count_lines -- lines of @path that contain @what */
+static unsigned count_lines(const char *path, const char *what)
+{
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	char line[1024];
+	unsigned n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+static unsigned cut_and_count(const char *faults, enum sync_how how, uint64_t seed)
 {
 	char dir[256], data_path[320], back[320], uri[128];
 	assert_int_equal(hx_tmpdir_make("nbd-cut", dir, sizeof(dir)), 0);
 	struct nt_daemon n;
 	memset(&n, 0, sizeof(n));
-	struct hx_daemon_opts o = {.ns_size = "64M", .mode = "sim", .faults = faults};
+	/* debug: the log names every fsync (fsync.c), inline ones as fsync_range_try */
+	struct hx_daemon_opts o = {
+	    .ns_size = "64M", .mode = "sim", .faults = faults, .log_level = "debug"};
 	assert_int_equal(nt_daemon_start(&n, dir, &o), 0);
 	assert_int_equal(nt_volume_create(&n, "cut", VOL_SIZE), 0);
 
@@ -59,13 +82,26 @@ static unsigned cut_and_count(const char *faults, bool flush, uint64_t seed)
 	snprintf(e_data, sizeof(e_data), "NT_DATA=%s", data_path);
 	snprintf(e_chunk, sizeof(e_chunk), "NT_CHUNK=%u", CHUNK);
 	snprintf(e_stride, sizeof(e_stride), "NT_STRIDE=%u", STRIDE);
-	const char *env[] = {e_uri, e_data, e_chunk, e_stride, flush ? "NT_FLUSH=1" : "NT_FLUSH=0",
+	const char *env[] = {e_uri,
+			     e_data,
+			     e_chunk,
+			     e_stride,
+			     how == SYNC_FLUSH_OTHER_CONN ? "NT_FLUSH=1" : "NT_FLUSH=0",
+			     how == SYNC_FUA ? "NT_FUA=1" : "NT_FUA=0",
 			     NULL};
 	struct hx_run r;
 	assert_int_equal(nt_nbdsh("scripts/multiconn.py", env, &r), 0);
 	assert_int_equal(r.status, 0);
-	assert_non_null(strstr(r.out, flush ? "FLUSHED" : "NOT FLUSHED"));
+	assert_non_null(strstr(r.out, how == SYNC_FUA		    ? "FUA WRITES"
+				      : how == SYNC_FLUSH_OTHER_CONN ? "FLUSHED"
+								     : "NOT FLUSHED"));
 	hx_run_free(&r);
+	if (how == SYNC_FUA) {
+		/* one write, one fsync of its range, each on the loop */
+		unsigned inline_fsyncs = count_lines(n.d.log_path, "fsync_range_try(volume=cut,");
+		printf("%u of %u FUA writes fsynced on the loop\n", inline_fsyncs, NCHUNKS);
+		assert_int_equal(inline_fsyncs, NCHUNKS);
+	}
 
 	/* the power cut, right after the FLUSH reply; then the same namespace again */
 	assert_int_equal(hx_daemon_kill(&n.d), 0);
@@ -85,8 +121,9 @@ static unsigned cut_and_count(const char *faults, bool flush, uint64_t seed)
 	for (unsigned i = 0; i < NCHUNKS; i++)
 		if (memcmp(img + (size_t)i * STRIDE, data + (size_t)i * CHUNK, CHUNK) != 0)
 			missing++;
-	printf("faults=%s flush=%d: %u of %u chunks missing after the cut\n",
-	       faults ? faults : "none", flush, missing, NCHUNKS);
+	static const char *const how_name[] = {"none", "flush on the other connection", "fua"};
+	printf("faults=%s sync=%s: %u of %u chunks missing after the cut\n",
+	       faults ? faults : "none", how_name[how], missing, NCHUNKS);
 	free(img);
 	free(data);
 	int ret = hx_daemon_stop(&n.d);
@@ -99,17 +136,27 @@ static unsigned cut_and_count(const char *faults, bool flush, uint64_t seed)
 
 static void multi_conn__flush_on_other_connection_survives_cut(void **state)
 {
-	assert_int_equal(cut_and_count(NULL, true, 1), 0);
+	assert_int_equal(cut_and_count(NULL, SYNC_FLUSH_OTHER_CONN, 1), 0);
 }
 
 static void multi_conn__control_skip_writeback_loses_data(void **state)
 {
-	assert_true(cut_and_count("skip-writeback", true, 2) > 0);
+	assert_true(cut_and_count("skip-writeback", SYNC_FLUSH_OTHER_CONN, 2) > 0);
 }
 
 static void multi_conn__control_no_flush_loses_data(void **state)
 {
-	assert_true(cut_and_count(NULL, false, 3) > 0);
+	assert_true(cut_and_count(NULL, SYNC_NONE, 3) > 0);
+}
+
+static void fua__every_acknowledged_write_survives_cut(void **state)
+{
+	assert_int_equal(cut_and_count(NULL, SYNC_FUA, 4), 0);
+}
+
+static void fua__control_skip_writeback_loses_data(void **state)
+{
+	assert_true(cut_and_count("skip-writeback", SYNC_FUA, 5) > 0);
 }
 
 int main(void)
@@ -119,6 +166,8 @@ int main(void)
 	    cmocka_unit_test(multi_conn__flush_on_other_connection_survives_cut),
 	    cmocka_unit_test(multi_conn__control_skip_writeback_loses_data),
 	    cmocka_unit_test(multi_conn__control_no_flush_loses_data),
+	    cmocka_unit_test(fua__every_acknowledged_write_survives_cut),
+	    cmocka_unit_test(fua__control_skip_writeback_loses_data),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
