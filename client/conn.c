@@ -76,6 +76,7 @@ int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
 	c->fd = -1;
 	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
 	c->timeout_ms = opts ? opts->timeout_ms : 0;
+	c->busy_poll_us = opts ? opts->busy_poll_us : 0;
 	c->max_body = FRAME_DEFAULT_MAX_BODY;
 	c->max_inflight_bytes = CONN_MIN_INFLIGHT_BYTES;
 	c->next_id = 1;
@@ -1247,6 +1248,28 @@ static int rdma_progress(struct rdax_conn *c)
 }
 
 /*
+ * busy_poll -- spin on the completion queue for up to c->busy_poll_us;
+ * true if anything came (completions, input, a failure): do not sleep
+ */
+static bool busy_poll(struct rdax_conn *c)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t end = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + c->busy_poll_us;
+	do {
+		int ret = rdma_tp_progress(c->rdma, rdma_done, c);
+		if (ret < 0) {
+			rdma_broken(c, ret);
+			return true;
+		}
+		if (ret > 0 || rdma_tp_has_input(c->rdma))
+			return true;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	} while ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 < end);
+	return false;
+}
+
+/*
  * conn_run -- send and receive until done(c, arg), the connection breaks, or
  * @timeout_ms passes (-1: no limit). Each turn makes requests while the
  * window has room, sends what the socket takes, receives what it has, and
@@ -1281,7 +1304,8 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			conn_break(c, -EIO, "internal error: waiting with nothing in flight");
 			continue;
 		}
-		if (c->rdma && (rdma_tp_has_input(c->rdma) || rdma_tp_arm(c->rdma, rdma_done, c))) {
+		if (c->rdma && (rdma_tp_has_input(c->rdma) || (c->busy_poll_us && busy_poll(c)) ||
+				rdma_tp_arm(c->rdma, rdma_done, c))) {
 			/* completions or bytes came meanwhile: no sleep */
 			try_rx = true;
 			continue;

@@ -131,6 +131,7 @@ struct rdax_conn_opts {
 	char *client_name;
 	int timeout_ms;
 	unsigned queue_depth;
+	unsigned busy_poll_us;
 };
 
 struct rdma_tp;
@@ -150,6 +151,7 @@ struct rdax_conn {
 	int timeout_ms;	       /* idle limit of a waiting call; 0: none */
 	int64_t last_activity; /* CLOCK_MONOTONIC ms of the last byte moved while waiting */
 	unsigned queue_depth;
+	unsigned busy_poll_us; /* rdma://: spin this long before sleeping (opts) */
 	uint64_t max_inflight_bytes;
 
 	/* operations */

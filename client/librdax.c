@@ -119,6 +119,14 @@ int rdax_conn_opts_set_timeout(struct rdax_conn_opts *opts, int timeout_ms)
 	return 0;
 }
 
+int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec)
+{
+	if (!opts || usec > RDAX_MAX_BUSY_POLL_US)
+		return -EINVAL;
+	opts->busy_poll_us = usec;
+	return 0;
+}
+
 int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth)
 {
 	if (!opts || depth == 0 || depth > RDAX_MAX_QUEUE_DEPTH)

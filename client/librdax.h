@@ -143,6 +143,17 @@ int rdax_conn_opts_set_timeout(struct rdax_conn_opts *opts, int timeout_ms);
  */
 int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
 
+/*
+ * rdax_conn_opts_set_busy_poll -- rdma:// only: a call that waits spins on
+ * the completion queue for up to @usec microseconds before it sleeps on the
+ * completion channel. Waking from that sleep costs a system call and a
+ * scheduler wake-up per reply; spinning trades a CPU for latency, as
+ * RDMA applications usually do. 0 (default): sleep at once. Ignored over
+ * tcp://. Returns 0, -EINVAL (NULL, > RDAX_MAX_BUSY_POLL_US).
+ */
+#define RDAX_MAX_BUSY_POLL_US 1000000U
+int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
+
 /* --- connections -------------------------------------------------------- */
 
 /*

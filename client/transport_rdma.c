@@ -448,8 +448,12 @@ static void handle_recv_wc(struct rdma_tp *tp, const struct ibv_wc *wc)
 	}
 	uint32_t grant = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
 	if (rdma_credits_received(&tp->cr, grant)) {
-		tp_fail(tp, -EPROTO, "the daemon broke the credit rules (grant %u)", grant);
-		return;
+		if (!tp->ignore_credits) {
+			tp_fail(tp, -EPROTO, "the daemon broke the credit rules (grant %u)", grant);
+			return;
+		}
+		/* (tests) sends beyond the window went uncounted: grants for them do not add up */
+		tp->cr.recv_unreturned++;
 	}
 	uint32_t idx = (uint32_t)(wc->wr_id & ~TP_WRID_RECV);
 	if (wc->byte_len == 0) {

@@ -76,6 +76,10 @@ static void rdax_conn_opts__checks_arguments(void **state)
 	assert_int_equal(rdax_conn_opts_set_queue_depth(o, 0), -EINVAL);
 	assert_int_equal(rdax_conn_opts_set_queue_depth(o, RDAX_MAX_QUEUE_DEPTH + 1), -EINVAL);
 	assert_int_equal(rdax_conn_opts_set_queue_depth(o, RDAX_MAX_QUEUE_DEPTH), 0);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(NULL, 10), -EINVAL);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(o, RDAX_MAX_BUSY_POLL_US + 1), -EINVAL);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(o, RDAX_MAX_BUSY_POLL_US), 0);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(o, 0), 0);
 	assert_int_equal(rdax_conn_opts_set_token_file(o, NULL), -EINVAL);
 	assert_int_equal(rdax_conn_opts_set_token_file(NULL, "x"), -EINVAL);
 	rdax_conn_opts_delete(&o);

@@ -299,7 +299,7 @@ static void credits__client_beyond_its_window_is_closed(void **state)
 	while (sent < 4000 && (ret = wire_send_frame(&a, FRAME_STAT, sent + 1, body, blen, NULL,
 						     0)) == 0)
 		sent++;
-	fprintf(stderr, "sent %u messages beyond the credits before the connection failed (%d)\n",
+	fprintf(stderr, "sent %u messages, credits ignored, before the connection failed (%d)\n",
 		sent, ret);
 	assert_true(ret < 0 || wire_eof(&a));
 	/* the daemon's reason (conn_rdma.c: handle_wc) */
@@ -361,6 +361,38 @@ static void order__fsync_behind_unacknowledged_writes_covers_them(void **state)
 	assert_int_equal(rdax_write(v, 3 * 4096 + 100, buf[0], 4096, 0), 0);
 	assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
 	assert_int_equal(wb, 2 * 4096);
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/*
+ * busy_poll__same_results -- a client that spins on its completion queue
+ * instead of sleeping (rdax_conn_opts_set_busy_poll) gets the same answers:
+ * durable writes, reads, an fsync that writes back exactly what was written
+ */
+static void busy_poll__same_results(void **state)
+{
+	struct rdax_conn_opts *o;
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	static uint8_t buf[CHUNK], got[CHUNK];
+	assert_int_equal(rdax_conn_opts_new(&o), 0);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(o, 2000), 0);
+	assert_int_equal(rdax_connect(T.d.url, o, &c), 0);
+	rdax_conn_opts_delete(&o);
+	assert_int_equal(rdax_volume_create(c, "spin", VOL_SIZE, RDAX_NAMESPACE_ANY), 0);
+	assert_int_equal(rdax_volume_open(c, "spin", &v), 0);
+	for (int i = 0; i < 8; i++) {
+		hx_pattern(buf, sizeof(buf), 21, (uint64_t)i * CHUNK);
+		assert_int_equal(rdax_write(v, (uint64_t)i * CHUNK, buf, sizeof(buf),
+					    i % 2 ? RDAX_WRITE_FSYNC : 0),
+				 0);
+		assert_int_equal(rdax_read(v, (uint64_t)i * CHUNK, got, sizeof(got)), 0);
+		assert_memory_equal(got, buf, sizeof(buf));
+	}
+	uint64_t wb = 0;
+	assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
+	assert_int_equal(wb, 4ULL * CHUNK); /* the writes without RDAX_WRITE_FSYNC */
 	assert_int_equal(rdax_volume_close(&v), 0);
 	assert_int_equal(rdax_disconnect(&c), 0);
 }
@@ -477,6 +509,7 @@ int main(int argc, char **argv)
 					    teardown),
 	    cmocka_unit_test_setup_teardown(credits__client_beyond_its_window_is_closed, setup,
 					    teardown),
+	    cmocka_unit_test_setup_teardown(busy_poll__same_results, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

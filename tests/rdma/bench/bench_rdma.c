@@ -13,7 +13,10 @@
  *    answered on the daemon's event loop) and an fsync of a clean page (the
  *    same plus the daemon's fsync path with nothing to write back);
  *  - 64 KiB write bandwidth: D asynchronous one-sided writes in flight, M MiB
- *    in all, then one fsync (MiB/s, the fsync included).
+ *    in all, then one fsync (MiB/s, the fsync included);
+ *  - the write+fsync and the STAT again on a connection that busy-polls
+ *    (rdax_conn_opts_set_busy_poll): what the client's sleep and wake-up
+ *    cost, since perftest polls.
  * Prints "name value" lines for tests/rdma/run-bench.sh, which runs perftest
  * beside it in the same VM boot and prints the ratios. Under emulation
  * (soft-RoCE in a TCG VM) only such ratios mean anything.
@@ -185,6 +188,37 @@ int main(int argc, char **argv)
 	double secs = (now_us() - t0) / 1e6;
 	/* MiB/s: perftest's "MB/sec" are 2^20 bytes */
 	printf("rdax_write_64k_bw_MiBps %.1f\n", total / secs / 1048576.0);
+
+	/* the same latencies with a client that spins instead of sleeping */
+	struct rdax_conn_opts *po;
+	struct rdax_conn *pc;
+	struct rdax_volume *pv;
+	if (rdax_conn_opts_new(&po) || rdax_conn_opts_set_busy_poll(po, 20000))
+		return 1;
+	if ((ret = rdax_connect(url, po, &pc)))
+		return die("connect (busy poll)", ret, NULL);
+	rdax_conn_opts_delete(&po);
+	if ((ret = rdax_volume_open(pc, "bench", &pv)))
+		return die("volume (busy poll)", ret, pc);
+	for (unsigned i = 0; i < iters; i++) {
+		double t1 = now_us();
+		ret = rdax_write(pv, (uint64_t)(i % 4096) * 4096, page, sizeof(page),
+				 RDAX_WRITE_FSYNC);
+		s[i] = now_us() - t1;
+		if (ret)
+			return die("write+fsync (busy poll)", ret, pc);
+	}
+	report("rdax_write_fsync_4k_poll", s, iters);
+	for (unsigned i = 0; i < iters; i++) {
+		double t1 = now_us();
+		ret = rdax_stat(pv, &st);
+		s[i] = now_us() - t1;
+		if (ret)
+			return die("stat (busy poll)", ret, pc);
+	}
+	report("rdax_stat_rpc_poll", s, iters);
+	rdax_volume_close(&pv);
+	rdax_disconnect(&pc);
 
 	free(buf);
 	free(s);
