@@ -20,6 +20,7 @@
 
 #include "frame.h"
 #include "log.h"
+#include "pb_arena.h"
 #include "rdax.pb-c.h"
 #include "transport_rdma.h"
 
@@ -146,44 +147,8 @@ static void req_put(struct rdax_conn *c, struct conn_req *req)
 	c->nreq_spare++;
 }
 
-/*
- * A bump allocator for protobuf_c_message_unpack() of data replies (WRITE,
- * READ, FSYNC), which are read and dropped at once: pieces come from a
- * buffer on the caller's stack, 16-byte aligned, malloc only when it is full
- * (heap set: the message is then freed with protobuf_c_message_free_unpacked(),
- * whose calls rx_arena_free() ignores inside the buffer). Replaces a malloc
- * and a free per reply.
- */
+/* Data replies (WRITE, READ, FSYNC) are read and dropped at once: unpacked in a pb_arena. */
 #define RX_ARENA_SIZE 512
-
-struct rx_arena {
-	uint8_t *buf;
-	size_t cap, used;
-	bool heap;
-};
-
-/* rx_arena_alloc -- ProtobufCAllocator.alloc: the next aligned piece, or malloc */
-static void *rx_arena_alloc(void *data, size_t size)
-{
-	struct rx_arena *a = data;
-	size_t at = (a->used + 15) & ~(size_t)15;
-	if (at <= a->cap && size <= a->cap - at) {
-		a->used = at + size;
-		return a->buf + at;
-	}
-	a->heap = true;
-	return malloc(size);
-}
-
-/* rx_arena_free -- ProtobufCAllocator.free: only what came from malloc */
-static void rx_arena_free(void *data, void *p)
-{
-	const struct rx_arena *a = data;
-	uintptr_t u = (uintptr_t)p, b = (uintptr_t)a->buf;
-	if (u >= b && u < b + a->cap)
-		return;
-	free(p);
-}
 
 void conn_op_free(struct conn_op *op)
 {
@@ -1096,11 +1061,13 @@ static bool reply_plain_ok(const uint8_t *b, uint32_t len, uint16_t base, uint64
 	return false;
 }
 
-/* reply_drop -- free an unpacked reply: nothing to do for one wholly in the arena */
-static void reply_drop(ProtobufCMessage *msg, ProtobufCAllocator *alloc, const struct rx_arena *a)
+/* reply_drop -- free an unpacked reply: in @a (may hold nothing to free) or, without, malloc'd */
+static void reply_drop(ProtobufCMessage *msg, struct pb_arena *a)
 {
-	if (!alloc || a->heap)
-		protobuf_c_message_free_unpacked(msg, alloc);
+	if (a)
+		pb_arena_drop(a, msg);
+	else
+		protobuf_c_message_free_unpacked(msg, NULL);
 }
 
 /* rx_body -- unpack a complete reply body and record it in its request; 0 or the broken code */
@@ -1128,10 +1095,10 @@ static int rx_body(struct rdax_conn *c)
 		return 0;
 	}
 	_Alignas(16) uint8_t arena_buf[RX_ARENA_SIZE];
-	struct rx_arena arena = {.buf = arena_buf, .cap = sizeof(arena_buf)};
-	ProtobufCAllocator arena_alloc = {
-	    .alloc = rx_arena_alloc, .free = rx_arena_free, .allocator_data = &arena};
-	ProtobufCAllocator *alloc = keep ? NULL : &arena_alloc;
+	struct pb_arena arena;
+	pb_arena_init(&arena, arena_buf, sizeof(arena_buf));
+	struct pb_arena *a = keep ? NULL : &arena;
+	ProtobufCAllocator *alloc = a ? &a->alloc : NULL;
 	ProtobufCMessage *msg =
 	    protobuf_c_message_unpack(reply_desc[base], alloc, c->rx_body_len, c->rx_body);
 	if (!msg)
@@ -1152,18 +1119,18 @@ static int rx_body(struct rdax_conn *c)
 		if (!req) {
 			int ret = conn_break(c, code, "%s closed the connection: %s", c->peer,
 					     text ? text : rdax_strerror(code));
-			reply_drop(msg, alloc, &arena);
+			reply_drop(msg, a);
 			return ret;
 		}
 	}
 	if (base == FRAME_READ && code && c->rx_payload_len) {
-		reply_drop(msg, alloc, &arena);
+		reply_drop(msg, a);
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent data with a failed read reply (request %llu)", c->peer,
 				  (unsigned long long)c->rx_id);
 	}
 	if (base == FRAME_READ && !code && c->rx_payload_len != req->read_len) {
-		reply_drop(msg, alloc, &arena);
+		reply_drop(msg, a);
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent %u bytes for a read of %u (request %llu)", c->peer,
 				  c->rx_payload_len, req->read_len, (unsigned long long)c->rx_id);
@@ -1178,7 +1145,7 @@ static int rx_body(struct rdax_conn *c)
 	if (!code && req->op->kind == OP_CONTROL)
 		req->reply = msg;
 	else
-		reply_drop(msg, alloc, &arena);
+		reply_drop(msg, a);
 
 	if (c->rx_payload_len)
 		return 0; /* the data follows */

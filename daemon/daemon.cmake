@@ -20,7 +20,7 @@ add_library(rdaxd_core STATIC
 	${CMAKE_CURRENT_LIST_DIR}/server_rdma.c)
 target_include_directories(rdaxd_core PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(rdaxd_core PUBLIC RDAX_VERSION="${PROJECT_VERSION}")
-target_link_libraries(rdaxd_core PUBLIC rdax_engine rdax_proto libev::libev Threads::Threads
+target_link_libraries(rdaxd_core PUBLIC rdax_engine rdax_proto rdax_pb libev::libev Threads::Threads
 	PkgConfig::RDMACM PkgConfig::IBVERBS)
 
 add_executable(rdaxd ${CMAKE_CURRENT_LIST_DIR}/rdaxd.c)

@@ -16,6 +16,7 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "pb_arena.h"
 #include "fsync.h"
 #include "log.h"
 #include "rdax.pb-c.h"
@@ -103,42 +104,6 @@ static struct job *job_of(struct dispatch_job *pub)
 static struct job *job_of_task(struct fsync_task *t)
 {
 	return job_of((struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task)));
-}
-
-/*
- * A bump allocator for protobuf_c_message_unpack(): allocations come from
- * buf, 16-byte aligned, until it is full, then from malloc (and heap is
- * set, so the message is freed with protobuf_c_message_free_unpacked(),
- * whose calls arena_free() ignores inside buf). Nothing in buf is freed:
- * it goes away with the request.
- */
-struct unpack_arena {
-	uint8_t *buf;
-	size_t cap, used;
-	bool heap;
-};
-
-/* arena_alloc -- ProtobufCAllocator.alloc: the next aligned piece of the arena, or malloc */
-static void *arena_alloc(void *data, size_t size)
-{
-	struct unpack_arena *a = data;
-	size_t at = (a->used + 15) & ~(size_t)15;
-	if (at <= a->cap && size <= a->cap - at) {
-		a->used = at + size;
-		return a->buf + at;
-	}
-	a->heap = true;
-	return malloc(size);
-}
-
-/* arena_free -- ProtobufCAllocator.free: only what came from malloc */
-static void arena_free(void *data, void *p)
-{
-	const struct unpack_arena *a = data;
-	uintptr_t u = (uintptr_t)p, b = (uintptr_t)a->buf;
-	if (u >= b && u < b + a->cap)
-		return;
-	free(p);
 }
 
 /*
@@ -1075,16 +1040,15 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 		return;
 	}
 	_Alignas(16) uint8_t arena_buf[UNPACK_ARENA_SIZE];
-	struct unpack_arena arena = {.buf = arena_buf, .cap = sizeof(arena_buf)};
-	ProtobufCAllocator alloc = {
-	    .alloc = arena_alloc, .free = arena_free, .allocator_data = &arena};
+	struct pb_arena arena;
+	pb_arena_init(&arena, arena_buf, sizeof(arena_buf));
 	union request req;
 	Rdax__WriteRequest plain_write;
 	Rdax__ReadRequest plain_read;
 	bool plain = body && decode_plain(h->type, body, h->body_len, &plain_write, &plain_read, &req);
 	if (!plain)
-		req.base = protobuf_c_message_unpack(request_desc[h->type], &alloc, h->body_len,
-						     body ? body : empty);
+		req.base = protobuf_c_message_unpack(request_desc[h->type], &arena.alloc,
+						     h->body_len, body ? body : empty);
 	if (!req.base) {
 		LOG_WARN("%s: %s request %" PRIu64 ": body of %" PRIu32
 			 " bytes does not decode; closing",
@@ -1114,8 +1078,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 		act(env, s, h, req, v, out);
 	}
 	/* nothing of the request is referred to after act(): names were copied */
-	if (!plain && arena.heap)
-		protobuf_c_message_free_unpacked(req.base, &alloc);
+	if (!plain)
+		pb_arena_drop(&arena, req.base);
 }
 
 void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
