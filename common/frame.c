@@ -2,52 +2,58 @@
 /* frame.c -- encode, decode and check the fixed frame header */
 #include "frame.h"
 
+#include <endian.h>
 #include <string.h>
 
 #include "errors.h"
 
+/*
+ * Little-endian fields at any alignment: memcpy of a host word plus
+ * htole/letoh, which compilers turn into one load or store each (this sits
+ * on every request and reply).
+ */
 static void put_le16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	v = htole16(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put_le32(uint8_t *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static void put_le64(uint8_t *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
 }
 
 static uint16_t get_le16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] | (p[1] << 8));
+	uint16_t v;
+	memcpy(&v, p, sizeof(v));
+	return le16toh(v);
 }
 
 static uint32_t get_le32(const uint8_t *p)
 {
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
+	uint32_t v;
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
 }
 
 static uint64_t get_le64(const uint8_t *p)
 {
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
 }
 
 void frame_header_encode(const struct frame_header *h, uint8_t buf[FRAME_HEADER_SIZE])
 {
-	memset(buf, 0, FRAME_HEADER_SIZE);
+	memset(buf + 24, 0, FRAME_HEADER_SIZE - 24); /* reserved */
 	put_le32(buf + 0, h->magic);
 	put_le16(buf + 4, h->version);
 	put_le16(buf + 6, h->type);
