@@ -27,6 +27,7 @@ enum config_key {
 	KEY_TOKEN_FILE,
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
+	KEY_RDMA_BUSY_POLL,
 	KEY_CONFIG, /* flag only */
 	KEY_FORMAT, /* flag only */
 	KEY_COUNT
@@ -38,6 +39,7 @@ static const char *const key_names[KEY_COUNT] = {
     [KEY_PIDFILE] = "pidfile",	     [KEY_TOKEN_FILE] = "token-file",
     [KEY_FLUSH_MODE] = "flush-mode", [KEY_MAX_PAYLOAD] = "max-payload",
     [KEY_CONFIG] = "config",	     [KEY_FORMAT] = "format",
+    [KEY_RDMA_BUSY_POLL] = "rdma-busy-poll",
 };
 
 void config_init(struct config *c)
@@ -416,6 +418,14 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		c->threads = (unsigned)n;
 		return 0;
+	case KEY_RDMA_BUSY_POLL:
+		if (parse_uint(value, 0, CONFIG_MAX_BUSY_POLL_US, &n)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not a number of microseconds from 0 to %d",
+				    from, name, value, CONFIG_MAX_BUSY_POLL_US);
+			return -EINVAL;
+		}
+		c->rdma_busy_poll_us = (unsigned)n;
+		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
 			rdax_seterr(err, errlen, "%s%s '%s': not one of error, warn, info, debug",
@@ -672,7 +682,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	if (c->format_path) {
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED) {
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -830,6 +840,10 @@ void config_usage(FILE *f)
 		"  --flush-mode MODE     tracked (default: write back what was written) or\n"
 		"                        hammer (write back the whole volume; a baseline)\n"
 		"  --max-payload SIZE    largest WRITE/READ per request (1M..%uM, default %uM)\n"
+		"  --rdma-busy-poll USEC after a completion, an rdma:// connection's loop\n"
+		"                        spins on its completion queue this long before it\n"
+		"                        sleeps again: lower latency for a busy CPU\n"
+		"                        (default 0: sleep at once)\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"

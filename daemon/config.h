@@ -27,6 +27,8 @@
 #define CONFIG_DEFAULT_NS_NAME "default.ns"
 #define CONFIG_DEFAULT_NS_SIZE (1ULL << 30)
 #define CONFIG_MAX_THREADS     1024
+/* Longest --rdma-busy-poll, microseconds (one second). */
+#define CONFIG_MAX_BUSY_POLL_US 1000000
 #define CONFIG_MAX_NAMESPACES  256
 #define CONFIG_MAX_LISTENS     64
 /* Longest accepted token file, in bytes (after the trailing newline is stripped). */
@@ -73,6 +75,7 @@ struct config {
 	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
+	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
 	char *config_path; /* --config, NULL if none */
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
 			      creating) */

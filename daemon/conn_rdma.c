@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "checked.h"
 #include "errors.h"
@@ -57,6 +58,7 @@ struct conn_rdma {
 	bool in_flush, in_dead, linked;
 	bool started;	/* the worker took it over (conn_started) */
 	bool poll_more; /* its CQ had more than one turn's worth: poll again before sleeping */
+	int64_t spin_until; /* busy poll: CLOCK_MONOTONIC us until which its CQ is polled */
 	struct worker_msg start_msg;
 	struct rdma_cm_data client_cd; /* the client's private data */
 	char peer[64];
@@ -107,6 +109,7 @@ struct conn_rdma {
 
 static void conn_kick(struct conn_rdma *c);
 static void conn_end(struct conn_rdma *c);
+static bool input_done(const struct conn_rdma *c);
 
 static const struct dispatch_hooks rdma_hooks;
 
@@ -923,6 +926,30 @@ static bool conn_poll(struct conn_rdma *c, bool ending)
 	return any;
 }
 
+/* now_us -- CLOCK_MONOTONIC in microseconds */
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * spin_on -- with --rdma-busy-poll, c had completions: keep polling its CQ
+ * before the loop sleeps (set_before_sleep) until busy_poll_us pass without
+ * any. The CQ stays armed, so a completion meanwhile also raises its event;
+ * the loop, kept from sleeping, handles either way.
+ */
+static void spin_on(struct conn_rdma *c)
+{
+	unsigned us = c->set->shared->busy_poll_us;
+	if (!us || input_done(c))
+		return;
+	c->spin_until = now_us() + us;
+	c->poll_more = true;
+	flush_add(c);
+}
+
 /* port_on_event -- a CQ of this worker on this device has completions */
 static void port_on_event(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -936,7 +963,8 @@ static void port_on_event(struct ev_loop *loop, ev_io *w, int revents)
 		struct conn_rdma *c = ctx;
 		if (ibv_req_notify_cq(cq, 0))
 			LOG_ERROR("%s: ibv_req_notify_cq failed", c->peer);
-		conn_poll(c, false);
+		if (conn_poll(c, false))
+			spin_on(c);
 		conn_kick(c);
 	}
 }
@@ -1264,7 +1292,14 @@ static void set_before_sleep(struct worker *w, void *arg)
 			c->flush_next = NULL;
 			if (!c->in_dead && c->poll_more && c->cq) {
 				c->poll_more = false;
-				conn_poll(c, false);
+				if (conn_poll(c, false))
+					spin_on(c);
+				else if (c->spin_until && now_us() < c->spin_until && !input_done(c)) {
+					c->poll_more = true; /* still spinning: poll again */
+					flush_add(c);
+				} else {
+					c->spin_until = 0;
+				}
 				conn_kick(c);
 			}
 			if (!c->in_dead) {

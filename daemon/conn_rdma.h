@@ -91,6 +91,13 @@ struct conn_rdma_shared {
 	const struct dispatch_env *env; /* copied per connection, with the RDMA hooks */
 	struct fsync_pool *pool_fsync;
 	struct fsync_pool *pool_meta;
+	/*
+	 * After a completion, keep polling that connection's CQ this many
+	 * microseconds before letting the loop sleep (--rdma-busy-poll; 0: no
+	 * spinning). A sleeping loop is woken through the completion channel
+	 * per message, which costs a system call and a scheduler wake-up.
+	 */
+	unsigned busy_poll_us;
 };
 
 /* One device as seen by one worker: its completion channel and send buffers. */

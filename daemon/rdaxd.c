@@ -284,12 +284,17 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	unsigned n = 0;
 	for (unsigned i = 0; i < cfg->nlistens; i++)
 		n += cfg->listens[i].kind == CONFIG_LISTEN_RDMA;
-	if (n == 0)
+	if (n == 0) {
+		if (cfg->rdma_busy_poll_us)
+			LOG_WARN("--rdma-busy-poll %u has no effect: no rdma:// listener",
+				 cfg->rdma_busy_poll_us);
 		return 0;
+	}
 	d->rdma_shared = (struct conn_rdma_shared){
 	    .env = &d->env,
 	    .pool_fsync = d->pool_fsync,
 	    .pool_meta = d->pool_meta,
+	    .busy_poll_us = cfg->rdma_busy_poll_us,
 	};
 	int ret = server_rdma_new(ev_default_loop(0), d->workers, d->nworkers, &d->rdma_shared,
 				  d->store, &d->rdma);

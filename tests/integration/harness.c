@@ -284,6 +284,12 @@ static int daemon_spawn(struct hx_daemon *d)
 	if (hx_rdma_addr()) {
 		argv[n++] = "--listen";
 		argv[n++] = listen_rdma;
+		/* RDAX_IT_RDMA_BUSY_POLL=USEC: the daemon's loops spin instead of sleeping */
+		const char *spin = getenv("RDAX_IT_RDMA_BUSY_POLL");
+		if (spin && *spin) {
+			argv[n++] = "--rdma-busy-poll";
+			argv[n++] = spin;
+		}
 	}
 	argv[n++] = "--threads";
 	argv[n++] = threads;

@@ -26,6 +26,8 @@
  *                      first to take it keeps it, a second daemon running
  *                      meanwhile gets a file namespace as without it.
  *   RDAX_IT_MODE=MODE  the mode ("sim") of daemons whose test names none.
+ *   RDAX_IT_RDMA_BUSY_POLL=USEC  with RDAX_IT_RDMA: daemons run with
+ *                      --rdma-busy-poll USEC (their loops spin on the CQs).
  *   RDAX_IT_LOG=LEVEL  the log level of daemons whose test names none.
  *
  * Thread safety: a struct hx_daemon belongs to one thread. hx_daemon_start

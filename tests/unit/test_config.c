@@ -191,7 +191,7 @@ static void config_parse_args__flags(void **state)
 			       "--listen", "tcp://127.0.0.1:1", "--listen=tcp://[::1]:2",
 			       "--threads", "3", "--log-level=debug", "--pidfile", "/run/p",
 			       "--token-file", "/etc/t", "--flush-mode", "hammer", "--max-payload",
-			       "8M", NULL),
+			       "8M", "--rdma-busy-poll", "50", NULL),
 			 0);
 	assert_int_equal(c.nnamespaces, 2);
 	assert_string_equal(c.namespaces[0].path, "a.ns");
@@ -206,6 +206,7 @@ static void config_parse_args__flags(void **state)
 	assert_string_equal(c.token_file, "/etc/t");
 	assert_int_equal(c.flush_mode, FLUSH_HAMMER);
 	assert_int_equal(c.max_payload, 8U << 20);
+	assert_int_equal(c.rdma_busy_poll_us, 50);
 	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
 	assert_int_equal(c.nnamespaces, 2); /* given: no default added */
 	assert_false(c.ns_defaulted);
@@ -250,6 +251,11 @@ static void config_parse_args__bad(void **state)
 	assert_non_null(strstr(err, "from 1M to 64M"));
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--max-payload", "65M", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--rdma-busy-poll", "1000001", NULL), -EINVAL);
+	assert_non_null(strstr(err, "microseconds from 0 to 1000000"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--rdma-busy-poll", "-1", NULL), -EINVAL);
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--namespace", "x,size=big", NULL), -EINVAL);
 	assert_non_null(strstr(err, "--namespace 'x,size=big'"));

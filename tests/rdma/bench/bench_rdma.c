@@ -16,13 +16,15 @@
  *    in all, then one fsync (MiB/s, the fsync included);
  *  - the write+fsync and the STAT again on a connection that busy-polls
  *    (rdax_conn_opts_set_busy_poll): what the client's sleep and wake-up
- *    cost, since perftest polls.
+ *    cost, since perftest polls. --only-poll: only these (run.sh's second
+ *    daemon, whose loops busy-poll too).
  * Prints "name value" lines for tests/rdma/run-bench.sh, which runs perftest
  * beside it in the same VM boot and prints the ratios. Under emulation
  * (soft-RoCE in a TCG VM) only such ratios mean anything.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,15 +63,118 @@ static int die(const char *what, int ret, struct rdax_conn *c)
 	return 1;
 }
 
+enum lat_op { LAT_WRITE_FSYNC, LAT_WRITE, LAT_STAT, LAT_FSYNC_CLEAN };
+
+/* latency -- @iters timed operations of kind @op on @v, reported as @name; 0 or 1 */
+static int latency(struct rdax_conn *c, struct rdax_volume *v, enum lat_op op, const char *name,
+		   double *s, unsigned iters)
+{
+	static uint8_t page[4096];
+	memset(page, 0xa5, sizeof(page));
+	struct rdax_volume_stat st;
+	for (unsigned i = 0; i < iters; i++) {
+		uint64_t off = (uint64_t)(i % 4096) * 4096;
+		double t0 = now_us();
+		int ret;
+		switch (op) {
+		case LAT_WRITE_FSYNC:
+			ret = rdax_write(v, off, page, sizeof(page), RDAX_WRITE_FSYNC);
+			break;
+		case LAT_WRITE:
+			ret = rdax_write(v, off, page, sizeof(page), 0);
+			break;
+		case LAT_STAT:
+			ret = rdax_stat(v, &st);
+			break;
+		default:
+			ret = rdax_fsync(v, 0, 4096, NULL);
+			break;
+		}
+		s[i] = now_us() - t0;
+		if (ret)
+			return die(name, ret, c);
+	}
+	report(name, s, iters);
+	return 0;
+}
+
+/* bandwidth -- @total bytes of 64 KiB one-sided writes, @depth in flight, then an fsync */
+static int bandwidth(struct rdax_conn *c, struct rdax_volume *v, uint64_t size, uint64_t total,
+		     unsigned depth)
+{
+	enum { BS = 65536 };
+	uint8_t *buf = malloc((size_t)depth * BS);
+	if (!buf)
+		return 1;
+	memset(buf, 0x3c, (size_t)depth * BS);
+	uint64_t submitted = 0, done = 0;
+	int ret = 0;
+	double t0 = now_us();
+	while (done < total) {
+		while (submitted < total && rdax_inflight(c) < depth) {
+			unsigned slot = (unsigned)((submitted / BS) % depth);
+			ret = rdax_submit_write(v, submitted % size, buf + (size_t)slot * BS, BS, 0,
+						submitted);
+			if (ret)
+				goto out;
+			submitted += BS;
+		}
+		struct rdax_completion comp[64];
+		int n = rdax_wait_completions(c, comp, 64, 1, -1);
+		if (n < 0) {
+			ret = n;
+			goto out;
+		}
+		for (int i = 0; i < n; i++) {
+			if ((ret = comp[i].status))
+				goto out;
+			done += BS;
+		}
+	}
+	if ((ret = rdax_fsync(v, 0, 0, NULL)))
+		goto out;
+	double secs = (now_us() - t0) / 1e6;
+	/* MiB/s: perftest's "MB/sec" are 2^20 bytes */
+	printf("rdax_write_64k_bw_MiBps %.1f\n", total / secs / 1048576.0);
+out:
+	free(buf);
+	return ret ? die("bandwidth", ret, c) : 0;
+}
+
+/* open_bench -- connect (@busy_poll_us as rdax_conn_opts_set_busy_poll) and open "bench" */
+static int open_bench(const char *url, unsigned busy_poll_us, uint64_t create_size,
+		      struct rdax_conn **c, struct rdax_volume **v)
+{
+	struct rdax_conn_opts *o;
+	if (rdax_conn_opts_new(&o) || rdax_conn_opts_set_busy_poll(o, busy_poll_us))
+		return 1;
+	int ret = rdax_connect(url, o, c);
+	rdax_conn_opts_delete(&o);
+	if (ret)
+		return die("connect", ret, NULL);
+	if (create_size) {
+		rdax_volume_delete(*c, "bench");
+		if ((ret = rdax_volume_create(*c, "bench", create_size, RDAX_NAMESPACE_ANY)))
+			return die("volume create", ret, *c);
+	}
+	if ((ret = rdax_volume_open(*c, "bench", v)))
+		return die("volume open", ret, *c);
+	/* warm-up: first touches of pages and of the path */
+	static uint8_t page[4096];
+	for (unsigned i = 0; i < 20; i++)
+		rdax_write(*v, (uint64_t)i * 4096, page, sizeof(page), RDAX_WRITE_FSYNC);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *url = NULL;
 	unsigned iters = 200, bw_mib = 64, depth = 16;
-	static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
-					     {"lat-iters", required_argument, NULL, 'n'},
-					     {"bw-mib", required_argument, NULL, 'b'},
-					     {"depth", required_argument, NULL, 'd'},
-					     {NULL, 0, NULL, 0}};
+	bool only_poll = false;
+	static const struct option opts[] = {
+	    {"url", required_argument, NULL, 'u'},    {"lat-iters", required_argument, NULL, 'n'},
+	    {"bw-mib", required_argument, NULL, 'b'}, {"depth", required_argument, NULL, 'd'},
+	    {"only-poll", no_argument, NULL, 'p'},    {NULL, 0, NULL, 0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -85,145 +190,45 @@ int main(int argc, char **argv)
 		case 'd':
 			depth = (unsigned)atoi(optarg);
 			break;
+		case 'p':
+			only_poll = true;
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (!url || iters == 0 || bw_mib == 0 || depth == 0 || depth > 64) {
 		fprintf(stderr, "usage: bench_rdma --url rdma://ADDR:PORT [--lat-iters N] "
-				"[--bw-mib M] [--depth D<=64]\n");
+				"[--bw-mib M] [--depth D<=64] [--only-poll]\n");
 		return 2;
 	}
-	struct rdax_conn *c;
-	struct rdax_volume *v;
-	int ret = rdax_connect(url, NULL, &c);
-	if (ret)
-		return die("connect", ret, NULL);
-	uint64_t size = (uint64_t)bw_mib << 20;
-	if (size < (64ULL << 20))
-		size = 64ULL << 20;
-	rdax_volume_delete(c, "bench");
-	if ((ret = rdax_volume_create(c, "bench", size, RDAX_NAMESPACE_ANY)) ||
-	    (ret = rdax_volume_open(c, "bench", &v)))
-		return die("volume", ret, c);
-
-	static uint8_t page[4096];
-	memset(page, 0xa5, sizeof(page));
 	double *s = calloc(iters, sizeof(*s));
 	if (!s)
 		return 1;
-	/* warm-up: first touches of pages and of the path */
-	for (unsigned i = 0; i < 20; i++)
-		rdax_write(v, (uint64_t)i * 4096, page, sizeof(page), RDAX_WRITE_FSYNC);
-
-	for (unsigned i = 0; i < iters; i++) {
-		double t0 = now_us();
-		ret = rdax_write(v, (uint64_t)(i % 4096) * 4096, page, sizeof(page),
-				 RDAX_WRITE_FSYNC);
-		s[i] = now_us() - t0;
-		if (ret)
-			return die("write+fsync", ret, c);
+	uint64_t size = (uint64_t)bw_mib << 20;
+	if (size < (64ULL << 20))
+		size = 64ULL << 20;
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	if (!only_poll) {
+		if (open_bench(url, 0, size, &c, &v) ||
+		    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters) ||
+		    latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters) ||
+		    latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters) ||
+		    latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters) ||
+		    bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth))
+			return 1;
+		rdax_volume_close(&v);
+		rdax_disconnect(&c);
 	}
-	report("rdax_write_fsync_4k", s, iters);
-
-	for (unsigned i = 0; i < iters; i++) {
-		double t0 = now_us();
-		ret = rdax_write(v, (uint64_t)(i % 4096) * 4096, page, sizeof(page), 0);
-		s[i] = now_us() - t0;
-		if (ret)
-			return die("write", ret, c);
-	}
-	report("rdax_write_4k", s, iters);
-	if ((ret = rdax_fsync(v, 0, 0, NULL)))
-		return die("fsync", ret, c);
-
-	struct rdax_volume_stat st;
-	for (unsigned i = 0; i < iters; i++) {
-		double t0 = now_us();
-		ret = rdax_stat(v, &st);
-		s[i] = now_us() - t0;
-		if (ret)
-			return die("stat", ret, c);
-	}
-	report("rdax_stat_rpc", s, iters);
-
-	for (unsigned i = 0; i < iters; i++) {
-		double t0 = now_us();
-		ret = rdax_fsync(v, 0, 4096, NULL);
-		s[i] = now_us() - t0;
-		if (ret)
-			return die("clean fsync", ret, c);
-	}
-	report("rdax_fsync_clean", s, iters);
-
-	/* bandwidth: 64 KiB writes, depth in flight */
-	enum { BS = 65536 };
-	uint8_t *buf = malloc((size_t)depth * BS);
-	if (!buf)
+	/* the latencies again with a client that spins instead of sleeping */
+	if (open_bench(url, 20000, only_poll ? size : 0, &c, &v) ||
+	    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k_poll", s, iters) ||
+	    latency(c, v, LAT_STAT, "rdax_stat_rpc_poll", s, iters))
 		return 1;
-	memset(buf, 0x3c, (size_t)depth * BS);
-	uint64_t total = (uint64_t)bw_mib << 20, submitted = 0, done = 0;
-	double t0 = now_us();
-	while (done < total) {
-		while (submitted < total && rdax_inflight(c) < depth) {
-			unsigned slot = (unsigned)((submitted / BS) % depth);
-			ret = rdax_submit_write(v, submitted % size, buf + (size_t)slot * BS, BS, 0,
-						submitted);
-			if (ret)
-				return die("submit", ret, c);
-			submitted += BS;
-		}
-		struct rdax_completion comp[64];
-		int n = rdax_wait_completions(c, comp, 64, 1, -1);
-		if (n < 0)
-			return die("wait", n, c);
-		for (int i = 0; i < n; i++) {
-			if (comp[i].status)
-				return die("async write", comp[i].status, c);
-			done += BS;
-		}
-	}
-	if ((ret = rdax_fsync(v, 0, 0, NULL)))
-		return die("fsync", ret, c);
-	double secs = (now_us() - t0) / 1e6;
-	/* MiB/s: perftest's "MB/sec" are 2^20 bytes */
-	printf("rdax_write_64k_bw_MiBps %.1f\n", total / secs / 1048576.0);
-
-	/* the same latencies with a client that spins instead of sleeping */
-	struct rdax_conn_opts *po;
-	struct rdax_conn *pc;
-	struct rdax_volume *pv;
-	if (rdax_conn_opts_new(&po) || rdax_conn_opts_set_busy_poll(po, 20000))
-		return 1;
-	if ((ret = rdax_connect(url, po, &pc)))
-		return die("connect (busy poll)", ret, NULL);
-	rdax_conn_opts_delete(&po);
-	if ((ret = rdax_volume_open(pc, "bench", &pv)))
-		return die("volume (busy poll)", ret, pc);
-	for (unsigned i = 0; i < iters; i++) {
-		double t1 = now_us();
-		ret = rdax_write(pv, (uint64_t)(i % 4096) * 4096, page, sizeof(page),
-				 RDAX_WRITE_FSYNC);
-		s[i] = now_us() - t1;
-		if (ret)
-			return die("write+fsync (busy poll)", ret, pc);
-	}
-	report("rdax_write_fsync_4k_poll", s, iters);
-	for (unsigned i = 0; i < iters; i++) {
-		double t1 = now_us();
-		ret = rdax_stat(pv, &st);
-		s[i] = now_us() - t1;
-		if (ret)
-			return die("stat (busy poll)", ret, pc);
-	}
-	report("rdax_stat_rpc_poll", s, iters);
-	rdax_volume_close(&pv);
-	rdax_disconnect(&pc);
-
-	free(buf);
-	free(s);
 	rdax_volume_close(&v);
 	rdax_volume_delete(c, "bench");
 	rdax_disconnect(&c);
+	free(s);
 	return 0;
 }

@@ -54,6 +54,16 @@ grep "rdaxd: ready" /tmp/rdaxd.out
 "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 	--bw-mib "${BENCH_BW_MIB:-48}" --depth 16 | tee /tmp/bench.out
 kill -TERM $d && wait $d
+
+echo "== the same, rdaxd --rdma-busy-poll 20000 and a busy-polling client"
+"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
+	--rdma-busy-poll 20000 --log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
+d=$!
+for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+grep "rdaxd: ready" /tmp/rdaxd.out
+"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" --only-poll |
+	sed 's/_poll_/_spin_both_/' | tee -a /tmp/bench.out
+kill -TERM $d && wait $d
 val() { awk -v k="$1" '$1 == k { print $2 }' /tmp/bench.out; }
 rl=$(val rdax_write_fsync_4k_median_us)
 rw=$(val rdax_write_4k_median_us)
@@ -62,10 +72,12 @@ rs=$(val rdax_stat_rpc_median_us)
 rf=$(val rdax_fsync_clean_median_us)
 rlp=$(val rdax_write_fsync_4k_poll_median_us)
 rsp=$(val rdax_stat_rpc_poll_median_us)
+rlb=$(val rdax_write_fsync_4k_spin_both_median_us)
+rsb=$(val rdax_stat_rpc_spin_both_median_us)
 
 echo "== ratios (under emulation only these mean anything)"
 awk -v rl="$rl" -v rw="$rw" -v rb="$rb" -v wl="$wl" -v sl="$sl" -v wb="$wb" -v se="$se" \
-	-v rs="$rs" -v rf="$rf" -v rlp="$rlp" -v rsp="$rsp" 'BEGIN {
+	-v rs="$rs" -v rf="$rf" -v rlp="$rlp" -v rsp="$rsp" -v rlb="$rlb" -v rsb="$rsb" 'BEGIN {
 	# perftest latencies are half round trips: one way. A write+fsync is the 4 KiB
 	# write and the FSYNC request going one way, the reply coming back.
 	printf "4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rl, wl + sl, rl / (wl + sl)
@@ -78,5 +90,8 @@ awk -v rl="$rl" -v rw="$rw" -v rb="$rb" -v wl="$wl" -v sl="$sl" -v wb="$wb" -v s
 	printf "with a busy-polling client (rdax_conn_opts_set_busy_poll; the daemon still sleeps):\n"
 	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rlp, wl + sl, rlp / (wl + sl)
 	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f)\n", rsp, 2 * sl, rsp / (2 * sl)
+	printf "with the daemon busy-polling too (--rdma-busy-poll), as perftest does:\n"
+	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rlb, wl + sl, rlb / (wl + sl)
+	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f)\n", rsb, 2 * sl, rsb / (2 * sl)
 	printf "64 KiB write bandwidth: rdax %.1f MiB/s vs ib_write_bw %.1f MiB/s: ratio %.2f\n", rb, wb, rb / wb
 }'
