@@ -11,6 +11,7 @@ add_library(rdaxd_core STATIC
 	${CMAKE_CURRENT_LIST_DIR}/worker.c
 	${CMAKE_CURRENT_LIST_DIR}/fsync_pool.c
 	${CMAKE_CURRENT_LIST_DIR}/conn_tcp.c
+	${CMAKE_CURRENT_LIST_DIR}/sock.c
 	${CMAKE_CURRENT_LIST_DIR}/server_tcp.c
 	${CMAKE_CURRENT_LIST_DIR}/nbd_proto.c
 	${CMAKE_CURRENT_LIST_DIR}/conn_nbd.c

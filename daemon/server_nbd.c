@@ -19,26 +19,10 @@
 
 #include "errors.h"
 #include "log.h"
+#include "sock.h"
 
 /* accept() calls per readable event */
 #define SERVER_NBD_ACCEPT_BUDGET 64
-
-/* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of an inet socket address */
-static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-	} else {
-		snprintf(buf, len, "(family %d)", sa->sa_family);
-	}
-}
 
 /* is_loopback -- 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address */
 static bool is_loopback(const struct sockaddr *sa)
@@ -92,34 +76,27 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	struct server_nbd *s = l->srv;
 	for (int i = 0; i < SERVER_NBD_ACCEPT_BUDGET; i++) {
 		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = sock_accept(l->fd, &ss);
+		if (fd == -EAGAIN)
+			return;
 		if (fd < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
+			if (sock_accept_exhausted(fd)) {
 				LOG_WARN("accept on %s: %s; not accepting for %.1f s", l->uri,
-					 strerror(errno), SERVER_NBD_ACCEPT_PAUSE);
+					 strerror(-fd), SERVER_NBD_ACCEPT_PAUSE);
 				listeners_set(s, false);
 				ev_timer_set(&s->accept_pause, SERVER_NBD_ACCEPT_PAUSE, 0.);
 				ev_timer_start(loop, &s->accept_pause);
 				return;
 			}
-			LOG_ERROR("accept on %s failed: %s", l->uri, strerror(errno));
+			LOG_ERROR("accept on %s failed: %s", l->uri, strerror(-fd));
 			return;
 		}
 		char peer[64];
 		if (ss.ss_family == AF_UNIX) {
 			snprintf(peer, sizeof(peer), "nbd+unix#%" PRIu64, s->accepted + 1);
 		} else {
-			int one = 1;
-			if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-				LOG_DEBUG("setsockopt(TCP_NODELAY) failed: %s", strerror(errno));
 			char a[56];
-			addr_string((struct sockaddr *)&ss, a, sizeof(a));
+			sock_addr_string((struct sockaddr *)&ss, a, sizeof(a));
 			snprintf(peer, sizeof(peer), "nbd:%s", a);
 		}
 		struct conn_nbd_set *set = s->sets[s->next];
@@ -181,25 +158,6 @@ static struct server_nbd_listener *listener_add(struct server_nbd *s, int fd)
 	return l;
 }
 
-/* listen_inet -- socket, bind and listen on one resolved address; the fd or -errno */
-static int listen_inet(const struct addrinfo *ai)
-{
-	int fd =
-	    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-	if (fd < 0)
-		return -errno;
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (ai->ai_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
-		int ret = -errno;
-		close(fd);
-		return ret;
-	}
-	return fd;
-}
-
 int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port, bool loopback_only,
 			  char *err, size_t errlen)
 {
@@ -224,7 +182,7 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 			if (is_loopback(ai->ai_addr))
 				continue;
 			char a[64];
-			addr_string(ai->ai_addr, a, sizeof(a));
+			sock_addr_string(ai->ai_addr, a, sizeof(a));
 			rdax_seterr(
 			    err, errlen,
 			    "listen nbd://%s:%u: NBD has no access token, and this daemon has "
@@ -239,8 +197,8 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 	int bound = 0, last = 0;
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		char want[64];
-		addr_string(ai->ai_addr, want, sizeof(want));
-		int fd = listen_inet(ai);
+		sock_addr_string(ai->ai_addr, want, sizeof(want));
+		int fd = sock_listen(ai);
 		if (fd < 0) {
 			last = fd;
 			LOG_WARN("listen on nbd://%s failed: %s", want, strerror(-fd));
@@ -254,7 +212,7 @@ int server_nbd_listen_tcp(struct server_nbd *s, const char *host, uint16_t port,
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-			addr_string((struct sockaddr *)&ss, want, sizeof(want));
+			sock_addr_string((struct sockaddr *)&ss, want, sizeof(want));
 		snprintf(l->uri, sizeof(l->uri), "nbd://%s", want);
 		bound++;
 		LOG_INFO("listening on %s", l->uri);

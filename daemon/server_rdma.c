@@ -14,23 +14,7 @@
 #include "errors.h"
 #include "log.h"
 #include "rdma_proto.h"
-
-/* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of a socket address */
-static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(in->sin_port));
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(in6->sin6_port));
-	} else {
-		snprintf(buf, len, "(family %d)", sa ? sa->sa_family : -1);
-	}
-}
+#include "sock.h"
 
 /* set_nonblock -- O_NONBLOCK on a descriptor; 0 or -errno */
 static int set_nonblock(int fd)
@@ -56,7 +40,7 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 {
 	struct rdma_cm_id *id = e->id;
 	char peer[64];
-	addr_string(rdma_get_peer_addr(id), peer, sizeof(peer));
+	sock_addr_string(rdma_get_peer_addr(id), peer, sizeof(peer));
 	struct rdma_cm_data cd;
 	int ret =
 	    rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len, &cd);
@@ -286,7 +270,7 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 	struct server_rdma_listener *l = &s->listeners[s->nlisteners++];
 	l->id = id;
 	char where[72];
-	addr_string(rdma_get_local_addr(id), where, sizeof(where));
+	sock_addr_string(rdma_get_local_addr(id), where, sizeof(where));
 	snprintf(l->uri, sizeof(l->uri), "rdma://%s", where);
 	LOG_INFO("listening on %s", l->uri);
 	return 0;

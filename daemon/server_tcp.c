@@ -17,29 +17,10 @@
 
 #include "errors.h"
 #include "log.h"
+#include "sock.h"
 
 /* accept() calls per readable event */
 #define SERVER_ACCEPT_BUDGET 64
-
-/* addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of a socket address */
-static void addr_string(const struct sockaddr *sa, char *buf, size_t len)
-{
-	char host[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-		port = ntohs(in->sin_port);
-		snprintf(buf, len, "%s:%u", host, port);
-	} else if (sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-		port = ntohs(in6->sin6_port);
-		snprintf(buf, len, "[%s]:%u", host, port);
-	} else {
-		snprintf(buf, len, "(family %d)", sa->sa_family);
-	}
-}
 
 /* on_set_idle -- a worker's connections are all closed (worker thread) */
 static void on_set_idle(struct conn_tcp_set *set, void *arg)
@@ -77,31 +58,23 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 	struct server_tcp *s = l->srv;
 	for (int i = 0; i < SERVER_ACCEPT_BUDGET; i++) {
 		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = sock_accept(l->fd, &ss);
+		if (fd == -EAGAIN)
+			return;
 		if (fd < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				return;
-			if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-				continue;
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
+			if (sock_accept_exhausted(fd)) {
 				LOG_WARN("accept on %s: %s; not accepting for %.1f s", l->uri,
-					 strerror(errno), SERVER_TCP_ACCEPT_PAUSE);
+					 strerror(-fd), SERVER_TCP_ACCEPT_PAUSE);
 				listeners_set(s, false);
 				ev_timer_set(&s->accept_pause, SERVER_TCP_ACCEPT_PAUSE, 0.);
 				ev_timer_start(loop, &s->accept_pause);
 				return;
 			}
-			LOG_ERROR("accept on %s failed: %s", l->uri, strerror(errno));
+			LOG_ERROR("accept on %s failed: %s", l->uri, strerror(-fd));
 			return;
 		}
-		int one = 1;
-		if (ss.ss_family != AF_UNIX &&
-		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-			LOG_DEBUG("setsockopt(TCP_NODELAY) failed: %s", strerror(errno));
 		char peer[64];
-		addr_string((struct sockaddr *)&ss, peer, sizeof(peer));
+		sock_addr_string((struct sockaddr *)&ss, peer, sizeof(peer));
 		struct conn_tcp_set *set = s->sets[s->next];
 		s->next = (s->next + 1) % s->nworkers;
 		s->accepted++;
@@ -140,26 +113,6 @@ int server_tcp_new(struct ev_loop *accept_loop, struct worker **workers, unsigne
 	return 0;
 }
 
-/* listen_one -- socket, bind and listen on one resolved address; the fd or -errno */
-static int listen_one(const struct addrinfo *ai)
-{
-	int fd =
-	    socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-	if (fd < 0)
-		return -errno;
-	int one = 1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	/* one socket per address family: [::] must not also grab the IPv4 port */
-	if (ai->ai_family == AF_INET6)
-		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
-		int ret = -errno;
-		close(fd);
-		return ret;
-	}
-	return fd;
-}
-
 int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, char *err,
 		      size_t errlen)
 {
@@ -182,8 +135,8 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 	int bound = 0, last = 0;
 	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
 		char want[64];
-		addr_string(ai->ai_addr, want, sizeof(want));
-		int fd = listen_one(ai);
+		sock_addr_string(ai->ai_addr, want, sizeof(want));
+		int fd = sock_listen(ai);
 		if (fd < 0) {
 			last = fd;
 			LOG_WARN("listen on tcp://%s failed: %s", want, strerror(-fd));
@@ -204,7 +157,7 @@ int server_tcp_listen(struct server_tcp *s, const char *host, uint16_t port, cha
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-			addr_string((struct sockaddr *)&ss, want, sizeof(want));
+			sock_addr_string((struct sockaddr *)&ss, want, sizeof(want));
 		snprintf(l->uri, sizeof(l->uri), "tcp://%s", want);
 		bound++;
 		LOG_INFO("listening on %s", l->uri);

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sock.h -- socket steps the listeners share (server_tcp, server_nbd,
+ * server_rdma): naming an address, listening on one, accepting from one
+ */
+#ifndef RDAX_SOCK_H
+#define RDAX_SOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+struct addrinfo;
+
+/* sock_addr_string -- "ADDR:PORT" or "[ADDR]:PORT" of an inet address (@sa may be NULL) */
+void sock_addr_string(const struct sockaddr *sa, char *buf, size_t len);
+
+/*
+ * sock_listen -- a non-blocking socket bound to @ai and listening; an IPv6
+ * socket takes IPv6 only, so [::] and 0.0.0.0 can both be bound. Returns the
+ * descriptor or -errno.
+ */
+int sock_listen(const struct addrinfo *ai);
+
+/*
+ * sock_accept -- one connection waiting on the listening @lfd, non-blocking
+ * and close-on-exec, with TCP_NODELAY when it is TCP; its peer in *ss.
+ * Aborted handshakes and signals are skipped. Returns the descriptor,
+ * -EAGAIN when none is waiting, or another -errno (see sock_accept_exhausted).
+ */
+int sock_accept(int lfd, struct sockaddr_storage *ss);
+
+/*
+ * sock_accept_exhausted -- is @ret of sock_accept() a lack of descriptors
+ * or memory, after which the listener should pause rather than spin?
+ */
+bool sock_accept_exhausted(int ret);
+
+#endif
