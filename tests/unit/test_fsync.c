@@ -26,6 +26,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "volume.h"
+#include "fsync_pattern.h"
 
 #define NS_SIZE	 (64ULL << 20)
 #define VOL_SIZE (32ULL << 20)
@@ -78,43 +79,6 @@ static int fx_teardown(void **state)
 	return 0;
 }
 
-/* fill -- a pattern that differs per @seed and per byte, never all zero */
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	uint32_t x = seed * 2654435761U + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		buf[i] = (uint8_t)(x | 1);
-	}
-}
-
-/* write_pattern -- volume_write of fill(@seed) at [off, off + len) */
-static void write_pattern(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *buf = malloc(len);
-	assert_non_null(buf);
-	fill(buf, len, seed);
-	assert_int_equal(volume_write(fx->v, off, buf, len), 0);
-	free(buf);
-}
-
-/* durable_equals -- whether the namespace file holds fill(@seed) at volume [off, off + len) */
-static bool durable_equals(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *want = malloc(len), *got = malloc(len);
-	assert_non_null(want);
-	assert_non_null(got);
-	fill(want, len, seed);
-	ssize_t n = pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off));
-	assert_int_equal(n, (ssize_t)len);
-	bool same = memcmp(want, got, len) == 0;
-	free(want);
-	free(got);
-	return same;
-}
-
 /* durable_zero -- whether the namespace file holds zeros at volume [off, off + len) */
 static bool durable_zero(struct fx *fx, uint64_t off, uint64_t len)
 {
@@ -144,32 +108,32 @@ static uint64_t do_fsync(struct fx *fx, uint64_t off, uint64_t len, enum flush_m
 static void fsync_range__one_page_written_back(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 5 * PAGE + 10, 100, 1);
-	assert_false(durable_equals(fx, 5 * PAGE + 10, 100, 1));
+	assert_int_equal(pattern_write(fx->v, 5 * PAGE + 10, 100, 1), 0);
+	assert_false(pattern_durable(fx->fd, fx->v, 5 * PAGE + 10, 100, 1));
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
-	assert_true(durable_equals(fx, 5 * PAGE + 10, 100, 1));
+	assert_true(pattern_durable(fx->fd, fx->v, 5 * PAGE + 10, 100, 1));
 	assert_false(page_dirty(fx, 5));
 }
 
 static void fsync_range__unaligned_write_spanning_pages(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 3 * PAGE - 50, 100, 2);
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE - 50, 100, 2), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
-	assert_true(durable_equals(fx, 3 * PAGE - 50, 100, 2));
+	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE - 50, 100, 2));
 }
 
 static void fsync_range__huge_entry_written_back_whole(void **state)
 {
 	struct fx *fx = *state;
 	struct volume_stats st;
-	write_pattern(fx, 2 * PMD, PMD, 3);
+	assert_int_equal(pattern_write(fx->v, 2 * PMD, PMD, 3), 0);
 	volume_stats_get(fx->v, &st);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 0);
 	assert_int_equal(st.dirty_bytes, PMD);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PMD);
-	assert_true(durable_equals(fx, 2 * PMD, PMD, 3));
+	assert_true(pattern_durable(fx->fd, fx->v, 2 * PMD, PMD, 3));
 	volume_stats_get(fx->v, &st);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 0);
 	assert_int_equal(st.dirty_bytes, 0);
@@ -178,33 +142,34 @@ static void fsync_range__huge_entry_written_back_whole(void **state)
 static void fsync_range__partial_range_leaves_rest_dirty(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, 10, 4);
-	write_pattern(fx, 5 * PAGE, 10, 5);
-	write_pattern(fx, 10 * PAGE, 10, 6);
+	assert_int_equal(pattern_write(fx->v, 0, 10, 4), 0);
+	assert_int_equal(pattern_write(fx->v, 5 * PAGE, 10, 5), 0);
+	assert_int_equal(pattern_write(fx->v, 10 * PAGE, 10, 6), 0);
 	/* a range of one byte inside page 5 writes back page 5 only */
 	assert_int_equal(do_fsync(fx, 5 * PAGE + 7, 1, FLUSH_TRACKED), PAGE);
-	assert_true(durable_equals(fx, 5 * PAGE, 10, 5));
-	assert_false(durable_equals(fx, 0, 10, 4));
-	assert_false(durable_equals(fx, 10 * PAGE, 10, 6));
+	assert_true(pattern_durable(fx->fd, fx->v, 5 * PAGE, 10, 5));
+	assert_false(pattern_durable(fx->fd, fx->v, 0, 10, 4));
+	assert_false(pattern_durable(fx->fd, fx->v, 10 * PAGE, 10, 6));
 	assert_true(page_dirty(fx, 0));
 	assert_false(page_dirty(fx, 5));
 	assert_true(page_dirty(fx, 10));
 	/* a range ending inside page 10 includes it; page 0 stays dirty */
 	assert_int_equal(do_fsync(fx, PAGE, 9 * PAGE + 1, FLUSH_TRACKED), PAGE);
-	assert_true(durable_equals(fx, 10 * PAGE, 10, 6));
+	assert_true(pattern_durable(fx->fd, fx->v, 10 * PAGE, 10, 6));
 	assert_true(page_dirty(fx, 0));
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
-	assert_true(durable_equals(fx, 0, 10, 4));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 10, 4));
 }
 
 static void fsync_range__start_inside_huge_entry_rounds_down(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, PMD, PMD, 7);
-	write_pattern(fx, 0, PAGE, 8); /* before the huge entry: outside the range */
+	assert_int_equal(pattern_write(fx->v, PMD, PMD, 7), 0);
+	assert_int_equal(pattern_write(fx->v, 0, PAGE, 8),
+			 0); /* before the huge entry: outside the range */
 	assert_int_equal(do_fsync(fx, PMD + 12345, 1, FLUSH_TRACKED), PMD);
-	assert_true(durable_equals(fx, PMD, PMD, 7));
-	assert_false(durable_equals(fx, 0, PAGE, 8));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 7));
+	assert_false(pattern_durable(fx->fd, fx->v, 0, PAGE, 8));
 	assert_true(page_dirty(fx, 0));
 	assert_false(page_dirty(fx, PMD / PAGE));
 }
@@ -217,45 +182,48 @@ static void fsync_range__start_inside_huge_entry_rounds_down_batched(void **stat
 {
 	struct fx *fx = *state;
 	struct fsync_test_hooks hooks = {.batched_only = true};
-	write_pattern(fx, PMD, PMD, 34);
-	write_pattern(fx, 0, PAGE, 35); /* before the huge entry: outside the range */
+	assert_int_equal(pattern_write(fx->v, PMD, PMD, 34), 0);
+	assert_int_equal(pattern_write(fx->v, 0, PAGE, 35),
+			 0); /* before the huge entry: outside the range */
 	fsync_set_test_hooks(&hooks);
 	assert_int_equal(do_fsync(fx, PMD + 12345, 1, FLUSH_TRACKED), PMD);
 	fsync_set_test_hooks(NULL);
-	assert_true(durable_equals(fx, PMD, PMD, 34));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 34));
 	assert_true(page_dirty(fx, 0));
 
 	const uint64_t nsmall = FSYNC_CLAIM_BATCH + 6;
-	write_pattern(fx, PMD, PMD, 36);
+	assert_int_equal(pattern_write(fx->v, PMD, PMD, 36), 0);
 	for (uint64_t i = 0; i < nsmall; i++)
-		write_pattern(fx, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i);
+		assert_int_equal(pattern_write(fx->v, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i),
+				 0);
 	assert_int_equal(do_fsync(fx, PMD + 12345, PMD + 2 * nsmall * PAGE, FLUSH_TRACKED),
 			 PMD + nsmall * PAGE);
-	assert_true(durable_equals(fx, PMD, PMD, 36));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 36));
 	for (uint64_t i = 0; i < nsmall; i++)
-		assert_true(durable_equals(fx, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i));
+		assert_true(
+		    pattern_durable(fx->fd, fx->v, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i));
 	assert_true(page_dirty(fx, 0));
 }
 
 static void fsync_range__end_inside_huge_entry_includes_it(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, PMD - PAGE, PAGE, 9);
-	write_pattern(fx, PMD, PMD, 10);
-	write_pattern(fx, 2 * PMD, PAGE, 11); /* after the range */
+	assert_int_equal(pattern_write(fx->v, PMD - PAGE, PAGE, 9), 0);
+	assert_int_equal(pattern_write(fx->v, PMD, PMD, 10), 0);
+	assert_int_equal(pattern_write(fx->v, 2 * PMD, PAGE, 11), 0); /* after the range */
 	assert_int_equal(do_fsync(fx, PMD - PAGE, 2 * PAGE, FLUSH_TRACKED), PAGE + PMD);
-	assert_true(durable_equals(fx, PMD - PAGE, PAGE, 9));
-	assert_true(durable_equals(fx, PMD, PMD, 10));
-	assert_false(durable_equals(fx, 2 * PMD, PAGE, 11));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD - PAGE, PAGE, 9));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 10));
+	assert_false(pattern_durable(fx->fd, fx->v, 2 * PMD, PAGE, 11));
 	assert_true(page_dirty(fx, 2 * PMD / PAGE));
 }
 
 static void fsync_range__len_zero_means_to_end(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, 1, 12);
-	write_pattern(fx, 7 * PAGE, 1, 13);
-	write_pattern(fx, VOL_SIZE - 1, 1, 14);
+	assert_int_equal(pattern_write(fx->v, 0, 1, 12), 0);
+	assert_int_equal(pattern_write(fx->v, 7 * PAGE, 1, 13), 0);
+	assert_int_equal(pattern_write(fx->v, VOL_SIZE - 1, 1, 14), 0);
 	/* from page 7 to the end: pages 7 and the last */
 	assert_int_equal(do_fsync(fx, 7 * PAGE, 0, FLUSH_TRACKED), 2 * PAGE);
 	assert_true(page_dirty(fx, 0));
@@ -263,16 +231,16 @@ static void fsync_range__len_zero_means_to_end(void **state)
 	assert_int_equal(do_fsync(fx, VOL_SIZE, 0, FLUSH_TRACKED), 0);
 	/* 0, 0: the whole volume */
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
-	assert_true(durable_equals(fx, 0, 1, 12));
-	assert_true(durable_equals(fx, 7 * PAGE, 1, 13));
-	assert_true(durable_equals(fx, VOL_SIZE - 1, 1, 14));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 12));
+	assert_true(pattern_durable(fx->fd, fx->v, 7 * PAGE, 1, 13));
+	assert_true(pattern_durable(fx->fd, fx->v, VOL_SIZE - 1, 1, 14));
 }
 
 static void fsync_range__second_fsync_returns_zero(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, 3 * PAGE, 15);
-	write_pattern(fx, 4 * PMD, PMD, 16);
+	assert_int_equal(pattern_write(fx->v, 0, 3 * PAGE, 15), 0);
+	assert_int_equal(pattern_write(fx->v, 4 * PMD, PMD, 16), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 3 * PAGE + PMD);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 0);
 	struct volume_stats st;
@@ -281,18 +249,18 @@ static void fsync_range__second_fsync_returns_zero(void **state)
 	for (int i = 0; i < DTREE_NR_SIZES; i++)
 		assert_int_equal(st.entries[i], 0);
 	/* a write after the fsync is caught by the next one */
-	write_pattern(fx, PAGE, 1, 17);
+	assert_int_equal(pattern_write(fx->v, PAGE, 1, 17), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
 }
 
 static void fsync_range__hammer_returns_volume_size(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 9 * PAGE, 100, 18);
-	write_pattern(fx, PMD, PMD, 19);
+	assert_int_equal(pattern_write(fx->v, 9 * PAGE, 100, 18), 0);
+	assert_int_equal(pattern_write(fx->v, PMD, PMD, 19), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
-	assert_true(durable_equals(fx, 9 * PAGE, 100, 18));
-	assert_true(durable_equals(fx, PMD, PMD, 19));
+	assert_true(pattern_durable(fx->fd, fx->v, 9 * PAGE, 100, 18));
+	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 19));
 	/* the hammer claims every entry: nothing is left dirty */
 	struct volume_stats st;
 	volume_stats_get(fx->v, &st);
@@ -306,13 +274,13 @@ static void fsync_range__hammer_returns_volume_size(void **state)
 static void fsync_range__default_mode_follows_volume(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, 1, 20);
+	assert_int_equal(pattern_write(fx->v, 0, 1, 20), 0);
 	fx->v->flush_mode = FLUSH_HAMMER;
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), VOL_SIZE);
 	fx->v->flush_mode = FLUSH_TRACKED;
-	write_pattern(fx, 0, 1, 21);
+	assert_int_equal(pattern_write(fx->v, 0, 1, 21), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), PAGE);
-	assert_true(durable_equals(fx, 0, 1, 21));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 21));
 }
 
 static void fsync_range__counters(void **state)
@@ -322,7 +290,7 @@ static void fsync_range__counters(void **state)
 	volume_stats_get(fx->v, &st);
 	uint64_t fsyncs0 = st.fsyncs, bytes0 = st.fsync_bytes;
 
-	write_pattern(fx, 0, 2 * PAGE, 22);
+	assert_int_equal(pattern_write(fx->v, 0, 2 * PAGE, 22), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
@@ -359,16 +327,16 @@ static void fsync_range__more_entries_than_one_batch(void **state)
 static void fsync_range__written_back_may_be_null(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, 1, 23);
+	assert_int_equal(pattern_write(fx->v, 0, 1, 23), 0);
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, NULL), 0);
-	assert_true(durable_equals(fx, 0, 1, 23));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 23));
 }
 
 static void fsync_range__bad_input_changes_nothing(void **state)
 {
 	struct fx *fx = *state;
 	struct volume_stats before, after;
-	write_pattern(fx, 3 * PAGE, 1, 24);
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE, 1, 24), 0);
 	volume_stats_get(fx->v, &before);
 
 	const struct {
@@ -414,21 +382,21 @@ static void fsync_range__bad_input_changes_nothing(void **state)
 static void fsync_range__skip_writeback_control_loses_data(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, PAGE, 25);
-	write_pattern(fx, 8 * PAGE, PAGE, 26);
+	assert_int_equal(pattern_write(fx->v, 0, PAGE, 25), 0);
+	assert_int_equal(pattern_write(fx->v, 8 * PAGE, PAGE, 26), 0);
 	rdax_faults.skip_writeback = true;
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
 	rdax_faults.skip_writeback = false;
-	assert_false(durable_equals(fx, 0, PAGE, 25)); /* lost */
-	assert_true(durable_equals(fx, 8 * PAGE, PAGE, 26));
+	assert_false(pattern_durable(fx->fd, fx->v, 0, PAGE, 25)); /* lost */
+	assert_true(pattern_durable(fx->fd, fx->v, 8 * PAGE, PAGE, 26));
 
-	write_pattern(fx, 16 * PAGE, PAGE, 27);
-	write_pattern(fx, 20 * PAGE, PAGE, 28);
+	assert_int_equal(pattern_write(fx->v, 16 * PAGE, PAGE, 27), 0);
+	assert_int_equal(pattern_write(fx->v, 20 * PAGE, PAGE, 28), 0);
 	rdax_faults.skip_writeback = true;
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
 	rdax_faults.skip_writeback = false;
-	assert_false(durable_equals(fx, 16 * PAGE, PAGE, 27)); /* lost */
-	assert_true(durable_equals(fx, 20 * PAGE, PAGE, 28));
+	assert_false(pattern_durable(fx->fd, fx->v, 16 * PAGE, PAGE, 27)); /* lost */
+	assert_true(pattern_durable(fx->fd, fx->v, 20 * PAGE, PAGE, 28));
 }
 
 /* the hooks run in step order, with the claimed items */
@@ -489,8 +457,8 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	    .after_writeback = hook_after_writeback,
 	    .batched_only = true, /* two entries would take the one-pass path */
 	};
-	write_pattern(fx, 2 * PAGE, 1, 29);
-	write_pattern(fx, 6 * PAGE, 1, 30);
+	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 29), 0);
+	assert_int_equal(pattern_write(fx->v, 6 * PAGE, 1, 30), 0);
 	fsync_set_test_hooks(&hooks);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
 	fsync_set_test_hooks(NULL);
@@ -499,7 +467,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	assert_int_equal(log.claimed_index[0], 2);
 	assert_int_equal(log.claimed_index[1], 6);
 	/* cleared hooks are not called */
-	write_pattern(fx, 2 * PAGE, 1, 31);
+	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 31), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
 	assert_string_equal(log.seq, "tcwf");
 }
@@ -516,8 +484,8 @@ static void fsync_set_test_hooks__one_pass_has_no_tag_step(void **state)
 	    .arg = &log,
 	    .after_writeback = hook_after_writeback,
 	};
-	write_pattern(fx, 2 * PAGE, 1, 32);
-	write_pattern(fx, 6 * PAGE, 1, 33);
+	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 32), 0);
+	assert_int_equal(pattern_write(fx->v, 6 * PAGE, 1, 33), 0);
 	fsync_set_test_hooks(&hooks);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
 	fsync_set_test_hooks(NULL);
@@ -525,8 +493,8 @@ static void fsync_set_test_hooks__one_pass_has_no_tag_step(void **state)
 	assert_int_equal(log.nclaimed, 2);
 	assert_int_equal(log.claimed_index[0], 2);
 	assert_int_equal(log.claimed_index[1], 6);
-	assert_true(durable_equals(fx, 2 * PAGE, 1, 32));
-	assert_true(durable_equals(fx, 6 * PAGE, 1, 33));
+	assert_true(pattern_durable(fx->fd, fx->v, 2 * PAGE, 1, 32));
+	assert_true(pattern_durable(fx->fd, fx->v, 6 * PAGE, 1, 33));
 }
 
 /* steps seen by the hooks, counted */

@@ -43,6 +43,7 @@
 #include "session.h"
 #include "store.h"
 #include "volume.h"
+#include "fsync_pattern.h"
 
 #define NS_SIZE	 (64ULL << 20)
 #define VOL_SIZE (8ULL << 20)
@@ -112,43 +113,6 @@ static int fx_teardown(void **state)
 	rmdir(fx->dir);
 	free(fx);
 	return 0;
-}
-
-/* fill -- a pattern that differs per @seed and per byte, never all zero */
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	uint32_t x = seed * 2654435761U + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		buf[i] = (uint8_t)(x | 1);
-	}
-}
-
-/* write_pattern -- volume_write of fill(@seed) at [off, off + len) */
-static void write_pattern(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *buf = malloc(len);
-	assert_non_null(buf);
-	fill(buf, len, seed);
-	assert_int_equal(volume_write(fx->v, off, buf, len), 0);
-	free(buf);
-}
-
-/* durable_equals -- whether the namespace file holds fill(@seed) at volume [off, off + len) */
-static bool durable_equals(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *want = malloc(len), *got = malloc(len);
-	assert_non_null(want);
-	assert_non_null(got);
-	fill(want, len, seed);
-	ssize_t n = pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off));
-	assert_int_equal(n, (ssize_t)len);
-	bool same = memcmp(want, got, len) == 0;
-	free(want);
-	free(got);
-	return same;
 }
 
 static bool page_dirty(struct fx *fx, uint64_t page)
@@ -222,16 +186,16 @@ static void holder_finish(struct holder *h)
 static void fsync_range_try__free_lock_writes_back(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 3 * PAGE, PAGE, 1);
-	write_pattern(fx, 9 * PAGE, PAGE, 2);
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE, PAGE, 1), 0);
+	assert_int_equal(pattern_write(fx->v, 9 * PAGE, PAGE, 2), 0);
 	uint64_t written = 0;
 	assert_int_equal(fsync_range_try(fx->v, 3 * PAGE, PAGE, FLUSH_DEFAULT, &written), 0);
 	assert_int_equal(written, PAGE);
-	assert_true(durable_equals(fx, 3 * PAGE, PAGE, 1));
+	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE, PAGE, 1));
 	assert_false(page_dirty(fx, 3));
 	/* outside the range: untouched */
 	assert_true(page_dirty(fx, 9));
-	assert_false(durable_equals(fx, 9 * PAGE, PAGE, 2));
+	assert_false(pattern_durable(fx->fd, fx->v, 9 * PAGE, PAGE, 2));
 }
 
 static void fsync_range_try__busy_while_another_fsync_runs(void **state)
@@ -239,43 +203,43 @@ static void fsync_range_try__busy_while_another_fsync_runs(void **state)
 	struct fx *fx = *state;
 	struct holder h;
 	holder_start(fx, &h); /* the volume is clean: it holds the lock, claims nothing */
-	write_pattern(fx, 5 * PAGE, PAGE, 3);
+	assert_int_equal(pattern_write(fx->v, 5 * PAGE, PAGE, 3), 0);
 	uint64_t written = 77;
 	assert_int_equal(fsync_range_try(fx->v, 5 * PAGE, PAGE, FLUSH_DEFAULT, &written), -EBUSY);
 	/* nothing done: still dirty, not in the file, counters untouched */
 	assert_int_equal(written, 77);
 	assert_true(page_dirty(fx, 5));
-	assert_false(durable_equals(fx, 5 * PAGE, PAGE, 3));
+	assert_false(pattern_durable(fx->fd, fx->v, 5 * PAGE, PAGE, 3));
 	uint64_t fsyncs = atomic_load(&fx->v->fsyncs);
 	holder_finish(&h);
 	assert_int_equal(atomic_load(&fx->v->fsyncs), fsyncs + 1); /* the holder's */
 
 	/* the lock is free again: the same call now writes it back */
 	assert_int_equal(fsync_range_try(fx->v, 5 * PAGE, PAGE, FLUSH_DEFAULT, &written), 0);
-	assert_true(durable_equals(fx, 5 * PAGE, PAGE, 3));
+	assert_true(pattern_durable(fx->fd, fx->v, 5 * PAGE, PAGE, 3));
 }
 
 /* the control: a missing write-back must be seen by the check above */
 static void fsync_range_try__control_skip_writeback_loses_data(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 7 * PAGE, PAGE, 4);
+	assert_int_equal(pattern_write(fx->v, 7 * PAGE, PAGE, 4), 0);
 	rdax_faults.skip_writeback = true;
 	assert_int_equal(fsync_range_try(fx->v, 7 * PAGE, PAGE, FLUSH_DEFAULT, NULL), 0);
 	rdax_faults.skip_writeback = false;
-	assert_false(durable_equals(fx, 7 * PAGE, PAGE, 4)); /* lost */
+	assert_false(pattern_durable(fx->fd, fx->v, 7 * PAGE, PAGE, 4)); /* lost */
 }
 
 static void fsync_range_try__bad_input_changes_nothing(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 0, PAGE, 5);
+	assert_int_equal(pattern_write(fx->v, 0, PAGE, 5), 0);
 	assert_int_equal(fsync_range_try(NULL, 0, PAGE, FLUSH_DEFAULT, NULL), -EINVAL);
 	assert_int_equal(fsync_range_try(fx->v, 0, PAGE, (enum flush_mode)42, NULL), -EINVAL);
 	assert_int_equal(fsync_range_try(fx->v, VOL_SIZE, PAGE, FLUSH_DEFAULT, NULL), -ERANGE);
 	assert_int_equal(fsync_range_try(fx->v, UINT64_MAX, 2, FLUSH_DEFAULT, NULL), -EOVERFLOW);
 	assert_true(page_dirty(fx, 0));
-	assert_false(durable_equals(fx, 0, PAGE, 5));
+	assert_false(pattern_durable(fx->fd, fx->v, 0, PAGE, 5));
 }
 
 /* ---- dispatch_fsync_try_inline: which fsyncs a loop runs itself ---- */
@@ -283,21 +247,22 @@ static void fsync_range_try__bad_input_changes_nothing(void **state)
 static void dispatch_fsync_try_inline__small_range_runs(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 100, DISPATCH_FSYNC_INLINE_MAX, 6); /* unaligned: 17 pages */
+	assert_int_equal(pattern_write(fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, 6),
+			 0); /* unaligned: 17 pages */
 	int code = 1;
 	uint64_t written = 0;
 	assert_true(dispatch_fsync_try_inline(fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, FLUSH_DEFAULT,
 					      &code, &written));
 	assert_int_equal(code, 0);
 	assert_int_equal(written, DISPATCH_FSYNC_INLINE_MAX + PAGE);
-	assert_true(durable_equals(fx, 100, DISPATCH_FSYNC_INLINE_MAX, 6));
+	assert_true(pattern_durable(fx->fd, fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, 6));
 }
 
 static void dispatch_fsync_try_inline__refuses_what_belongs_in_the_pool(void **state)
 {
 	struct fx *fx = *state;
 	int code = 12345;
-	write_pattern(fx, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7);
+	assert_int_equal(pattern_write(fx->v, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7), 0);
 	/* to the end of the volume, longer than the limit, hammer asked or configured */
 	assert_false(dispatch_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
 	assert_false(dispatch_fsync_try_inline(fx->v, 0, DISPATCH_FSYNC_INLINE_MAX + 1,
@@ -314,7 +279,7 @@ static void dispatch_fsync_try_inline__refuses_what_belongs_in_the_pool(void **s
 	assert_false(dispatch_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
 	holder_finish(&h); /* it wrote back everything, as a pool fsync would */
 	assert_int_equal(code, 12345);
-	assert_true(durable_equals(fx, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7));
 }
 
 /* ---- the native protocol: dispatch_job_try_inline ---- */
@@ -337,7 +302,7 @@ static void request(struct fx *fx, uint16_t type, const ProtobufCMessage *m, uin
 }
 
 /*
- * durable_write -- a WRITE with fsync of fill(@seed) at [off, off + len) as
+ * durable_write -- a WRITE with fsync of pattern_fill(@seed) at [off, off + len) as
  * a connection does it; returns whether its fsync ran inline (the job was
  * taken by dispatch_job_try_inline), having run it in place of the pool
  * otherwise. The reply must be a success with @len's pages written back.
@@ -353,7 +318,7 @@ static bool durable_write(struct fx *fx, uint64_t off, uint32_t len, unsigned se
 	request(fx, FRAME_WRITE, &w.base, len, &out);
 	assert_int_equal(out.action, DISPATCH_PAYLOAD);
 	assert_non_null(out.payload_dst);
-	fill(out.payload_dst, len, seed);
+	pattern_fill(out.payload_dst, len, seed);
 	struct dispatch_write pw = out.write;
 	dispatch_payload_done(&fx->env, fx->s, &pw, &out);
 	assert_int_equal(out.action, DISPATCH_JOB);
@@ -379,11 +344,11 @@ static void dispatch_job_try_inline__durable_write_runs_inline(void **state)
 {
 	struct fx *fx = *state;
 	assert_true(durable_write(fx, 12 * PAGE, PAGE, 8));
-	assert_true(durable_equals(fx, 12 * PAGE, PAGE, 8));
+	assert_true(pattern_durable(fx->fd, fx->v, 12 * PAGE, PAGE, 8));
 	assert_false(page_dirty(fx, 12));
 	/* larger than the limit: the pool's */
 	assert_false(durable_write(fx, 1 << 20, 1 << 20, 9));
-	assert_true(durable_equals(fx, 1 << 20, 1 << 20, 9));
+	assert_true(pattern_durable(fx->fd, fx->v, 1 << 20, 1 << 20, 9));
 }
 
 /* the control for the native path: the same write and check, a write-back skipped */
@@ -393,7 +358,7 @@ static void dispatch_job_try_inline__control_skip_writeback_loses_data(void **st
 	rdax_faults.skip_writeback = true;
 	assert_true(durable_write(fx, 20 * PAGE, PAGE, 10));
 	rdax_faults.skip_writeback = false;
-	assert_false(durable_equals(fx, 20 * PAGE, PAGE, 10)); /* lost */
+	assert_false(pattern_durable(fx->fd, fx->v, 20 * PAGE, PAGE, 10)); /* lost */
 }
 
 /* fsync_req -- an FSYNC request of [off, off + len); returns its job */
@@ -428,23 +393,23 @@ static uint64_t fsync_finish(struct fx *fx, struct dispatch_job *job)
 static void dispatch_job_try_inline__fsync_range_inline_whole_volume_pool(void **state)
 {
 	struct fx *fx = *state;
-	write_pattern(fx, 30 * PAGE, PAGE, 11);
+	assert_int_equal(pattern_write(fx->v, 30 * PAGE, PAGE, 11), 0);
 	struct dispatch_job *job = fsync_req(fx, 30 * PAGE, PAGE);
 	assert_true(dispatch_job_try_inline(job));
 	assert_int_equal(fsync_finish(fx, job), PAGE);
-	assert_true(durable_equals(fx, 30 * PAGE, PAGE, 11));
+	assert_true(pattern_durable(fx->fd, fx->v, 30 * PAGE, PAGE, 11));
 
 	/* length 0 (to the end) is a whole-volume fsync: never inline */
-	write_pattern(fx, 31 * PAGE, PAGE, 12);
+	assert_int_equal(pattern_write(fx->v, 31 * PAGE, PAGE, 12), 0);
 	job = fsync_req(fx, 0, 0);
 	assert_false(dispatch_job_try_inline(job));
 	assert_true(page_dirty(fx, 31)); /* untouched until the pool runs it */
 	job->task.run(&job->task);
 	assert_int_equal(fsync_finish(fx, job), PAGE);
-	assert_true(durable_equals(fx, 31 * PAGE, PAGE, 12));
+	assert_true(pattern_durable(fx->fd, fx->v, 31 * PAGE, PAGE, 12));
 
 	/* contended: the job goes to the pool, which waits for the other fsync */
-	write_pattern(fx, 32 * PAGE, PAGE, 13);
+	assert_int_equal(pattern_write(fx->v, 32 * PAGE, PAGE, 13), 0);
 	job = fsync_req(fx, 32 * PAGE, PAGE);
 	struct holder h;
 	holder_start(fx, &h);
@@ -452,7 +417,7 @@ static void dispatch_job_try_inline__fsync_range_inline_whole_volume_pool(void *
 	holder_finish(&h);
 	job->task.run(&job->task);
 	fsync_finish(fx, job);
-	assert_true(durable_equals(fx, 32 * PAGE, PAGE, 13));
+	assert_true(pattern_durable(fx->fd, fx->v, 32 * PAGE, PAGE, 13));
 	assert_int_equal(session_holds(fx->s), 0);
 }
 

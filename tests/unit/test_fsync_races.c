@@ -60,6 +60,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "volume.h"
+#include "fsync_pattern.h"
 
 #define NS_SIZE		  (32ULL << 20)
 #define VOL_SIZE	  (16ULL << 20)
@@ -124,44 +125,6 @@ static int fx_teardown(void **state)
 	free(fx);
 	assert_int_equal(check, 0); /* after the clean-up, which a failure would skip */
 	return 0;
-}
-
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	uint32_t x = seed * 2654435761U + 1;
-	for (size_t i = 0; i < len; i++) {
-		x ^= x << 13;
-		x ^= x >> 17;
-		x ^= x << 5;
-		buf[i] = (uint8_t)(x | 1);
-	}
-}
-
-static void write_pattern(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *buf = malloc(len);
-	assert_non_null(buf);
-	fill(buf, len, seed);
-	assert_int_equal(volume_write(fx->v, off, buf, len), 0);
-	free(buf);
-}
-
-/*
- * durable_equals -- the file holds fill(@seed) at volume [off, off + len).
- * Uses no cmocka assertion: it also runs in helper threads.
- */
-static bool durable_equals(struct fx *fx, uint64_t off, uint64_t len, unsigned seed)
-{
-	uint8_t *want = malloc(len), *got = malloc(len);
-	bool same = false;
-	if (want && got &&
-	    pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off)) == (ssize_t)len) {
-		fill(want, len, seed);
-		same = memcmp(want, got, len) == 0;
-	}
-	free(want);
-	free(got);
-	return same;
 }
 
 static bool durable_zero(struct fx *fx, uint64_t off, uint64_t len)
@@ -486,7 +449,8 @@ static void *thread_fsync_b(void *arg)
 	struct b_state *b = &r->b;
 	b->ret = fsync_range(r->fx->v, 0, 0, FLUSH_TRACKED, &b->written);
 	/* what B acknowledges must be durable now, whatever A is doing */
-	b->durable_at_return = durable_equals(r->fx, b->check_off, b->check_len, b->check_seed);
+	b->durable_at_return =
+	    pattern_durable(r->fx->fd, r->fx->v, b->check_off, b->check_len, b->check_seed);
 	b->returned_while_a_held = atomic_load(&r->a_held);
 	pthread_mutex_lock(&r->mu);
 	r->b_returned = true;
@@ -512,7 +476,7 @@ struct two_fsyncs_result {
  */
 static void run_two_fsyncs(struct fx *fx, struct two_fsyncs_result *res)
 {
-	write_pattern(fx, PAGE, 3 * PAGE, 41);
+	assert_int_equal(pattern_write(fx->v, PAGE, 3 * PAGE, 41), 0);
 	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, 0, 0);
 	r->b = (struct b_state){.check_off = PAGE, .check_len = 3 * PAGE, .check_seed = 41};
 	race_start_a(r);
@@ -583,9 +547,9 @@ static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write
 {
 	const uint64_t page = 4;
 	static uint8_t newdata[100];
-	fill(newdata, sizeof(newdata), 52);
+	pattern_fill(newdata, sizeof(newdata), 52);
 
-	write_pattern(fx, page * PAGE, PAGE, 51);
+	assert_int_equal(pattern_write(fx->v, page * PAGE, PAGE, 51), 0);
 	struct race *r = race_begin(fx, at, 0, 0);
 	race_start_a(r);
 	assert_int_equal(r->nclaimed, 1);
@@ -605,10 +569,12 @@ static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write
 
 	res->write_done_while_a_held = r->actor.done_while_a_held;
 	res->dirty_after = page_dirty(fx, page);
-	res->new_data_durable = durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
+	res->new_data_durable =
+	    pattern_durable(fx->fd, fx->v, page * PAGE + 200, sizeof(newdata), 52);
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
-	res->durable_after_next_fsync = durable_equals(fx, page * PAGE + 200, sizeof(newdata), 52);
+	res->durable_after_next_fsync =
+	    pattern_durable(fx->fd, fx->v, page * PAGE + 200, sizeof(newdata), 52);
 	race_end(r);
 }
 
@@ -683,11 +649,13 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
 static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, bool huge)
 {
 	if (huge)
-		write_pattern(fx, off, len, 61);
+		assert_int_equal(pattern_write(fx->v, off, len, 61), 0);
 	else
 		for (uint64_t p = 0; p < len / PAGE; p++)
-			write_pattern(fx, off + p * PAGE, PAGE, 61 + (unsigned)p);
-	write_pattern(fx, off + len + 8 * PAGE, 10, 70); /* outside: stays dirty */
+			assert_int_equal(
+			    pattern_write(fx->v, off + p * PAGE, PAGE, 61 + (unsigned)p), 0);
+	assert_int_equal(pattern_write(fx->v, off + len + 8 * PAGE, 10, 70),
+			 0); /* outside: stays dirty */
 
 	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, off, len);
 	race_start_a(r);
@@ -733,7 +701,7 @@ static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, 
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
 	assert_int_equal(written, PAGE);
-	assert_true(durable_equals(fx, off + len + 8 * PAGE, 10, 70));
+	assert_true(pattern_durable(fx->fd, fx->v, off + len + 8 * PAGE, 10, 70));
 }
 
 static void volume_discard__waits_for_fsync_holding_small_entries(void **state)
@@ -777,11 +745,12 @@ static void run_conversion_while_tagged(struct fx *fx, struct conversion_result 
 	const uint64_t s2_off = block + 100 * PAGE, s2_len = PAGE;
 	static uint8_t whole[PMD];
 
-	write_pattern(fx, s1_off, s1_len, 81);
-	write_pattern(fx, s2_off, s2_len, 82);
+	assert_int_equal(pattern_write(fx->v, s1_off, s1_len, 81), 0);
+	assert_int_equal(pattern_write(fx->v, s2_off, s2_len, 82), 0);
 	for (unsigned k = 0; many && k < CONV_EXTRA; k++)
-		write_pattern(fx, block + (CONV_EXTRA_FIRST + k) * PAGE + k, 1,
-			      CONV_EXTRA_SEED + k);
+		assert_int_equal(pattern_write(fx->v, block + (CONV_EXTRA_FIRST + k) * PAGE + k, 1,
+					       CONV_EXTRA_SEED + k),
+				 0);
 	struct race *r = race_begin(fx, PAUSE_AFTER_TAG, 0, 0);
 	r->batched_only = !many;
 	race_start_a(r);
@@ -791,11 +760,11 @@ static void run_conversion_while_tagged(struct fx *fx, struct conversion_result 
 		assert_true(dtree_get_mark(fx->v->tree, block / PAGE + CONV_EXTRA_FIRST + k,
 					   DTREE_TOWRITE));
 
-	fill(whole, PMD, 83);
-	fill(whole + (s1_off - block), s1_len, 81);
-	fill(whole + (s2_off - block), s2_len, 82);
+	pattern_fill(whole, PMD, 83);
+	pattern_fill(whole + (s1_off - block), s1_len, 81);
+	pattern_fill(whole + (s2_off - block), s2_len, 82);
 	for (unsigned k = 0; many && k < CONV_EXTRA; k++)
-		fill(whole + (CONV_EXTRA_FIRST + k) * PAGE + k, 1, CONV_EXTRA_SEED + k);
+		pattern_fill(whole + (CONV_EXTRA_FIRST + k) * PAGE + k, 1, CONV_EXTRA_SEED + k);
 	r->actor.fn = act_write;
 	r->actor.off = block;
 	r->actor.len = PMD;
@@ -813,13 +782,13 @@ static void run_conversion_while_tagged(struct fx *fx, struct conversion_result 
 	assert_int_equal(r->a_ret, 0);
 	assert_int_equal(r->actor.ret, 0);
 	assert_true(done);
-	res->small_data_durable =
-	    durable_equals(fx, s1_off, s1_len, 81) && durable_equals(fx, s2_off, s2_len, 82);
+	res->small_data_durable = pattern_durable(fx->fd, fx->v, s1_off, s1_len, 81) &&
+				  pattern_durable(fx->fd, fx->v, s2_off, s2_len, 82);
 	for (unsigned k = 0; many && k < CONV_EXTRA; k++)
 		res->small_data_durable =
 		    res->small_data_durable &&
-		    durable_equals(fx, block + (CONV_EXTRA_FIRST + k) * PAGE + k, 1,
-				   CONV_EXTRA_SEED + k);
+		    pattern_durable(fx->fd, fx->v, block + (CONV_EXTRA_FIRST + k) * PAGE + k, 1,
+				    CONV_EXTRA_SEED + k);
 	res->a_written = r->a_written;
 	race_end(r);
 }
@@ -892,8 +861,8 @@ static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **
 	const uint64_t s2_off = block + 300 * PAGE, s2_len = PAGE;
 	static uint8_t whole[PMD];
 
-	write_pattern(fx, s1_off, s1_len, 101);
-	write_pattern(fx, s2_off, s2_len, 102);
+	assert_int_equal(pattern_write(fx->v, s1_off, s1_len, 101), 0);
+	assert_int_equal(pattern_write(fx->v, s2_off, s2_len, 102), 0);
 	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, 0, 0);
 	race_start_a(r);
 	assert_false(r->batched_only);
@@ -902,9 +871,9 @@ static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **
 	assert_false(dtree_get_mark(fx->v->tree, s1_off / PAGE, DTREE_TOWRITE));
 	assert_false(dtree_get_mark(fx->v->tree, s1_off / PAGE, DTREE_DIRTY));
 
-	fill(whole, PMD, 103);
-	fill(whole + (s1_off - block), s1_len, 101);
-	fill(whole + (s2_off - block), s2_len, 102);
+	pattern_fill(whole, PMD, 103);
+	pattern_fill(whole + (s1_off - block), s1_len, 101);
+	pattern_fill(whole + (s2_off - block), s2_len, 102);
 	r->actor.fn = act_write;
 	r->actor.off = block;
 	r->actor.len = PMD;
@@ -919,8 +888,8 @@ static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **
 	assert_int_equal(r->a_written, 2 * PAGE);
 	race_end(r);
 	/* A made the small writes durable; the conversion came after it */
-	assert_true(durable_equals(fx, s1_off, s1_len, 101));
-	assert_true(durable_equals(fx, s2_off, s2_len, 102));
+	assert_true(pattern_durable(fx->fd, fx->v, s1_off, s1_len, 101));
+	assert_true(pattern_durable(fx->fd, fx->v, s2_off, s2_len, 102));
 	uint64_t first = 0, entry = 0;
 	assert_int_equal(dtree_lookup(fx->v->tree, block / PAGE + 9, &first, &entry), 0);
 	assert_int_equal(dentry_size(entry), DTREE_SIZE_2M);
@@ -948,9 +917,9 @@ static void fsync_range__small_write_into_tagged_huge_entry_keeps_it(void **stat
 {
 	struct fx *fx = *state;
 	static uint8_t small[64];
-	fill(small, sizeof(small), 92);
+	pattern_fill(small, sizeof(small), 92);
 
-	write_pattern(fx, 3 * PMD, PMD, 91);
+	assert_int_equal(pattern_write(fx->v, 3 * PMD, PMD, 91), 0);
 	struct race *r = race_begin(fx, PAUSE_AFTER_TAG, 0, 0);
 	r->batched_only = true; /* a pause after tagging: the batched walk */
 	race_start_a(r);
@@ -969,7 +938,7 @@ static void fsync_range__small_write_into_tagged_huge_entry_keeps_it(void **stat
 	assert_int_equal(r->a_ret, 0);
 	assert_int_equal(r->actor.ret, 0);
 	assert_int_equal(r->a_written, PMD);
-	assert_true(durable_equals(fx, 3 * PMD, 5 * PAGE, 91));
+	assert_true(pattern_durable(fx->fd, fx->v, 3 * PMD, 5 * PAGE, 91));
 	race_end(r);
 }
 
