@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* librdax.c -- the public API: argument checks, HELLO, volumes, I/O */
-#include "errors.h" /* first: the server's definitions of the codes win */
+#include "errors.h"
 
 #include "librdax.h"
 

@@ -11,20 +11,8 @@
 
 #include <stddef.h>
 
-enum rdax_error {
-	RDAX_E_FIRST = 4096,
-	RDAX_E_NOT_RDAX = RDAX_E_FIRST, /* no rdax superblock: not formatted */
-	RDAX_E_BAD_METADATA,		/* superblock or volume table fails its checks */
-	RDAX_E_VERSION,			/* on-media or protocol version not supported */
-	RDAX_E_PROTOCOL,		/* malformed frame or message */
-	RDAX_E_NOT_OPEN,		/* volume not open on this connection */
-	RDAX_E_ACCESS,			/* access token missing or wrong */
-	RDAX_E_TOO_BIG,			/* request exceeds a configured limit */
-	RDAX_E_LAST
-};
-
-/* rdax_strerror -- message for a code returned by an rdax function (sign ignored) */
-const char *rdax_strerror(int code);
+/* enum rdax_error and rdax_strerror(): the public header holds the one definition */
+#include "librdax.h"
 
 /*
  * rdax_seterr -- format a message into the caller's buffer @err of @errlen

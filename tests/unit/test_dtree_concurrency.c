@@ -2,7 +2,7 @@
 /*
  * test_dtree_concurrency.c -- writers marking while fsync walks run
  *
- * The rule checked ("never neither", design.md): every page ever marked
+ * The rule checked ("never neither", docs/architecture.md): every page ever marked
  * was either claimed by a walk after its last mark, or is still DIRTY.
  *
  * Each thread keeps its own per-page record, so no record is shared:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_fsync_races.c -- the four fsync races of design.md, made deterministic
+ * test_fsync_races.c -- the four fsync races of docs/architecture.md, made deterministic
  *
  * Each test holds fsync A at a known step with the fsync test hooks
  * (fsync.h), lets another thread act, then releases A and checks the state:

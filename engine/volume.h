@@ -22,7 +22,7 @@
 
 enum flush_mode {
 	FLUSH_DEFAULT = 0, /* the volume's own mode */
-	FLUSH_TRACKED,	   /* write back what the dirty tree says (design.md) */
+	FLUSH_TRACKED,	   /* write back what the dirty tree says (docs/architecture.md) */
 	FLUSH_HAMMER,	   /* write back every line of the volume (baseline) */
 };
 

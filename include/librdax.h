@@ -49,11 +49,8 @@ extern "C" {
 
 /*
  * Project error codes, numbered above any errno value (returned negated).
- * The same values as the server's common/errors.h, which wins if both are
- * included.
+ * The daemon uses the same enum (common/errors.h includes this header).
  */
-#ifndef RDAX_ERRORS_H
-#define RDAX_ERRORS_H
 enum rdax_error {
 	RDAX_E_FIRST = 4096,
 	RDAX_E_NOT_RDAX = RDAX_E_FIRST, /* no rdax superblock: not formatted */
@@ -72,7 +69,6 @@ enum rdax_error {
  * Context: any thread. Returns a static string.
  */
 const char *rdax_strerror(int code);
-#endif
 
 /* Default server address of the rdax command and of rdaxd. */
 #define RDAX_DEFAULT_URL  "tcp://127.0.0.1:7470"

@@ -2,7 +2,7 @@
 /*
  * fsync.h -- the fsync engine: make exactly what was written durable
  *
- * For a volume and a byte range (design.md, "fsync"):
+ * For a volume and a byte range (docs/architecture.md, "fsync"):
  *  1. if the start is covered by a huge entry, round it down to that entry
  *     (each dtree walk does it, under the tree lock);
  *  2. tag DIRTY entries TOWRITE in batches, the tree lock dropped between

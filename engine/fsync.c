@@ -11,7 +11,7 @@
  * find nothing to do because fsync A has claimed (cleared) the entries but
  * not yet written them back, and a fence on B's CPU does not order A's
  * write-backs, so B must not acknowledge before A's fence: waiting for A's
- * whole fsync is the simplest rule that gives that (design.md, races).
+ * whole fsync is the simplest rule that gives that (docs/architecture.md, "fsync races").
  */
 #include "fsync.h"
 
@@ -146,7 +146,7 @@ static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned
  * than FSYNC_CLAIM_BATCH + 1 entries.
  *
  * Otherwise (more entries, or the test hook batched_only) the batched walk
- * of design.md: dtree_claim_dirty() has tagged a first batch, the rest is
+ * of docs/architecture.md: dtree_claim_dirty() has tagged a first batch, the rest is
  * tagged FSYNC_TAG_BATCH at a time with the mutex dropped in between, then
  * TOWRITE entries are claimed, written back and released
  * FSYNC_CLAIM_BATCH at a time.
