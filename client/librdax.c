@@ -5,17 +5,16 @@
 #include "librdax.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "checked.h"
 #include "conn.h"
 #include "frame.h"
 #include "rdax.pb-c.h"
+#include "token.h"
 #include "url.h"
 
 #define CLIENT_NAME_DEFAULT "librdax"
@@ -67,36 +66,15 @@ int rdax_conn_opts_set_token_file(struct rdax_conn_opts *opts, const char *path)
 {
 	if (!opts || !path)
 		return -EINVAL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	/* room for one byte too many plus "\r\n": tells "too long" from "at the limit" */
-	uint8_t buf[RDAX_TOKEN_MAX + 3];
-	size_t n = 0;
-	int ret = 0;
-	while (n < sizeof(buf)) {
-		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			ret = -errno;
-			goto out_close;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n == 0)
-		ret = -EINVAL;
-	else if (n > RDAX_TOKEN_MAX)
-		ret = -RDAX_E_TOO_BIG;
-	else
-		ret = rdax_conn_opts_set_token(opts, buf, n);
-out_close:
-	close(fd);
-	return ret;
+	uint8_t *token;
+	size_t len;
+	int ret = token_file_read(path, &token, &len, NULL, 0);
+	if (ret)
+		return ret;
+	free(opts->token);
+	opts->token = token;
+	opts->token_len = len;
+	return 0;
 }
 
 int rdax_conn_opts_set_client_name(struct rdax_conn_opts *opts, const char *name)
@@ -234,6 +212,12 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 	char err[CONN_ERR_MAX];
 	if (url_parse(url, &u, err, sizeof(err)))
 		return connect_fail(-EINVAL, "bad server address %s", err);
+	if (u.scheme != URL_TCP && u.scheme != URL_RDMA)
+		return connect_fail(
+		    -EINVAL,
+		    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
+		    "librdax speaks rdaxd's own protocol: tcp:// or rdma://",
+		    url);
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)

@@ -9,6 +9,7 @@
  * stream any length through a fixed amount of memory.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -19,7 +20,7 @@
 #include <unistd.h>
 
 #include "librdax.h"
-#include "size_parse.h"
+#include "size.h"
 
 #define EXIT_FAIL  1
 #define EXIT_USAGE 2
@@ -34,18 +35,25 @@ struct ctx {
 	const char *token_file;
 	int timeout_ms;
 	struct rdax_conn *conn;
+	char what[320]; /* "write vol1": what failure messages name */
+};
+
+/* Options of commands, one bit each; a command lists those it takes. */
+enum cmd_opt {
+	OPT_FSYNC = 1 << 0,	/* --fsync */
+	OPT_NAMESPACE = 1 << 1, /* --namespace ID */
 };
 
 struct command {
 	const char *name;  /* "volume create", "write", ... */
 	const char *usage; /* arguments and options */
 	unsigned min_args, max_args;
-	const char *options; /* ",fsync,namespace," -- the options it takes */
+	unsigned options; /* enum cmd_opt bits */
 	const char *help;
 	int (*run)(struct ctx *ctx, char **args, unsigned nargs);
 };
 
-/* Options of commands, parsed wherever they appear after the command. */
+/* Values of the options given to the command being run. */
 struct cmd_opts {
 	bool fsync;
 	const char *namespace_id;
@@ -64,11 +72,11 @@ static void fail_msg(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-/* fail -- report a failed librdax call on @what ("write vol1") and return EXIT_FAIL */
-static int fail(struct ctx *ctx, const char *what, int code)
+/* fail -- report a failed librdax call on ctx->what and return EXIT_FAIL */
+static int fail(struct ctx *ctx, int code)
 {
 	const char *msg = ctx->conn ? rdax_conn_last_error(ctx->conn) : "";
-	fail_msg("%s: %s", what, msg[0] ? msg : rdax_strerror(code));
+	fail_msg("%s: %s", ctx->what, msg[0] ? msg : rdax_strerror(code));
 	return EXIT_FAIL;
 }
 
@@ -81,8 +89,9 @@ static int parse_size_arg(const char *cmd, const char *what, const char *s, uint
 		return EXIT_USAGE;
 	}
 	if (ret) {
-		fail_msg("%s: bad %s '%s' (a number with an optional K, M, G or T suffix)", cmd,
-			 what, s);
+		char hint[128];
+		fail_msg("%s: bad %s '%s' (%s)", cmd, what, s,
+			 size_syntax_hint(s, hint, sizeof(hint)));
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -116,17 +125,14 @@ static int connect_server(struct ctx *ctx)
 	return 0;
 }
 
-/* open_volume -- open @name; on failure the message names @cmd */
-static int open_volume(struct ctx *ctx, const char *cmd, const char *name,
-		       struct rdax_volume **volp)
+/* open_volume -- connect and open @name; a failure names ctx->what */
+static int open_volume(struct ctx *ctx, const char *name, struct rdax_volume **volp)
 {
-	int ret = rdax_volume_open(ctx->conn, name, volp);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "%s %s", cmd, name);
-		return fail(ctx, what, ret);
-	}
-	return 0;
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	ret = rdax_volume_open(ctx->conn, name, volp);
+	return ret ? fail(ctx, ret) : 0;
 }
 
 /* print_bytes -- "key: 67108864 (64 MiB)" */
@@ -172,11 +178,8 @@ static int cmd_volume_create(struct ctx *ctx, char **args, unsigned nargs)
 	if ((ret = connect_server(ctx)))
 		return ret;
 	ret = rdax_volume_create(ctx->conn, args[0], size, ns);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "volume create %s", args[0]);
-		return fail(ctx, what, ret);
-	}
+	if (ret)
+		return fail(ctx, ret);
 	return 0;
 }
 
@@ -187,11 +190,8 @@ static int cmd_volume_delete(struct ctx *ctx, char **args, unsigned nargs)
 	if (ret)
 		return ret;
 	ret = rdax_volume_delete(ctx->conn, args[0]);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "volume delete %s", args[0]);
-		return fail(ctx, what, ret);
-	}
+	if (ret)
+		return fail(ctx, ret);
 	return 0;
 }
 
@@ -205,7 +205,7 @@ static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 	size_t n;
 	ret = rdax_volume_list(ctx->conn, &v, &n);
 	if (ret)
-		return fail(ctx, "volume list", ret);
+		return fail(ctx, ret);
 	int wname = 4, wsize = 4;
 	char buf[32], ns[512];
 	for (size_t i = 0; i < n; i++) {
@@ -231,11 +231,8 @@ static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 		return ret;
 	struct rdax_volume_info *v;
 	ret = rdax_volume_info(ctx->conn, args[0], &v);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "volume info %s", args[0]);
-		return fail(ctx, what, ret);
-	}
+	if (ret)
+		return fail(ctx, ret);
 	char ns[512];
 	printf("name: %s\n", v->name);
 	print_bytes("size", v->size);
@@ -277,6 +274,16 @@ static int write_full(int fd, const uint8_t *buf, size_t len)
 	return 0;
 }
 
+/* beyond_end -- the failure of a range that does not fit in @vol */
+static int beyond_end(struct ctx *ctx, struct rdax_volume *vol)
+{
+	char h[SIZE_FORMAT_MAX];
+	uint64_t size = rdax_volume_size(vol);
+	fail_msg("%s: offset+length beyond the end of the volume (%" PRIu64 " bytes, %s)",
+		 ctx->what, size, size_format(size, h, sizeof(h)));
+	return EXIT_FAIL;
+}
+
 /* chunk_size -- bytes per request and buffer */
 static size_t chunk_size(struct ctx *ctx)
 {
@@ -300,8 +307,7 @@ static void drain(struct ctx *ctx)
  * library's reasoning for rdax_write, applied to a stream whose length is
  * known only at EOF); a one-chunk input is a single write with fsync set.
  */
-static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, bool durable,
-			char *what)
+static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, bool durable)
 {
 	size_t chunk = chunk_size(ctx);
 	uint8_t *bufs[CHUNKS] = {NULL};
@@ -309,7 +315,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 	int ret = 0, rc = 0;
 	for (unsigned i = 0; i < CHUNKS; i++) {
 		if (!(bufs[i] = malloc(chunk))) {
-			fail_msg("%s: %s", what, strerror(ENOMEM));
+			fail_msg("%s: %s", ctx->what, strerror(ENOMEM));
 			rc = EXIT_FAIL;
 			goto out_free;
 		}
@@ -322,7 +328,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 				continue;
 			ssize_t n = read_full(STDIN_FILENO, bufs[i], chunk);
 			if (n < 0) {
-				fail_msg("%s: reading stdin: %s", what, strerror((int)-n));
+				fail_msg("%s: reading stdin: %s", ctx->what, strerror((int)-n));
 				rc = EXIT_FAIL;
 				eof = true;
 				break;
@@ -339,7 +345,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 				ret = rdax_submit_write(vol, off, bufs[i], (size_t)n,
 							single ? RDAX_WRITE_FSYNC : 0, i);
 			if (ret) {
-				rc = fail(ctx, what, ret);
+				rc = fail(ctx, ret);
 				eof = true;
 				break;
 			}
@@ -350,7 +356,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 			/* right behind the last write: the server handles them in order */
 			fsync_sent = true;
 			if ((ret = rdax_submit_fsync(vol, offset, total, 0, COOKIE_FSYNC)))
-				rc = fail(ctx, what, ret);
+				rc = fail(ctx, ret);
 		}
 		if (rdax_inflight(ctx->conn) == 0)
 			continue;
@@ -358,14 +364,14 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 		int n = rdax_wait_completions(ctx->conn, c, CHUNKS + 1, 1, -1);
 		if (n < 0) {
 			if (!rc)
-				rc = fail(ctx, what, n);
+				rc = fail(ctx, n);
 			break;
 		}
 		for (int k = 0; k < n; k++) {
 			if (c[k].cookie != COOKIE_FSYNC)
 				busy[c[k].cookie] = false;
 			if (c[k].status && !rc) {
-				rc = fail(ctx, what, c[k].status);
+				rc = fail(ctx, c[k].status);
 				eof = true; /* stop reading; wait for what is in flight */
 			}
 		}
@@ -384,13 +390,9 @@ static int cmd_write(struct ctx *ctx, char **args, unsigned nargs)
 	int ret = parse_size_arg("write", "offset", args[1], &offset);
 	if (ret)
 		return ret;
-	if ((ret = connect_server(ctx)))
-		return ret;
 	struct rdax_volume *vol;
-	if ((ret = open_volume(ctx, "write", args[0], &vol)))
+	if ((ret = open_volume(ctx, args[0], &vol)))
 		return ret;
-	char what[256];
-	snprintf(what, sizeof(what), "write %s", args[0]);
 	/* a regular file on stdin: refuse before writing anything if it cannot fit */
 	struct stat st;
 	off_t pos;
@@ -399,19 +401,16 @@ static int cmd_write(struct ctx *ctx, char **args, unsigned nargs)
 	    (pos = lseek(STDIN_FILENO, 0, SEEK_CUR)) >= 0 && st.st_size > pos &&
 	    (__builtin_add_overflow(offset, (uint64_t)(st.st_size - pos), &end) ||
 	     end > rdax_volume_size(vol))) {
-		fail_msg("%s: offset+length beyond the end of the volume (size %" PRIu64 ")", what,
-			 rdax_volume_size(vol));
-		ret = EXIT_FAIL;
+		ret = beyond_end(ctx, vol);
 	} else {
-		ret = stream_write(ctx, vol, offset, g_opts.fsync, what);
+		ret = stream_write(ctx, vol, offset, g_opts.fsync);
 	}
 	rdax_volume_close(&vol);
 	return ret;
 }
 
 /* stream_read -- @length bytes of @vol at @offset to stdout, in order, CHUNKS in flight */
-static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, uint64_t length,
-		       const char *what)
+static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset, uint64_t length)
 {
 	size_t chunk = chunk_size(ctx);
 	uint8_t *bufs[CHUNKS] = {NULL};
@@ -420,7 +419,7 @@ static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset
 	int rc = 0;
 	for (unsigned i = 0; i < CHUNKS; i++) {
 		if (!(bufs[i] = malloc(chunk))) {
-			fail_msg("%s: %s", what, strerror(ENOMEM));
+			fail_msg("%s: %s", ctx->what, strerror(ENOMEM));
 			rc = EXIT_FAIL;
 			goto out_free;
 		}
@@ -435,7 +434,7 @@ static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset
 			done[b] = false;
 			int ret = rdax_submit_read(vol, offset + rel, bufs[b], lens[b], sub);
 			if (ret) {
-				rc = fail(ctx, what, ret);
+				rc = fail(ctx, ret);
 				break;
 			}
 			sub++;
@@ -445,19 +444,19 @@ static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset
 		struct rdax_completion c[CHUNKS];
 		int n = rdax_wait_completions(ctx->conn, c, CHUNKS, 1, -1);
 		if (n < 0) {
-			rc = fail(ctx, what, n);
+			rc = fail(ctx, n);
 			break;
 		}
 		for (int k = 0; k < n; k++) {
 			if (c[k].status && !rc)
-				rc = fail(ctx, what, c[k].status);
+				rc = fail(ctx, c[k].status);
 			done[c[k].cookie % CHUNKS] = true;
 		}
 		while (!rc && out < sub && done[out % CHUNKS]) {
 			unsigned b = (unsigned)(out % CHUNKS);
 			int ret = write_full(STDOUT_FILENO, bufs[b], lens[b]);
 			if (ret) {
-				fail_msg("%s: writing stdout: %s", what, strerror(-ret));
+				fail_msg("%s: writing stdout: %s", ctx->what, strerror(-ret));
 				rc = EXIT_FAIL;
 			}
 			out++;
@@ -479,20 +478,14 @@ static int cmd_read(struct ctx *ctx, char **args, unsigned nargs)
 		ret = parse_size_arg("read", "length", args[2], &length);
 	if (ret)
 		return ret;
-	if ((ret = connect_server(ctx)))
-		return ret;
 	struct rdax_volume *vol;
-	if ((ret = open_volume(ctx, "read", args[0], &vol)))
+	if ((ret = open_volume(ctx, args[0], &vol)))
 		return ret;
-	char what[256];
-	snprintf(what, sizeof(what), "read %s", args[0]);
 	uint64_t end;
 	if (__builtin_add_overflow(offset, length, &end) || end > rdax_volume_size(vol)) {
-		fail_msg("%s: offset+length beyond the end of the volume (size %" PRIu64 ")", what,
-			 rdax_volume_size(vol));
-		ret = EXIT_FAIL;
+		ret = beyond_end(ctx, vol);
 	} else if (length > 0) {
-		ret = stream_read(ctx, vol, offset, length, what);
+		ret = stream_read(ctx, vol, offset, length);
 	}
 	rdax_volume_close(&vol);
 	return ret;
@@ -514,18 +507,14 @@ static int cmd_fsync(struct ctx *ctx, char **args, unsigned nargs)
 		if (ret)
 			return ret;
 	}
-	if ((ret = connect_server(ctx)))
-		return ret;
 	struct rdax_volume *vol;
-	if ((ret = open_volume(ctx, "fsync", args[0], &vol)))
+	if ((ret = open_volume(ctx, args[0], &vol)))
 		return ret;
 	uint64_t wb = 0;
 	ret = rdax_fsync(vol, offset, length, &wb);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "fsync %s", args[0]);
-		ret = fail(ctx, what, ret);
-	} else {
+	if (ret)
+		ret = fail(ctx, ret);
+	else {
 		print_bytes("written_back", wb);
 	}
 	rdax_volume_close(&vol);
@@ -545,17 +534,12 @@ static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
 		fail_msg("discard: LENGTH must not be 0");
 		return EXIT_USAGE;
 	}
-	if ((ret = connect_server(ctx)))
-		return ret;
 	struct rdax_volume *vol;
-	if ((ret = open_volume(ctx, "discard", args[0], &vol)))
+	if ((ret = open_volume(ctx, args[0], &vol)))
 		return ret;
 	ret = rdax_discard(vol, offset, length);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "discard %s", args[0]);
-		ret = fail(ctx, what, ret);
-	}
+	if (ret)
+		ret = fail(ctx, ret);
 	rdax_volume_close(&vol);
 	return ret;
 }
@@ -563,19 +547,15 @@ static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
 /* cmd_stat -- rdax stat NAME: the counters as key: value lines */
 static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 {
-	int ret = connect_server(ctx);
-	if (ret)
-		return ret;
 	struct rdax_volume *vol;
-	if ((ret = open_volume(ctx, "stat", args[0], &vol)))
+	int ret = open_volume(ctx, args[0], &vol);
+	if (ret)
 		return ret;
 	struct rdax_volume_stat st;
 	ret = rdax_stat(vol, &st);
-	if (ret) {
-		char what[256];
-		snprintf(what, sizeof(what), "stat %s", args[0]);
-		ret = fail(ctx, what, ret);
-	} else {
+	if (ret)
+		ret = fail(ctx, ret);
+	else {
 		printf("name: %s\n", args[0]);
 		print_bytes("size", st.size);
 		print_bytes("dirty_bytes", st.dirty_bytes);
@@ -593,42 +573,42 @@ static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 /* --- the command table and help ----------------------------------------- */
 
 static const struct command commands[] = {
-    {"volume create", "NAME SIZE [--namespace ID]", 2, 2, ",namespace,",
+    {"volume create", "NAME SIZE [--namespace ID]", 2, 2, OPT_NAMESPACE,
      "Create volume NAME of SIZE bytes (K/M/G/T suffixes: 64M, 1G; rdaxd wants a\n"
      "multiple of 4K, and names of 1 to 63 characters of A-Z a-z 0-9 . _ -).\n"
      "The server places it in the namespace with the most free space unless\n"
      "--namespace names one (an id as 'rdax volume list' shows it).\n",
      cmd_volume_create},
-    {"volume delete", "NAME", 1, 1, ",",
+    {"volume delete", "NAME", 1, 1, 0,
      "Delete volume NAME and its data. Fails while a client has it open.\n", cmd_volume_delete},
-    {"volume list", "", 0, 0, ",",
+    {"volume list", "", 0, 0, 0,
      "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
      "and NAMESPACE (id and path on the server).\n",
      cmd_volume_list},
-    {"volume info", "NAME", 1, 1, ",",
+    {"volume info", "NAME", 1, 1, 0,
      "Show volume NAME as 'key: value' lines: name, size, namespace,\n"
      "namespace_offset; sizes in bytes with a human form in parentheses.\n",
      cmd_volume_info},
-    {"write", "NAME OFFSET [--fsync]", 2, 2, ",fsync,",
+    {"write", "NAME OFFSET [--fsync]", 2, 2, OPT_FSYNC,
      "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
      "Any length; it is streamed in chunks, never held in memory whole.\n"
      "--fsync: succeed only once all of the data is durable.\n"
      "Without --fsync the data is durable after a later 'rdax fsync'.\n",
      cmd_write},
-    {"read", "NAME OFFSET LENGTH", 3, 3, ",",
+    {"read", "NAME OFFSET LENGTH", 3, 3, 0,
      "Write LENGTH bytes of volume NAME from OFFSET to standard output.\n"
      "Bytes never written read as zeros.\n",
      cmd_read},
-    {"fsync", "NAME [OFFSET LENGTH]", 1, 3, ",",
+    {"fsync", "NAME [OFFSET LENGTH]", 1, 3, 0,
      "Make what was written to volume NAME durable: the whole volume, or\n"
      "LENGTH bytes from OFFSET (LENGTH 0: to the end). Prints how many bytes\n"
      "the server wrote back.\n",
      cmd_fsync},
-    {"discard", "NAME OFFSET LENGTH", 3, 3, ",",
+    {"discard", "NAME OFFSET LENGTH", 3, 3, 0,
      "Discard LENGTH bytes of volume NAME from OFFSET: they read as zeros\n"
      "afterwards.\n",
      cmd_discard},
-    {"stat", "NAME", 1, 1, ",",
+    {"stat", "NAME", 1, 1, 0,
      "Show the counters of volume NAME as 'key: value' lines: size, dirty_bytes\n"
      "(written, not yet fsynced), dirty-tree entries by size, tree_bytes, fsyncs\n"
      "and fsync_bytes (written back by them).\n",
@@ -729,69 +709,80 @@ static int cmd_help(char **argv, int argc)
 	return EXIT_USAGE;
 }
 
-/* opt_value -- "--name VALUE" or "--name=VALUE" at argv[*i]; NULL if not this option */
-static const char *opt_value(char **argv, int argc, int *i, const char *name, bool *missing)
-{
-	size_t len = strlen(name);
-	if (strncmp(argv[*i], name, len) != 0)
-		return NULL;
-	if (argv[*i][len] == '=')
-		return argv[*i] + len + 1;
-	if (argv[*i][len] != '\0')
-		return NULL;
-	if (*i + 1 >= argc) {
-		*missing = true;
-		return NULL;
-	}
-	return argv[++*i];
-}
+/* The options of commands; enum cmd_opt bits pick those a command takes. */
+static const struct {
+	struct option opt;
+	unsigned bit;
+} cmd_options[] = {
+    {{"fsync", no_argument, NULL, 'f'}, OPT_FSYNC},
+    {{"namespace", required_argument, NULL, 'n'}, OPT_NAMESPACE},
+};
+#define NCMD_OPTIONS (sizeof(cmd_options) / sizeof(cmd_options[0]))
 
-/* run_command -- parse the arguments and options after the command name and run it */
+/*
+ * run_command -- parse the arguments and options after the command name
+ * (options anywhere among the arguments, "--" ends them) and run it
+ */
 static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, int argc)
 {
-	char *args[8];
-	unsigned nargs = 0;
-	bool only_args = false;
-	for (int i = 0; i < argc; i++) {
-		const char *a = argv[i];
-		bool missing = false;
-		const char *v;
-		if (!only_args && strcmp(a, "--") == 0) {
-			only_args = true;
-		} else if (!only_args && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
+	struct option longopts[NCMD_OPTIONS + 2];
+	unsigned n = 0;
+	for (unsigned i = 0; i < NCMD_OPTIONS; i++)
+		if (cmd->options & cmd_options[i].bit)
+			longopts[n++] = cmd_options[i].opt;
+	longopts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+	longopts[n] = (struct option){NULL, 0, NULL, 0};
+	/* argv[0] is the command's last word, as getopt expects a program name there */
+	optind = 0;
+	opterr = 0;
+	int opt;
+	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
 			command_help(cmd);
 			return 0;
-		} else if (!only_args && strcmp(a, "--fsync") == 0 &&
-			   strstr(cmd->options, ",fsync,")) {
+		case 'f':
 			g_opts.fsync = true;
-		} else if (!only_args && strstr(cmd->options, ",namespace,") &&
-			   ((v = opt_value(argv, argc, &i, "--namespace", &missing)) || missing)) {
-			if (missing) {
-				fail_msg("%s: --namespace needs a value", cmd->name);
-				return EXIT_USAGE;
-			}
-			g_opts.namespace_id = v;
-		} else if (!only_args && a[0] == '-' && a[1] != '\0' &&
-			   !(a[1] >= '0' && a[1] <= '9')) {
-			/* "-1" is a (bad) number, left to the argument's parser */
-			fail_msg("%s: unknown option '%s' (see 'rdax help %s')", cmd->name, a,
-				 cmd->name);
+			break;
+		case 'n':
+			g_opts.namespace_id = optarg;
+			break;
+		case ':':
+			fail_msg("%s: %s needs a value", cmd->name, argv[optind - 1]);
 			return EXIT_USAGE;
-		} else {
-			if (nargs == sizeof(args) / sizeof(args[0]) || nargs >= cmd->max_args) {
-				fail_msg("%s: too many arguments (usage: rdax %s %s)", cmd->name,
-					 cmd->name, cmd->usage);
-				return EXIT_USAGE;
-			}
-			args[nargs++] = argv[i];
+		default: /* '?': "-5" lands here too: no size or offset is negative */
+			if (optopt)
+				fail_msg("%s: unknown option '-%c' (see 'rdax help %s')", cmd->name,
+					 optopt, cmd->name);
+			else
+				fail_msg("%s: unknown option '%.*s' (see 'rdax help %s')",
+					 cmd->name, (int)strcspn(argv[optind - 1], "="),
+					 argv[optind - 1], cmd->name);
+			return EXIT_USAGE;
 		}
 	}
-	if (nargs < cmd->min_args) {
-		fail_msg("%s: missing arguments (usage: rdax %s %s)", cmd->name, cmd->name,
-			 cmd->usage);
+	char **args = argv + optind;
+	unsigned nargs = (unsigned)(argc - optind);
+	if (nargs < cmd->min_args || nargs > cmd->max_args) {
+		fail_msg("%s: %s arguments (usage: rdax %s %s)", cmd->name,
+			 nargs < cmd->min_args ? "missing" : "too many", cmd->name, cmd->usage);
 		return EXIT_USAGE;
 	}
+	snprintf(ctx->what, sizeof(ctx->what), "%s%s%.256s", cmd->name, nargs ? " " : "",
+		 nargs ? args[0] : "");
 	return cmd->run(ctx, args, nargs);
+}
+
+/* parse_timeout -- --timeout SECONDS: whole seconds into *ms; 0 or EXIT_USAGE */
+static int parse_timeout(const char *v, int *ms)
+{
+	uint64_t s;
+	if (strspn(v, "0123456789") != strlen(v) || size_parse(v, &s) || s > INT32_MAX / 1000) {
+		fail_msg("bad --timeout '%s' (whole seconds)", v);
+		return EXIT_USAGE;
+	}
+	*ms = (int)s * 1000;
+	return 0;
 }
 
 /* main -- global options, then the command (see usage) */
@@ -803,33 +794,44 @@ int main(int argc, char **argv)
 	if (ctx.token_file && !ctx.token_file[0])
 		ctx.token_file = NULL;
 
-	int i = 1;
-	for (; i < argc && argv[i][0] == '-'; i++) {
-		bool missing = false;
-		const char *v;
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+	static const struct option global[] = {
+	    {"server", required_argument, NULL, 's'},
+	    {"token-file", required_argument, NULL, 't'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	opterr = 0;
+	int opt;
+	/* '+': the options before the command are rdax's; the command parses the rest */
+	while ((opt = getopt_long(argc, argv, "+:h", global, NULL)) != -1) {
+		switch (opt) {
+		case 'h':
 			usage(stdout);
 			return 0;
-		} else if ((v = opt_value(argv, argc, &i, "--server", &missing))) {
-			ctx.server = v;
-		} else if ((v = opt_value(argv, argc, &i, "--token-file", &missing))) {
-			ctx.token_file = v;
-		} else if ((v = opt_value(argv, argc, &i, "--timeout", &missing))) {
-			uint64_t s;
-			if (strspn(v, "0123456789") != strlen(v) || size_parse(v, &s) ||
-			    s > INT32_MAX / 1000) {
-				fail_msg("bad --timeout '%s' (whole seconds)", v);
+		case 's':
+			ctx.server = optarg;
+			break;
+		case 't':
+			ctx.token_file = optarg;
+			break;
+		case 'T':
+			if (parse_timeout(optarg, &ctx.timeout_ms))
 				return EXIT_USAGE;
-			}
-			ctx.timeout_ms = (int)s * 1000;
-		} else if (missing) {
-			fail_msg("%s needs a value (see 'rdax --help')", argv[i]);
+			break;
+		case ':':
+			fail_msg("%s needs a value (see 'rdax --help')", argv[optind - 1]);
 			return EXIT_USAGE;
-		} else {
-			fail_msg("unknown option '%s' (see 'rdax --help')", argv[i]);
+		default:
+			if (optopt)
+				fail_msg("unknown option '-%c' (see 'rdax --help')", optopt);
+			else
+				fail_msg("unknown option '%.*s' (see 'rdax --help')",
+					 (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
 			return EXIT_USAGE;
 		}
 	}
+	int i = optind;
 	if (i >= argc) {
 		usage(stderr);
 		return EXIT_USAGE;
@@ -853,7 +855,7 @@ int main(int argc, char **argv)
 			fail_msg("unknown command '%s' (see 'rdax --help')", argv[i]);
 		return EXIT_USAGE;
 	}
-	int rc = run_command(&ctx, cmd, argv + i + nwords, argc - i - nwords);
+	int rc = run_command(&ctx, cmd, argv + i + nwords - 1, argc - i - nwords + 1);
 	if (ctx.conn && rdax_disconnect(&ctx.conn))
 		fail_msg("disconnect: %s", rdax_conn_last_error(ctx.conn));
 	if (fflush(stdout) != 0 && rc == 0) {

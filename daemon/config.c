@@ -4,7 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -16,8 +16,10 @@
 #include "errors.h"
 #include "frame.h"
 #include "namespace.h"
+#include "size.h"
+#include "url.h"
 
-/* Keys that take a value; every one is also a long flag. */
+/* Every setting, in the order of --help. */
 enum config_key {
 	KEY_NAMESPACE,
 	KEY_LISTEN,
@@ -28,19 +30,43 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
-	KEY_CONFIG, /* flag only */
-	KEY_FORMAT, /* flag only */
+	KEY_CONFIG,
+	KEY_FORMAT,
+	KEY_FORCE,
+	KEY_HELP,
+	KEY_VERSION,
 	KEY_COUNT
 };
 
-static const char *const key_names[KEY_COUNT] = {
-    [KEY_NAMESPACE] = "namespace",   [KEY_LISTEN] = "listen",
-    [KEY_THREADS] = "threads",	     [KEY_LOG_LEVEL] = "log-level",
-    [KEY_PIDFILE] = "pidfile",	     [KEY_TOKEN_FILE] = "token-file",
-    [KEY_FLUSH_MODE] = "flush-mode", [KEY_MAX_PAYLOAD] = "max-payload",
-    [KEY_CONFIG] = "config",	     [KEY_FORMAT] = "format",
-    [KEY_RDMA_BUSY_POLL] = "rdma-busy-poll",
+/*
+ * The one table of settings: a setting's name is its long flag and, where
+ * IN_FILE is set, its config-file key. getopt_long's option table is built
+ * from it (config_parse_args), and so is the config file's lookup.
+ */
+#define IN_FILE 1 /* a "key = value" of the config file too */
+static const struct setting {
+	const char *name;
+	int has_arg; /* getopt_long's required_argument / no_argument */
+	unsigned flags;
+} settings[KEY_COUNT] = {
+    [KEY_NAMESPACE] = {"namespace", required_argument, IN_FILE},
+    [KEY_LISTEN] = {"listen", required_argument, IN_FILE},
+    [KEY_THREADS] = {"threads", required_argument, IN_FILE},
+    [KEY_LOG_LEVEL] = {"log-level", required_argument, IN_FILE},
+    [KEY_PIDFILE] = {"pidfile", required_argument, IN_FILE},
+    [KEY_TOKEN_FILE] = {"token-file", required_argument, IN_FILE},
+    [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
+    [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
+    [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_CONFIG] = {"config", required_argument, 0},
+    [KEY_FORMAT] = {"format", required_argument, 0},
+    [KEY_FORCE] = {"force", no_argument, 0},
+    [KEY_HELP] = {"help", no_argument, 0},
+    [KEY_VERSION] = {"version", no_argument, 0},
 };
+
+/* getopt_long returns OPT_BASE + key for a long option: above every short option's char */
+#define OPT_BASE 256
 
 void config_init(struct config *c)
 {
@@ -83,51 +109,6 @@ void config_free(struct config *c)
 	config_init(c);
 }
 
-int config_parse_size(const char *s, uint64_t *out)
-{
-	if (!s || !out || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	unsigned shift = 0;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		shift = 10;
-		break;
-	case 'm':
-	case 'M':
-		shift = 20;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		break;
-	case 't':
-	case 'T':
-		shift = 40;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (shift) {
-		end++;
-		if (strcmp(end, "iB") == 0 || strcmp(end, "ib") == 0)
-			end += 2;
-	}
-	if (*end != '\0')
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 /* parse_uint -- a decimal number in [min, max]; 0 or -EINVAL */
 static int parse_uint(const char *s, unsigned long min, unsigned long max, unsigned long *out)
 {
@@ -159,21 +140,20 @@ int config_parse_namespace(const char *spec, struct config_namespace *out, char 
 	}
 	for (char *opt = strtok_r(NULL, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
 		if (strncmp(opt, "size=", 5) == 0) {
-			int r = config_parse_size(opt + 5, &ns.size);
+			int r = size_parse(opt + 5, &ns.size);
 			if (r == 0 && ns.size == 0)
 				r = -EINVAL;
 			if (r) {
-				rdax_seterr(
-				    err, errlen,
-				    "'%s': size '%s' is not a size (a number with an optional "
-				    "K/M/G/T suffix)",
-				    spec, opt + 5);
+				char hint[128];
+				rdax_seterr(err, errlen, "'%s': size '%s' is not a size (%s)", spec,
+					    opt + 5, size_syntax_hint(opt + 5, hint, sizeof(hint)));
 				goto err_free_copy;
 			}
 			if (ns.size < NS_MIN_SIZE) {
-				rdax_seterr(err, errlen,
-					    "'%s': size %" PRIu64 " is below the minimum %lluM",
-					    spec, ns.size, NS_MIN_SIZE >> 20);
+				char have[SIZE_FORMAT_MAX], min[SIZE_FORMAT_MAX];
+				rdax_seterr(err, errlen, "'%s': size %s is below the minimum %s",
+					    spec, size_format(ns.size, have, sizeof(have)),
+					    size_format(NS_MIN_SIZE, min, sizeof(min)));
 				goto err_free_copy;
 			}
 		} else if (strncmp(opt, "mode=", 5) == 0) {
@@ -203,128 +183,37 @@ err_free_copy:
 	return ret;
 }
 
-/* parse_listen_unix -- "nbd+unix:///PATH[?mode=OCTAL]" (@rest: what follows "nbd+unix://") */
-static int parse_listen_unix(const char *uri, const char *rest, struct config_listen *out,
-			     char *err, size_t errlen)
+/* listen_kinds -- what each URL scheme serves */
+static enum config_listen_kind listen_kind(enum url_scheme scheme)
 {
-	const char *q = strchr(rest, '?');
-	size_t plen = q ? (size_t)(q - rest) : strlen(rest);
-	unsigned long mode = CONFIG_NBD_UNIX_MODE;
-	if (plen < 2 || rest[0] != '/') {
-		rdax_seterr(err, errlen,
-			    "'%s': not of the form nbd+unix:///PATH (an absolute path)", uri);
-		return -EINVAL;
+	switch (scheme) {
+	case URL_RDMA:
+		return CONFIG_LISTEN_RDMA;
+	case URL_NBD:
+		return CONFIG_LISTEN_NBD;
+	case URL_NBD_UNIX:
+		return CONFIG_LISTEN_NBD_UNIX;
+	case URL_TCP:
+	default:
+		return CONFIG_LISTEN_TCP;
 	}
-	/* sun_path holds 108 bytes with the terminating NUL */
-	if (plen > 107) {
-		rdax_seterr(err, errlen, "'%s': socket path longer than 107 bytes", uri);
-		return -EINVAL;
-	}
-	if (q) {
-		const char *m = q + 1;
-		char *end = NULL;
-		bool ok = strncmp(m, "mode=", 5) == 0 && m[5] >= '0' && m[5] <= '7';
-		if (ok) {
-			errno = 0;
-			mode = strtoul(m + 5, &end, 8);
-			ok = errno == 0 && *end == '\0' && mode <= 0777;
-		}
-		if (!ok) {
-			rdax_seterr(
-			    err, errlen,
-			    "'%s': the only option is ?mode=OCTAL (file mode, e.g. mode=0660)",
-			    uri);
-			return -EINVAL;
-		}
-	}
-	struct config_listen l = {.kind = CONFIG_LISTEN_NBD_UNIX, .mode = (unsigned)mode};
-	l.uri = strdup(uri);
-	l.path = strndup(rest, plen);
-	if (!l.uri || !l.path) {
-		config_listen_free(&l);
-		return -ENOMEM;
-	}
-	*out = l;
-	return 0;
 }
 
 int config_parse_listen(const char *uri, struct config_listen *out, char *err, size_t errlen)
 {
-	static const struct {
-		const char *scheme;
-		enum config_listen_kind kind;
-	} schemes[] = {
-	    {"tcp://", CONFIG_LISTEN_TCP},
-	    {"nbd://", CONFIG_LISTEN_NBD},
-	    {"nbd+unix://", CONFIG_LISTEN_NBD_UNIX},
-	    {"rdma://", CONFIG_LISTEN_RDMA},
-	};
 	if (!uri || !out)
 		return -EINVAL;
-	const char *scheme = NULL, *hp = NULL;
-	enum config_listen_kind kind = CONFIG_LISTEN_TCP;
-	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
-		size_t n = strlen(schemes[i].scheme);
-		if (strncmp(uri, schemes[i].scheme, n) == 0) {
-			scheme = schemes[i].scheme;
-			kind = schemes[i].kind;
-			hp = uri + n;
-			break;
-		}
-	}
-	if (!scheme) {
-		const char *sep = strstr(uri, "://");
-		if (sep)
-			rdax_seterr(err, errlen,
-				    "'%s': transport '%.*s' is not supported (tcp://, rdma://, "
-				    "nbd://, nbd+unix://)",
-				    uri, (int)(sep - uri), uri);
-		else
-			rdax_seterr(err, errlen, "'%s': not of the form tcp://HOST:PORT", uri);
-		return -EINVAL;
-	}
-	if (kind == CONFIG_LISTEN_NBD_UNIX)
-		return parse_listen_unix(uri, hp, out, err, errlen);
-	const char *host_start = hp, *host_end, *port;
-	if (*hp == '[') {
-		host_start = hp + 1;
-		host_end = strchr(host_start, ']');
-		if (!host_end || host_end[1] != ':') {
-			rdax_seterr(err, errlen, "'%s': not of the form %s[IPV6]:PORT", uri,
-				    scheme);
-			return -EINVAL;
-		}
-		port = host_end + 2;
-	} else {
-		host_end = strrchr(hp, ':');
-		if (!host_end) {
-			rdax_seterr(err, errlen, "'%s': no port (%sHOST:PORT)", uri, scheme);
-			return -EINVAL;
-		}
-		if (memchr(hp, ':', (size_t)(host_end - hp))) {
-			rdax_seterr(err, errlen,
-				    "'%s': put an IPv6 address in brackets: %s[ADDR]:PORT", uri,
-				    scheme);
-			return -EINVAL;
-		}
-		port = host_end + 1;
-	}
-	if (host_end == host_start) {
-		rdax_seterr(err, errlen, "'%s': no host (%sHOST:PORT, e.g. %s0.0.0.0:%d)", uri,
-			    scheme, scheme,
-			    kind == CONFIG_LISTEN_NBD ? 10809 : CONFIG_DEFAULT_PORT);
-		return -EINVAL;
-	}
-	unsigned long p;
-	if (parse_uint(port, 0, 65535, &p)) {
-		rdax_seterr(err, errlen, "'%s': port '%s' is not a number from 0 to 65535", uri,
-			    port);
-		return -EINVAL;
-	}
-	struct config_listen l = {.port = (uint16_t)p, .kind = kind};
+	struct url u;
+	int ret = url_parse_listen(uri, &u, err, errlen);
+	if (ret)
+		return ret;
+	struct config_listen l = {.port = u.port, .kind = listen_kind(u.scheme), .mode = u.mode};
 	l.uri = strdup(uri);
-	l.host = strndup(host_start, (size_t)(host_end - host_start));
-	if (!l.uri || !l.host) {
+	if (u.scheme == URL_NBD_UNIX)
+		l.path = strdup(u.path);
+	else
+		l.host = strdup(u.host);
+	if (!l.uri || (!l.path && !l.host)) {
 		config_listen_free(&l);
 		return -ENOMEM;
 	}
@@ -343,7 +232,7 @@ static int replace_string(char **dst, const char *value)
 	return 0;
 }
 
-/* key_lookup -- the key named @key ('_' accepted for '-'), or KEY_COUNT */
+/* key_lookup -- the setting with a value named @key ('_' accepted for '-'), or KEY_COUNT */
 static enum config_key key_lookup(const char *key)
 {
 	char norm[32];
@@ -353,7 +242,7 @@ static enum config_key key_lookup(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		norm[i] = key[i] == '_' ? '-' : key[i];
 	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (strcmp(norm, key_names[k]) == 0)
+		if (settings[k].has_arg == required_argument && strcmp(norm, settings[k].name) == 0)
 			return (enum config_key)k;
 	}
 	return KEY_COUNT;
@@ -364,7 +253,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		     char *err, size_t errlen)
 {
 	char why[CONFIG_ERR_MAX];
-	const char *name = key_names[key];
+	const char *name = settings[key].name;
 	unsigned long n;
 	uint64_t size;
 	int ret;
@@ -420,8 +309,9 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		return 0;
 	case KEY_RDMA_BUSY_POLL:
 		if (parse_uint(value, 0, CONFIG_MAX_BUSY_POLL_US, &n)) {
-			rdax_seterr(err, errlen, "%s%s '%s': not a number of microseconds from 0 to %d",
-				    from, name, value, CONFIG_MAX_BUSY_POLL_US);
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not a number of microseconds from 0 to %d", from,
+				    name, value, CONFIG_MAX_BUSY_POLL_US);
 			return -EINVAL;
 		}
 		c->rdma_busy_poll_us = (unsigned)n;
@@ -445,7 +335,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		return 0;
 	case KEY_MAX_PAYLOAD:
-		ret = config_parse_size(value, &size);
+		ret = size_parse(value, &size);
 		if (ret || size < (1U << 20) || size > FRAME_MAX_PAYLOAD_LIMIT) {
 			rdax_seterr(err, errlen, "%s%s '%s': not a size from 1M to %uM", from, name,
 				    value, FRAME_MAX_PAYLOAD_LIMIT >> 20);
@@ -466,6 +356,15 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 				      : key == KEY_CONFIG     ? &c->config_path
 							      : &c->format_path,
 				      value);
+	case KEY_FORCE:
+		c->force = true;
+		return 0;
+	case KEY_HELP:
+		c->help = true;
+		return 0;
+	case KEY_VERSION:
+		c->version = true;
+		return 0;
 	case KEY_COUNT:
 		break;
 	}
@@ -543,7 +442,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 		*eq = '\0';
 		char *key = trim(s), *value = trim(eq + 1);
 		enum config_key k = key_lookup(key);
-		if (k == KEY_COUNT || k == KEY_CONFIG || k == KEY_FORMAT) {
+		if (k == KEY_COUNT || !(settings[k].flags & IN_FILE)) {
 			rdax_seterr(err, errlen, "%sunknown setting '%s'", from, key);
 			ret = -EINVAL;
 			break;
@@ -566,67 +465,53 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 	return ret;
 }
 
-/* flag_takes_value -- the key of a long flag that takes a value, or KEY_COUNT */
-static enum config_key flag_key(const char *name, size_t len)
+/* bad_option -- the message for getopt_long's '?' or ':' at argv[optind - 1] */
+static int bad_option(int opt, char *const argv[], char *err, size_t errlen)
 {
-	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (strlen(key_names[k]) == len && strncmp(name, key_names[k], len) == 0)
-			return (enum config_key)k;
-	}
-	return KEY_COUNT;
+	if (opt == ':')
+		rdax_seterr(err, errlen, "--%s needs a value", settings[optopt - OPT_BASE].name);
+	else if (optopt >= OPT_BASE)
+		rdax_seterr(err, errlen, "--%s takes no value", settings[optopt - OPT_BASE].name);
+	else if (optopt)
+		rdax_seterr(err, errlen, "unknown option '-%c'", optopt);
+	else /* an unknown or ambiguous long option, possibly with "=VALUE" */
+		rdax_seterr(err, errlen, "unknown option '%.*s'",
+			    (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+	return -EINVAL;
 }
 
 /*
- * walk_args -- one pass over argv. Pass 1 (@apply false) only finds
+ * walk_args -- one getopt_long pass over argv. Pass 1 (@apply false) finds
  * --config, --help and --version and checks the flag syntax; pass 2 applies
- * everything except --config.
+ * everything except --config. Options stop at the first non-option ('+'),
+ * which is an error: rdaxd takes no operands.
  */
 static int walk_args(struct config *c, int argc, char *const argv[], bool apply, char *err,
 		     size_t errlen)
 {
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
-		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-			c->help = true;
-			continue;
-		}
-		if (strcmp(arg, "--version") == 0) {
-			c->version = true;
-			continue;
-		}
-		if (strcmp(arg, "--force") == 0) {
-			c->force = true;
-			continue;
-		}
-		if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-			rdax_seterr(err, errlen, "unexpected argument '%s'", arg);
-			return -EINVAL;
-		}
-		const char *name = arg + 2, *eq = strchr(name, '=');
-		size_t len = eq ? (size_t)(eq - name) : strlen(name);
-		enum config_key k = flag_key(name, len);
-		if (k == KEY_COUNT) {
-			rdax_seterr(err, errlen, "unknown option '--%.*s'", (int)len, name);
-			return -EINVAL;
-		}
-		const char *value;
-		if (eq) {
-			value = eq + 1;
-		} else if (i + 1 < argc) {
-			value = argv[++i];
-		} else {
-			rdax_seterr(err, errlen, "--%s needs a value", key_names[k]);
-			return -EINVAL;
-		}
-		if (!apply && k == KEY_CONFIG) {
-			int ret = replace_string(&c->config_path, value);
-			if (ret)
-				return ret;
-		} else if (apply && k != KEY_CONFIG) {
-			int ret = apply_key(c, k, value, "--", err, errlen);
-			if (ret)
-				return ret;
-		}
+	struct option longopts[KEY_COUNT + 1];
+	for (unsigned k = 0; k < KEY_COUNT; k++)
+		longopts[k] =
+		    (struct option){settings[k].name, settings[k].has_arg, NULL, OPT_BASE + (int)k};
+	longopts[KEY_COUNT] = (struct option){NULL, 0, NULL, 0};
+	optind = 0; /* glibc: 0 starts a fresh scan of a new argv */
+	opterr = 0; /* messages are ours, in @err */
+	int opt;
+	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+		if (opt == '?' || opt == ':')
+			return bad_option(opt, argv, err, errlen);
+		enum config_key k = opt == 'h' ? KEY_HELP : (enum config_key)(opt - OPT_BASE);
+		int ret = 0;
+		if (!apply && (k == KEY_CONFIG || k == KEY_HELP || k == KEY_VERSION))
+			ret = apply_key(c, k, optarg ? optarg : "", "--", err, errlen);
+		else if (apply && k != KEY_CONFIG)
+			ret = apply_key(c, k, optarg ? optarg : "", "--", err, errlen);
+		if (ret)
+			return ret;
+	}
+	if (optind < argc) {
+		rdax_seterr(err, errlen, "unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -736,79 +621,6 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	return 0;
 }
 
-int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen)
-{
-	if (!path || !out || !len)
-		return -EINVAL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int ret = -errno;
-		rdax_seterr(err, errlen, "token file %s: %s", path, strerror(errno));
-		return ret;
-	}
-	/* one byte more than allowed, plus "\r\n", tells "too long" from "at the limit" */
-	size_t cap = CONFIG_TOKEN_MAX + 3, n = 0;
-	uint8_t *buf = malloc(cap);
-	int ret = 0;
-	if (!buf) {
-		ret = -ENOMEM;
-		goto err_close;
-	}
-	while (n < cap) {
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			ret = -errno;
-			rdax_seterr(err, errlen, "token file %s: %s", path, strerror(errno));
-			goto err_free;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-		n--;
-	if (n == 0) {
-		ret = -EINVAL;
-		rdax_seterr(err, errlen, "token file %s is empty", path);
-		goto err_free;
-	}
-	if (n > CONFIG_TOKEN_MAX) {
-		ret = -RDAX_E_TOO_BIG;
-		rdax_seterr(err, errlen, "token file %s: longer than %d bytes", path,
-			    CONFIG_TOKEN_MAX);
-		goto err_free;
-	}
-	close(fd);
-	*out = buf;
-	*len = n;
-	return 0;
-
-err_free:
-	free(buf);
-err_close:
-	close(fd);
-	return ret;
-}
-
-const char *config_format_size(uint64_t bytes, char *buf, size_t len)
-{
-	static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
-	if (bytes < 1024) {
-		snprintf(buf, len, "%" PRIu64 " B", bytes);
-		return buf;
-	}
-	double v = (double)bytes / 1024.0;
-	unsigned u = 0;
-	while (v >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		v /= 1024.0;
-		u++;
-	}
-	snprintf(buf, len, "%.1f %s", v, units[u]);
-	return buf;
-}
-
 void config_usage(FILE *f)
 {
 	fprintf(f,
@@ -852,7 +664,8 @@ void config_usage(FILE *f)
 		"                        data unless --force is given (which destroys it)\n"
 		"  --help, --version\n"
 		"\n"
-		"SIZE is a number of bytes with an optional K, M, G or T suffix (powers of 1024).\n"
+		"SIZE is a number of bytes with an optional K, M, G or T suffix, powers of\n"
+		"1024 (4K = 4KiB = 4096); KB, MB, ... are refused as ambiguous.\n"
 		"Without --namespace: %s in $RDAX_DATA_DIR, else /var/lib/rdax (root),\n"
 		"else $XDG_DATA_HOME/rdax or ~/.local/share/rdax, with size=1G,mode=auto.\n"
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"

@@ -6,7 +6,10 @@
  * per line (keys are the long flag names without "--"), '#' starts a comment
  * (a whole line, or the rest of a line after whitespace). Flags given on the
  * command line add to the file's list settings (namespace, listen) and
- * override its single-valued ones.
+ * override its single-valued ones. One table in config.c names every setting
+ * for both; flags are read with getopt_long (so "--name=value" and an
+ * unambiguous prefix of a name work too). Sizes follow size.h, listen
+ * addresses url.h, the token file token.h.
  *
  * Thread safety: none; used by main() before any thread starts, and by tests.
  */
@@ -19,6 +22,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "url.h"
 #include "persist.h"
 #include "volume.h"
 
@@ -29,10 +33,8 @@
 #define CONFIG_MAX_THREADS     1024
 /* Longest --rdma-busy-poll, microseconds (one second). */
 #define CONFIG_MAX_BUSY_POLL_US 1000000
-#define CONFIG_MAX_NAMESPACES  256
-#define CONFIG_MAX_LISTENS     64
-/* Longest accepted token file, in bytes (after the trailing newline is stripped). */
-#define CONFIG_TOKEN_MAX 4096
+#define CONFIG_MAX_NAMESPACES	256
+#define CONFIG_MAX_LISTENS	64
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
 
@@ -51,16 +53,13 @@ enum config_listen_kind {
 	CONFIG_LISTEN_RDMA,	/* rdma://ADDR:PORT: the rdax protocol over RDMA (docs/rdma.md) */
 };
 
-/* Default file mode of an nbd+unix socket: the daemon's user only. */
-#define CONFIG_NBD_UNIX_MODE 0600
-
 /* One --listen tcp://HOST:PORT, rdma://ADDR:PORT, nbd://HOST:PORT or nbd+unix:///PATH. */
 struct config_listen {
 	char *uri;  /* as given */
 	char *host; /* without the brackets of an IPv6 literal; NULL for nbd+unix */
 	uint16_t port;
 	enum config_listen_kind kind;
-	char *path;	   /* nbd+unix: the socket path; else NULL */
+	char *path;    /* nbd+unix: the socket path; else NULL */
 	unsigned mode; /* nbd+unix: file mode of the socket */
 };
 
@@ -76,7 +75,7 @@ struct config {
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
-	char *config_path; /* --config, NULL if none */
+	char *config_path;	    /* --config, NULL if none */
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
 			      creating) */
 
@@ -133,30 +132,18 @@ int config_finish(struct config *c, char *err, size_t errlen);
  */
 int config_default_datadir(char **out);
 
-/* config_parse_size -- "4096", "64K", "1G", "2T", "1GiB" (binary units) -> bytes; 0 or
- * -EINVAL/-ERANGE */
-int config_parse_size(const char *s, uint64_t *out);
-
 /* config_parse_namespace -- "PATH[,size=SIZE][,mode=auto|sim]"; 0 or -EINVAL (@err says why) */
 int config_parse_namespace(const char *spec, struct config_namespace *out, char *err,
 			   size_t errlen);
 
 /*
- * config_parse_listen -- "tcp://HOST:PORT", "rdma://ADDR:PORT" or "nbd://HOST:PORT" (HOST may be
- * [IPv6]), or "nbd+unix:///PATH[?mode=OCTAL]" (an absolute socket path, mode
- * default CONFIG_NBD_UNIX_MODE). Returns 0, -EINVAL (@err says why), -ENOMEM.
+ * config_parse_listen -- a listen address by url_parse_listen's rules (url.h):
+ * "tcp://HOST:PORT", "rdma://ADDR:PORT" or "nbd://HOST:PORT" (HOST may be
+ * [IPv6], PORT 0 picks a free one), or "nbd+unix:///PATH[?mode=OCTAL]" (an
+ * absolute socket path, mode default URL_UNIX_MODE).
+ * Returns 0, -EINVAL (@err says why), -ENOMEM.
  */
 int config_parse_listen(const char *uri, struct config_listen *out, char *err, size_t errlen);
-
-/*
- * config_token_load -- the token file's contents without its trailing
- * newline(s) ("\n" or "\r\n"). *out is malloc'd, *len its length (> 0).
- * Returns 0, -errno, -EINVAL (empty), -RDAX_E_TOO_BIG (> CONFIG_TOKEN_MAX).
- */
-int config_token_load(const char *path, uint8_t **out, size_t *len, char *err, size_t errlen);
-
-/* config_format_size -- "1.0 GiB", "512.0 MiB", "4096 B" into @buf */
-const char *config_format_size(uint64_t bytes, char *buf, size_t len);
 
 /* config_usage -- the --help text */
 void config_usage(FILE *f);

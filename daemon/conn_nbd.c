@@ -18,6 +18,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "nbd_proto.h"
+#include "size.h"
 
 /* iovecs per sendmsg(): up to this many / 2 replies */
 #define NBD_IOV_MAX 64
@@ -553,7 +554,7 @@ static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns
 {
 	char sz[32];
 	snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32,
-		 config_format_size(size, sz, sizeof(sz)), ns_id);
+		 size_format(size, sz, sizeof(sz)), ns_id);
 }
 
 /* export_reply -- the NBD_REP_INFO replies and the ACK of a successful INFO / GO */

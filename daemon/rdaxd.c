@@ -45,7 +45,9 @@
 #include "server_nbd.h"
 #include "server_rdma.h"
 #include "server_tcp.h"
+#include "size.h"
 #include "store.h"
+#include "token.h"
 #include "worker.h"
 
 #ifndef RDAX_VERSION
@@ -104,7 +106,7 @@ static int run_format(const struct config *cfg)
 		struct stat st;
 		char size[32] = "?";
 		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-			config_format_size((uint64_t)st.st_size, size, sizeof(size));
+			size_format((uint64_t)st.st_size, size, sizeof(size));
 		printf("rdaxd: formatted %s (%s)\n", path, size);
 		return 0;
 	}
@@ -168,7 +170,7 @@ static void ready_line(const struct server_tcp *srv, const struct server_nbd *nb
 		char size[32];
 		n += (size_t)snprintf(buf + n, len - n, "%s%s, %s, method %s", i ? "; " : "",
 				      ns->path,
-				      config_format_size(ns->persist.size, size, sizeof(size)),
+				      size_format(ns->persist.size, size, sizeof(size)),
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
@@ -425,8 +427,7 @@ static int run_daemon(const struct config *cfg)
 		return fail(1, "cannot create the event loop");
 
 	if (cfg->token_file) {
-		int ret =
-		    config_token_load(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
+		int ret = token_file_read(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}

@@ -137,6 +137,11 @@ static void rdax_connect__bad_arguments_and_urls(void **state)
 	assert_int_equal(rdax_connect("tcp://::1:7470", NULL, &conn), -EINVAL);
 	assert_non_null(strstr(rdax_connect_last_error(), "brackets"));
 	assert_int_equal(rdax_connect("tcp://h:70000", NULL, &conn), -EINVAL);
+	/* an NBD address parses (common/url.h) but is not for librdax: said before connecting */
+	assert_int_equal(rdax_connect("nbd://127.0.0.1:1", NULL, &conn), -EINVAL);
+	assert_non_null(strstr(rdax_connect_last_error(), "is an NBD address"));
+	assert_int_equal(rdax_connect("nbd+unix:///tmp/none.sock", NULL, &conn), -EINVAL);
+	assert_non_null(strstr(rdax_connect_last_error(), "is an NBD address"));
 	assert_null(conn);
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_config.c -- rdaxd flags, config file, sizes, listen addresses, token file */
+/* test_config.c -- rdaxd flags, config file, namespaces and listen addresses */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,40 +56,6 @@ static int parse(struct config *c, char *err, ...)
 	va_end(ap);
 	config_init(c);
 	return config_parse_args(c, argc, argv, err, CONFIG_ERR_MAX);
-}
-
-static void config_parse_size__units(void **state)
-{
-	uint64_t v;
-	assert_int_equal(config_parse_size("4096", &v), 0);
-	assert_int_equal(v, 4096);
-	assert_int_equal(config_parse_size("64K", &v), 0);
-	assert_int_equal(v, 64ULL << 10);
-	assert_int_equal(config_parse_size("3m", &v), 0);
-	assert_int_equal(v, 3ULL << 20);
-	assert_int_equal(config_parse_size("1G", &v), 0);
-	assert_int_equal(v, 1ULL << 30);
-	assert_int_equal(config_parse_size("2T", &v), 0);
-	assert_int_equal(v, 2ULL << 40);
-	assert_int_equal(config_parse_size("1GiB", &v), 0);
-	assert_int_equal(v, 1ULL << 30);
-	assert_int_equal(config_parse_size("0", &v), 0);
-	assert_int_equal(v, 0);
-}
-
-static void config_parse_size__bad(void **state)
-{
-	uint64_t v = 77;
-	const char *bad[] = {"",     "G",  "abc", "-1",	 "+1",	" 1",  "1 ",
-			     "1.5G", "1X", "1GB", "1Gi", "1KK", "0x10"};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		assert_int_equal(config_parse_size(bad[i], &v), -EINVAL);
-	assert_int_equal(config_parse_size("16777216T", &v), -ERANGE); /* 2^64 */
-	assert_int_equal(config_parse_size("18446744073709551616", &v), -ERANGE);
-	assert_int_equal(config_parse_size(NULL, &v), -EINVAL);
-	assert_int_equal(v, 77); /* untouched on error */
-	assert_int_equal(config_parse_size("16777215T", &v), 0);
-	assert_int_equal(v, 16777215ULL << 40);
 }
 
 static void config_parse_namespace__options(void **state)
@@ -162,8 +128,7 @@ static void config_parse_listen__bad(void **state)
 	char err[CONFIG_ERR_MAX];
 	assert_int_equal(config_parse_listen("127.0.0.1:7470", &l, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "tcp://HOST:PORT"));
-	assert_int_equal(config_parse_listen("udp://10.0.0.1:7471", &l, err, sizeof(err)),
-			 -EINVAL);
+	assert_int_equal(config_parse_listen("udp://10.0.0.1:7471", &l, err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "transport 'udp' is not supported"));
 	/* rdma:// is a listen kind of its own */
 	assert_int_equal(config_parse_listen("rdma://10.0.0.1:7471", &l, err, sizeof(err)), 0);
@@ -450,65 +415,9 @@ static void config_finish__format_combinations(void **state)
 	config_free(&c);
 }
 
-static void config_token_load__strips_newline(void **state)
-{
-	uint8_t *tok;
-	size_t len;
-	char err[CONFIG_ERR_MAX];
-	const char *path = write_file("t1", "s3cret\n", 7);
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, 6);
-	assert_memory_equal(tok, "s3cret", 6);
-	free(tok);
-	path = write_file("t2", "abc\r\n", 5);
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, 3);
-	free(tok);
-	/* inner white space and binary bytes are part of the token */
-	path = write_file("t3", "a b\0c", 5);
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, 5);
-	assert_memory_equal(tok, "a b\0c", 5);
-	free(tok);
-}
-
-static void config_token_load__bad(void **state)
-{
-	uint8_t *tok = NULL;
-	size_t len;
-	char err[CONFIG_ERR_MAX];
-	const char *path = write_file("t4", "\n", 1);
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "is empty"));
-	char big[CONFIG_TOKEN_MAX + 1];
-	memset(big, 'x', sizeof(big));
-	path = write_file("t5", big, sizeof(big));
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), -RDAX_E_TOO_BIG);
-	path = write_file("t6", big, CONFIG_TOKEN_MAX);
-	assert_int_equal(config_token_load(path, &tok, &len, err, sizeof(err)), 0);
-	assert_int_equal(len, CONFIG_TOKEN_MAX);
-	free(tok);
-	tok = NULL;
-	assert_int_equal(config_token_load("/nonexistent/token", &tok, &len, err, sizeof(err)),
-			 -ENOENT);
-	assert_null(tok);
-}
-
-static void config_format_size__units(void **state)
-{
-	char buf[32];
-	assert_string_equal(config_format_size(1ULL << 30, buf, sizeof(buf)), "1.0 GiB");
-	assert_string_equal(config_format_size(256ULL << 20, buf, sizeof(buf)), "256.0 MiB");
-	assert_string_equal(config_format_size(1536, buf, sizeof(buf)), "1.5 KiB");
-	assert_string_equal(config_format_size(100, buf, sizeof(buf)), "100 B");
-	assert_string_equal(config_format_size(3ULL << 40, buf, sizeof(buf)), "3.0 TiB");
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(config_parse_size__units),
-	    cmocka_unit_test(config_parse_size__bad),
 	    cmocka_unit_test(config_parse_namespace__options),
 	    cmocka_unit_test(config_parse_namespace__bad),
 	    cmocka_unit_test(config_parse_listen__forms),
@@ -523,9 +432,6 @@ int main(void)
 	    cmocka_unit_test(config_finish__defaults),
 	    cmocka_unit_test(config_default_datadir__order),
 	    cmocka_unit_test(config_finish__format_combinations),
-	    cmocka_unit_test(config_token_load__strips_newline),
-	    cmocka_unit_test(config_token_load__bad),
-	    cmocka_unit_test(config_format_size__units),
 	};
 	return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* size_parse.c -- parse and format byte sizes with binary suffixes */
-#include "size_parse.h"
+/* size.c -- parse and format byte sizes with binary suffixes (the rule is in size.h) */
+#include "size.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -46,8 +46,7 @@ int size_parse(const char *s, uint64_t *out)
 		if (shift < 0)
 			return -EINVAL;
 		p++;
-		if (strcmp(p, "") != 0 && strcmp(p, "B") != 0 && strcmp(p, "b") != 0 &&
-		    strcmp(p, "iB") != 0 && strcmp(p, "ib") != 0)
+		if (strcmp(p, "") != 0 && strcmp(p, "iB") != 0 && strcmp(p, "ib") != 0)
 			return -EINVAL;
 	}
 	if (overflow || (shift && v > (UINT64_MAX >> shift)))
@@ -56,17 +55,28 @@ int size_parse(const char *s, uint64_t *out)
 	return 0;
 }
 
+const char *size_syntax_hint(const char *s, char *buf, size_t len)
+{
+	size_t n = s ? strspn(s, "0123456789") : 0;
+	if (n > 0 && suffix_shift(s[n]) > 0 && (s[n + 1] == 'B' || s[n + 1] == 'b') &&
+	    s[n + 2] == '\0')
+		snprintf(buf, len, "write %.*s%c or %.*s%ciB: units are powers of 1024", (int)n, s,
+			 s[n], (int)n, s, s[n]);
+	else
+		snprintf(buf, len, "%s", SIZE_SYNTAX);
+	return buf;
+}
+
 const char *size_format(uint64_t bytes, char *buf, size_t len)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	unsigned u = 0;
 	while (u + 1 < sizeof(units) / sizeof(units[0]) && bytes >= (1ULL << (10 * (u + 1))))
 		u++;
-	uint64_t unit = 1ULL << (10 * u);
-	if (bytes % unit == 0)
-		snprintf(buf, len, "%llu %s", (unsigned long long)(bytes / unit), units[u]);
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
 	else
-		snprintf(buf, len, "%.1f %s", (double)bytes / (double)unit, units[u]);
+		snprintf(buf, len, "%.1f %s", (double)bytes / (double)(1ULL << (10 * u)), units[u]);
 	return buf;
 }
 

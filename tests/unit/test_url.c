@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_client_url.c -- url_parse: what a server address may and may not look like */
+/* test_url.c -- url_parse and url_parse_listen: what an address may and may not look like */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -144,6 +144,91 @@ static void url_parse__null(void **state)
 	assert_int_equal(url_parse("tcp://h:1", NULL, NULL, 0), -EINVAL);
 }
 
+static void url_parse__nbd_schemes(void **state)
+{
+	struct url u;
+	assert_int_equal(url_parse("nbd://h", &u, NULL, 0), 0);
+	assert_int_equal(u.scheme, URL_NBD);
+	assert_int_equal(u.port, URL_NBD_PORT);
+	assert_string_equal(u.port_str, "10809");
+	assert_int_equal(url_parse("rdma://h", &u, NULL, 0), 0);
+	assert_int_equal(u.port, 7470);
+	assert_int_equal(url_parse("nbd+unix:///run/rdax/nbd.sock", &u, NULL, 0), 0);
+	assert_int_equal(u.scheme, URL_NBD_UNIX);
+	assert_string_equal(u.path, "/run/rdax/nbd.sock");
+	assert_string_equal(u.host, "");
+	/* ?mode= is the listener's: a client has no socket file to set */
+	char err[256] = "";
+	assert_int_equal(url_parse("nbd+unix:///s?mode=0660", &u, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no '?' options"));
+	assert_string_equal(url_scheme_name(URL_NBD_UNIX), "nbd+unix");
+	assert_string_equal(url_scheme_name(URL_RDMA), "rdma");
+}
+
+static void url_parse_listen__port_rules(void **state)
+{
+	struct url u;
+	char err[256] = "";
+	/* a listener names its port; 0 asks the kernel for a free one */
+	assert_int_equal(url_parse_listen("tcp://h", &u, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "no port (tcp://HOST:PORT"));
+	assert_int_equal(url_parse_listen("nbd://h", &u, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "nbd://HOST:PORT"));
+	assert_int_equal(url_parse_listen("tcp://h:0", &u, NULL, 0), 0);
+	assert_int_equal(u.port, 0);
+	assert_string_equal(u.port_str, "0");
+	assert_int_equal(url_parse_listen("tcp://[fe80::1%eth0]:65535", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "fe80::1%eth0");
+	assert_int_equal(u.port, 65535);
+	const char *bad[] = {"tcp://h:65536", "tcp://h:-1", "tcp://h:", "tcp://h:0x50"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(url_parse_listen(bad[i], &u, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "port"));
+	}
+}
+
+static void url_parse_listen__same_host_rules(void **state)
+{
+	/* every host refused for a server is refused for a listener, with the same reason */
+	const char *bad[] = {"tcp://:7470",	   "tcp://::1:7470",	"tcp://[::1:7470",
+			     "tcp://[]:1",	   "tcp://[1.2.3.4]:1", "tcp://[::1]x",
+			     "tcp://[::g]:1",	   "tcp://[::1%]:1",	"tcp://ho st:80",
+			     "tcp://user@host:80", "tcp://host:80/",	"udp://h:1",
+			     "TCP://h:1",	   "tcp:/h:1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct url u;
+		char e1[256] = "", e2[256] = "";
+		assert_int_equal(url_parse_listen(bad[i], &u, e1, sizeof(e1)), -EINVAL);
+		assert_int_equal(url_parse(bad[i], &u, e2, sizeof(e2)), -EINVAL);
+		/* the listener's "no host" adds an example; the reason is the same */
+		assert_memory_equal(e1, e2, strlen("'tcp://:7470': no host"));
+	}
+}
+
+static void url_parse_listen__unix(void **state)
+{
+	struct url u;
+	char err[256] = "";
+	assert_int_equal(url_parse_listen("nbd+unix:///s", &u, NULL, 0), 0);
+	assert_int_equal(u.mode, URL_UNIX_MODE);
+	assert_int_equal(url_parse_listen("nbd+unix:///s?mode=0660", &u, NULL, 0), 0);
+	assert_int_equal(u.mode, 0660);
+	assert_string_equal(u.path, "/s");
+	assert_int_equal(url_parse_listen("nbd+unix:///s?mode=", &u, err, sizeof(err)), -EINVAL);
+	assert_int_equal(url_parse_listen("nbd+unix:///s?mode=8", &u, err, sizeof(err)), -EINVAL);
+	assert_int_equal(url_parse_listen("nbd+unix:///s?mode=1000", &u, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "mode=OCTAL"));
+	char path[URL_PATH_MAX + 32] = "nbd+unix://";
+	memset(path + 11, 'a', URL_PATH_MAX);
+	path[11] = '/';
+	assert_int_equal(url_parse_listen(path, &u, NULL, 0), 0);
+	assert_int_equal(strlen(u.path), URL_PATH_MAX);
+	path[11 + URL_PATH_MAX] = 'a';
+	assert_int_equal(url_parse_listen(path, &u, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "107"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -157,6 +242,10 @@ int main(void)
 	    cmocka_unit_test(url_parse__messages_say_why),
 	    cmocka_unit_test(url_parse__long_host),
 	    cmocka_unit_test(url_parse__null),
+	    cmocka_unit_test(url_parse__nbd_schemes),
+	    cmocka_unit_test(url_parse_listen__port_rules),
+	    cmocka_unit_test(url_parse_listen__same_host_rules),
+	    cmocka_unit_test(url_parse_listen__unix),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
