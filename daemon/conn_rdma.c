@@ -773,9 +773,11 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 	return 0;
 }
 
-/* dir_remove -- revoke entry @i: deallocating the window ends remote access at once */
-static void dir_remove(struct conn_rdma *c, unsigned i)
+/* dir_revoke -- deallocate entry @i's window: remote access through it ends at once */
+static void dir_revoke(struct conn_rdma *c, unsigned i)
 {
+	if (!c->dir[i].mw)
+		return;
 	int ret = ibv_dealloc_mw(c->dir[i].mw);
 	if (ret) {
 		/* the window may still be usable: never leave it bound behind the client's back */
@@ -783,6 +785,13 @@ static void dir_remove(struct conn_rdma *c, unsigned i)
 			  c->dir[i].rkey, strerror(ret));
 		abort();
 	}
+	c->dir[i].mw = NULL;
+}
+
+/* dir_remove -- revoke entry @i and forget it (its notice range is free again) */
+static void dir_remove(struct conn_rdma *c, unsigned i)
+{
+	dir_revoke(c, i);
 	memmove(&c->dir[i], &c->dir[i + 1], (c->ndir - i - 1) * sizeof(*c->dir));
 	c->ndir--;
 }
@@ -977,19 +986,36 @@ static bool input_done(const struct conn_rdma *c)
 	return c->dead || c->closing || c->peer_gone;
 }
 
-/* conn_destroy_verbs -- revoke windows, destroy QP and CQ (polling what is left), the id */
+/*
+ * conn_destroy_verbs -- revoke windows, destroy QP and CQ (polling what is
+ * left), the id
+ *
+ * A one-sided write the client saw complete may have its completion still
+ * on the CQ: the connection can end (a disconnect event, a drain) before the
+ * loop polled it. Its data is in the volume, so it must be marked dirty like
+ * any other, or no later fsync and no clean stop writes it back. So the
+ * windows are revoked first (no write lands after that), the QP is put in
+ * the error state (rdma_disconnect), and the CQ is polled while the notice
+ * ranges still name their volumes -- before the QP is destroyed, since a
+ * provider may drop a destroyed QP's completions from its CQ. Only then are
+ * the entries forgotten.
+ */
 static void conn_destroy_verbs(struct conn_rdma *c)
 {
-	while (c->ndir)
-		dir_remove(c, c->ndir - 1);
+	for (unsigned i = 0; i < c->ndir; i++)
+		dir_revoke(c, i);
 	if (c->id && c->accepted)
 		rdma_disconnect(c->id); /* fails harmlessly if the peer disconnected first */
+	if (c->cq)
+		conn_poll(c, true); /* notices that landed are marked */
+	while (c->ndir)
+		dir_remove(c, c->ndir - 1);
 	if (c->qp) {
 		rdma_destroy_qp(c->id);
 		c->qp = NULL;
 	}
 	if (c->cq) {
-		/* flushed receives give their buffers back; notices that landed are marked */
+		/* flushed receives give their buffers back */
 		conn_poll(c, true);
 		while (c->tx_n)
 			tx_ring_pop(c, c->tx_ring[c->tx_head]);

@@ -486,10 +486,103 @@ static void disconnect__with_writes_in_flight(void **state)
 	assert_int_equal(rdax_disconnect(&c), 0);
 }
 
+/* one-sided pages the gone writer leaves behind, each its own dirty page */
+#define GONE_PAGES 12
+
+/*
+ * gone_writer_child -- open "gone", say so on stdout, wait for a byte on
+ * stdin, then write GONE_PAGES one-sided pages (every other page), each
+ * waited for, and exit without fsync or disconnect: the kernel tears the QP
+ * down. Never returns.
+ */
+static void gone_writer_child(const char *url)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	static uint8_t buf[4096];
+	char ch;
+	if (rdax_connect(url, NULL, &c) || rdax_volume_open(c, "gone", &v))
+		_exit(3);
+	if (write(STDOUT_FILENO, "r", 1) != 1 || read(STDIN_FILENO, &ch, 1) != 1)
+		_exit(4);
+	for (int i = 0; i < GONE_PAGES; i++) {
+		hx_pattern(buf, sizeof(buf), 31, (uint64_t)i * 8192);
+		if (rdax_write(v, (uint64_t)i * 8192, buf, sizeof(buf), 0))
+			_exit(5);
+	}
+	_exit(0);
+}
+
+/*
+ * notice__gone_clients_completed_writes_are_marked -- a client's one-sided
+ * writes completed (the NIC acknowledged them), then the client went away
+ * before the daemon polled their completions: the connection ends with the
+ * notices still on its CQ. They must be marked dirty all the same, or no
+ * later fsync (and no clean stop) writes them back. The daemon is stopped
+ * (SIGSTOP) while the writes land and the client exits, so the completions
+ * and the disconnect are both waiting when it runs again -- the order in
+ * which the end of a connection used to forget what it had not yet polled.
+ * A whole-volume fsync from another client must then write back exactly
+ * those pages.
+ */
+static void notice__gone_clients_completed_writes_are_marked(void **state)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	open_lib(&c, &v, "gone", true);
+	int up[2], down[2];
+	assert_int_equal(pipe(up), 0);
+	assert_int_equal(pipe(down), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(up[1], STDOUT_FILENO);
+		dup2(down[0], STDIN_FILENO);
+		execl("/proc/self/exe", "test_rdma_direct", "--gone-writer", T.d.url, (char *)NULL);
+		_exit(127);
+	}
+	close(up[1]);
+	close(down[0]);
+	char ch = 'g';
+	assert_int_equal(read(up[0], &ch, 1), 1);
+	assert_int_equal(kill(T.d.pid, SIGSTOP), 0);
+	assert_int_equal(write(down[1], &ch, 1), 1);
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	/* let the disconnect reach the stopped daemon's event channel too */
+	usleep(500000);
+	assert_int_equal(kill(T.d.pid, SIGCONT), 0);
+	close(up[0]);
+	close(down[1]);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+	/* the gone connection ends on its worker; fsync until its pages are written back */
+	uint64_t total = 0, wb = 0;
+	for (int i = 0; i < 100 && total < GONE_PAGES * 4096ULL; i++) {
+		assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
+		total += wb;
+		if (total < GONE_PAGES * 4096ULL)
+			usleep(100000);
+	}
+	fprintf(stderr, "fsyncs after the writer left wrote back %llu bytes (want %llu)\n",
+		(unsigned long long)total, GONE_PAGES * 4096ULL);
+	assert_int_equal(total, GONE_PAGES * 4096ULL);
+	static uint8_t want[4096], got[4096];
+	for (int i = 0; i < GONE_PAGES; i++) {
+		hx_pattern(want, sizeof(want), 31, (uint64_t)i * 8192);
+		assert_int_equal(rdax_read(v, (uint64_t)i * 8192, got, sizeof(got)), 0);
+		assert_memory_equal(got, want, sizeof(want));
+	}
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--writer") == 0)
 		writer_child(argv[2], strcmp(argv[3], "exit") == 0);
+	if (argc == 3 && strcmp(argv[1], "--gone-writer") == 0)
+		gone_writer_child(argv[2]);
 	if (!hx_rdma_addr()) {
 		fprintf(stderr, "test_rdma_direct: needs RDAX_IT_RDMA=ADDR (an RDMA device's "
 				"address); tests/rdma/vm-suite.sh runs it in the VM\n");
@@ -505,6 +598,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(order__fsync_behind_unacknowledged_writes_covers_them,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
+	    cmocka_unit_test_setup_teardown(notice__gone_clients_completed_writes_are_marked, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(hello__reports_the_persistence_method, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(credits__client_beyond_its_window_is_closed, setup,
