@@ -18,6 +18,7 @@ static const struct {
 	{ "no-fsync-serialise", &rdax_faults.no_fsync_serialise },
 	{ "clear-after-writeback", &rdax_faults.clear_after_writeback },
 	{ "no-towrite-inherit", &rdax_faults.no_towrite_inherit },
+	{ "etcd-txn-no-compare", &rdax_faults.etcd_txn_no_compare },
 };
 
 int faults_from_env(void)

@@ -23,6 +23,8 @@ struct rdax_faults {
 	bool clear_after_writeback;
 	/* dtree: a huge entry replacing TOWRITE small entries is not TOWRITE */
 	bool no_towrite_inherit;
+	/* etcd client: send transactions without their compares (lost updates) */
+	bool etcd_txn_no_compare;
 };
 
 extern struct rdax_faults rdax_faults;

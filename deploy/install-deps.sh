@@ -1,7 +1,9 @@
 #!/bin/sh
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
 # (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
-# qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest).
+# qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest;
+# libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
+# libnetfilter-queue-dev: the cluster tests' etcd and network faults).
 # Idempotent; needs root (or sudo).
 set -eu
 
@@ -11,7 +13,8 @@ packages="build-essential cmake pkg-config
 	libcmocka-dev python3
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
-	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs"
+	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
+	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev"
 
 missing=""
 for p in $packages; do
