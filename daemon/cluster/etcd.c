@@ -55,6 +55,13 @@ struct etcd_client {
 	char last_error[512];
 };
 
+/* resp_buf -- bytes received, NUL-terminated, bounded */
+struct resp_buf {
+	char *data;
+	size_t len, cap;
+	bool overflow;
+};
+
 struct etcd_watch {
 	struct etcd_watch *next;
 	struct etcd_client *c;
@@ -66,13 +73,11 @@ struct etcd_watch {
 	CURL *easy; /* NULL while not connected */
 	unsigned endpoint;
 	char *body;
-	char *buf; /* stream bytes not yet parsed */
-	size_t len, cap;
-	bool overflow; /* a line beyond ETCD_MAX_STREAM_LINE: the stream is dropped */
-	bool created;  /* etcd confirmed this stream */
-	bool restart;  /* drop the stream and re-create it (endpoint found dead) */
-	bool finished; /* CANCELED delivered: never re-created */
-	bool dead;     /* cancelled during a poll: freed at its end */
+	struct resp_buf in; /* stream bytes not yet parsed; overflow: the stream is dropped */
+	bool created;	    /* etcd confirmed this stream */
+	bool restart;	    /* drop the stream and re-create it (endpoint found dead) */
+	bool finished;	    /* CANCELED delivered: never re-created */
+	bool dead;	    /* cancelled during a poll: freed at its end */
 	unsigned backoff_ms;
 	int64_t retry_at_ms;
 };
@@ -453,18 +458,10 @@ static int error_body(json_object *o, char *msg, size_t msglen, int64_t *grpc_co
 	return code ? grpc_errno(code) : -EIO;
 }
 
-struct resp_buf {
-	char *data;
-	size_t len, cap;
-	bool overflow;
-};
-
-/* resp_write -- curl write callback of unary calls: collect the body (bounded) */
-static size_t resp_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* buf_append -- append @n bytes, keeping the total below @max; @n, or 0 (full or no memory) */
+static size_t buf_append(struct resp_buf *b, const char *ptr, size_t n, size_t max)
 {
-	struct resp_buf *b = userdata;
-	size_t n = size * nmemb;
-	if (b->len + n + 1 > ETCD_MAX_RESPONSE) {
+	if (b->len + n + 1 > max) {
 		b->overflow = true;
 		return 0; /* curl fails the transfer: CURLE_WRITE_ERROR */
 	}
@@ -482,6 +479,12 @@ static size_t resp_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 	b->len += n;
 	b->data[b->len] = '\0';
 	return n;
+}
+
+/* resp_write -- curl write callback of unary calls: collect the body */
+static size_t resp_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	return buf_append(userdata, ptr, size * nmemb, ETCD_MAX_RESPONSE);
 }
 
 /* easy_common -- options every request of the client shares */
@@ -1092,28 +1095,11 @@ int etcd_lease_revoke(struct etcd_client *c, int64_t id)
  * streaming (easy handle in the multi), or finished (CANCELED delivered).
  */
 
-/* watch_write -- curl write callback of a stream: buffer the bytes (bounded) */
+/* watch_write -- curl write callback of a stream: buffer the bytes */
 static size_t watch_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
 	struct etcd_watch *w = userdata;
-	size_t n = size * nmemb;
-	if (w->len + n + 1 > ETCD_MAX_STREAM_LINE) {
-		w->overflow = true;
-		return 0;
-	}
-	if (w->len + n + 1 > w->cap) {
-		size_t nc = w->cap ? w->cap : 4096;
-		while (nc < w->len + n + 1)
-			nc *= 2;
-		char *p = realloc(w->buf, nc);
-		if (!p)
-			return 0;
-		w->buf = p;
-		w->cap = nc;
-	}
-	memcpy(w->buf + w->len, ptr, n);
-	w->len += n;
-	return n;
+	return buf_append(&w->in, ptr, size * nmemb, ETCD_MAX_STREAM_LINE);
 }
 
 /* watch_drop_stream -- remove the easy handle, forget buffered bytes */
@@ -1124,8 +1110,8 @@ static void watch_drop_stream(struct etcd_watch *w)
 		curl_easy_cleanup(w->easy);
 		w->easy = NULL;
 	}
-	w->len = 0;
-	w->overflow = false;
+	w->in.len = 0;
+	w->in.overflow = false;
 	w->created = false;
 	w->restart = false;
 }
@@ -1136,7 +1122,7 @@ static void watch_free(struct etcd_watch *w)
 	free(w->key);
 	free(w->range_end);
 	free(w->body);
-	free(w->buf);
+	free(w->in.data);
 	free(w);
 }
 
@@ -1283,18 +1269,18 @@ static int watch_drain(struct etcd_watch *w, char *msg, size_t msglen)
 {
 	size_t start = 0;
 	int ret = 0;
-	while (ret == 0 && !w->dead && start < w->len) {
-		char *nl = memchr(w->buf + start, '\n', w->len - start);
+	while (ret == 0 && !w->dead && start < w->in.len) {
+		char *nl = memchr(w->in.data + start, '\n', w->in.len - start);
 		if (!nl)
 			break;
-		size_t llen = (size_t)(nl - (w->buf + start));
+		size_t llen = (size_t)(nl - (w->in.data + start));
 		if (llen > 0)
-			ret = watch_line(w, w->buf + start, llen, msg, msglen);
+			ret = watch_line(w, w->in.data + start, llen, msg, msglen);
 		start += llen + 1;
 	}
 	if (w->easy && start) {
-		memmove(w->buf, w->buf + start, w->len - start);
-		w->len -= start;
+		memmove(w->in.data, w->in.data + start, w->in.len - start);
+		w->in.len -= start;
 	}
 	return ret;
 }
@@ -1343,7 +1329,7 @@ static int watch_connect(struct etcd_watch *w)
 		return -ENOMEM;
 	}
 	w->easy = e;
-	w->len = 0;
+	w->in.len = 0;
 	return 0;
 }
 
@@ -1441,7 +1427,7 @@ static void poll_finish(struct etcd_client *c)
 		long status = 0;
 		curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &status);
 		int r = 0;
-		if (!w->overflow)
+		if (!w->in.overflow)
 			r = watch_drain(w, msg, sizeof(msg));
 		if (r == 1 || w->dead) {
 			watch_drop_stream(w);
@@ -1451,14 +1437,14 @@ static void poll_finish(struct etcd_client *c)
 			watch_lost(w, r, msg);
 			continue;
 		}
-		if (w->overflow)
+		if (w->in.overflow)
 			snprintf(msg, sizeof(msg), "a watch answer longer than %u bytes",
 				 ETCD_MAX_STREAM_LINE);
 		else if (rc != CURLE_OK)
 			snprintf(msg, sizeof(msg), "%s", curl_easy_strerror(rc));
 		else
 			snprintf(msg, sizeof(msg), "etcd closed the stream (HTTP %ld)", status);
-		int status_code = w->overflow ? -EPROTO
+		int status_code = w->in.overflow ? -EPROTO
 				  : rc == CURLE_COULDNT_CONNECT || rc == CURLE_OPERATION_TIMEDOUT
 				      ? -ENOTCONN
 				      : -ECONNRESET;
@@ -1478,7 +1464,7 @@ int etcd_client_poll(struct etcd_client *c, int timeout_ms)
 	curl_multi_poll(c->multi, NULL, 0, wait, NULL);
 	curl_multi_perform(c->multi, &running);
 	for (struct etcd_watch *w = c->watches; w; w = w->next) {
-		if (!w->easy || w->dead || w->overflow)
+		if (!w->easy || w->dead || w->in.overflow)
 			continue;
 		char msg[384];
 		int r = watch_drain(w, msg, sizeof(msg));
