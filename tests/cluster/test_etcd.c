@@ -446,8 +446,9 @@ static void failover__first_endpoint_dead(void **state)
 	(void)state;
 	int dead = hx_free_port(); /* nothing listens there */
 	assert_true(dead > 0);
-	char spec[600];
-	snprintf(spec, sizeof(spec), "etcd://127.0.0.1:%d,%s", dead, etcd.spec + strlen("etcd://"));
+	char spec[sizeof(etcd.spec) + 32];
+	snprintf(spec, sizeof(spec), "etcd://127.0.0.1:%d,%.500s", dead,
+		 etcd.spec + strlen("etcd://"));
 	struct etcd_client *c = client_for(spec);
 	assert_int_equal(etcd_put(c, "/fo/k", "v", 1, 0, NULL), 0);
 	assert_string_equal(etcd_client_endpoint(c), etcd.m[0].client_url);
