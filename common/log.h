@@ -3,7 +3,9 @@
  * log.h -- the one log module
  *
  * Records go to stderr (journald picks them up) as
- *   "<level> file:line function: message".
+ *   "<PRIORITY>level file:line function: message"
+ * where PRIORITY is the level's syslog priority (log_level_priority), the
+ * prefix journald reads to file the record (sd-daemon(3)).
  * The level is checked before any formatting, so a disabled LOG_DEBUG costs
  * one comparison. Thread-safe: each record is written with a single write(2).
  */
@@ -18,18 +20,21 @@ extern enum log_level log_current_level;
 int log_level_parse(const char *name, enum log_level *out);
 void log_set_level(enum log_level level);
 
-void log_record(enum log_level level, const char *file, int line, const char *func,
-		const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* log_level_priority -- the syslog priority of @level: 3 (err), 4 (warning), 6 (info), 7 (debug) */
+int log_level_priority(enum log_level level);
 
-#define LOG_AT(level, ...)                                                              \
-	do {                                                                            \
-		if ((level) <= log_current_level)                                       \
-			log_record((level), __FILE__, __LINE__, __func__, __VA_ARGS__); \
+void log_record(enum log_level level, const char *file, int line, const char *func, const char *fmt,
+		...) __attribute__((format(printf, 5, 6)));
+
+#define LOG_AT(level, ...)                                                                         \
+	do {                                                                                       \
+		if ((level) <= log_current_level)                                                  \
+			log_record((level), __FILE__, __LINE__, __func__, __VA_ARGS__);            \
 	} while (0)
 
 #define LOG_ERROR(...) LOG_AT(LOG_LEVEL_ERROR, __VA_ARGS__)
-#define LOG_WARN(...) LOG_AT(LOG_LEVEL_WARN, __VA_ARGS__)
-#define LOG_INFO(...) LOG_AT(LOG_LEVEL_INFO, __VA_ARGS__)
+#define LOG_WARN(...)  LOG_AT(LOG_LEVEL_WARN, __VA_ARGS__)
+#define LOG_INFO(...)  LOG_AT(LOG_LEVEL_INFO, __VA_ARGS__)
 #define LOG_DEBUG(...) LOG_AT(LOG_LEVEL_DEBUG, __VA_ARGS__)
 
 #endif
