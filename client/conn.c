@@ -470,7 +470,8 @@ static struct conn_req *req_new_data(struct rdax_conn *c, uint16_t type, uint32_
 				     uint64_t offset, uint32_t third, bool has_third)
 {
 	/* header + 3 keys + varints of 5, 10 and 5 bytes: 55 bytes at most */
-	_Static_assert(FRAME_HEADER_SIZE + 3 + 5 + 10 + 5 <= sizeof(((struct conn_req *)0)->inline_buf),
+	_Static_assert(FRAME_HEADER_SIZE + 3 + 5 + 10 + 5 <=
+			   sizeof(((struct conn_req *)0)->inline_buf),
 		       "inline_buf holds a data request");
 	struct conn_req *req = req_alloc(c);
 	if (!req)
@@ -578,8 +579,9 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 			req->offset = op->offset + op->issued;
 		} else {
 			/* WriteRequest: fsync present for a durable write, true if one request */
-			req = req_new_data(c, FRAME_WRITE, handle, op->offset + op->issued,
-					   op->durable && op->length <= c->max_payload, op->durable);
+			req =
+			    req_new_data(c, FRAME_WRITE, handle, op->offset + op->issued,
+					 op->durable && op->length <= c->max_payload, op->durable);
 			if (!req)
 				return -ENOMEM;
 		}
@@ -733,12 +735,33 @@ static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
 }
 
 /*
+ * rx_is_nbd -- the header received so far starts with "NBDMAGIC": the peer is
+ * an NBD server, which greets every connection with that (docs/nbd.md)
+ * before it reads anything, and then waits for or drops this client's HELLO
+ */
+static bool rx_is_nbd(const struct rdax_conn *c)
+{
+	return c->rx_state == RX_HEADER && c->rx_got >= 8 && memcmp(c->rx_hdr, "NBDMAGIC", 8) == 0;
+}
+
+/* nbd_break -- say what rx_is_nbd found instead of "bad magic" or "closed" */
+static int nbd_break(struct rdax_conn *c)
+{
+	return conn_break(c, -RDAX_E_PROTOCOL,
+			  "%s is an NBD server (it greeted with NBDMAGIC): rdax needs rdaxd's own "
+			  "protocol (its tcp:// or rdma:// listener); NBD clients use nbd://",
+			  c->peer);
+}
+
+/*
  * conn_closed -- the server went away (EOF, or a reset/EPIPE: a close with
  * our data unread); one code and one message for all of them, naming the
  * error reply that announced the close, if there was one
  */
 static int conn_closed(struct rdax_conn *c)
 {
+	if (rx_is_nbd(c))
+		return nbd_break(c);
 	if (c->rx_state != RX_HEADER || c->rx_got > 0)
 		return conn_break(c, -ECONNRESET,
 				  "%s closed the connection in the middle of a reply", c->peer);
@@ -1162,8 +1185,12 @@ static int rx_drain(struct rdax_conn *c)
 		switch (c->rx_state) {
 		case RX_HEADER:
 			r = rx_fill(c, c->rx_hdr, FRAME_HEADER_SIZE);
+			if (r == 0 && rx_is_nbd(c))
+				return nbd_break(c); /* 18 bytes of greeting, then it waits */
 			if (r <= 0)
 				return r;
+			if (rx_is_nbd(c))
+				return nbd_break(c);
 			if ((r = rx_header(c)))
 				return r;
 			c->rx_got = 0;

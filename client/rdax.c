@@ -9,6 +9,7 @@
  * stream any length through a fixed amount of memory.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -19,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "copy.h"
+#include "json.h"
 #include "librdax.h"
 #include "size.h"
 
@@ -42,6 +45,7 @@ struct ctx {
 enum cmd_opt {
 	OPT_FSYNC = 1 << 0,	/* --fsync */
 	OPT_NAMESPACE = 1 << 1, /* --namespace ID */
+	OPT_JSON = 1 << 2,	/* --json: one JSON object on stdout (docs/cli.md) */
 };
 
 struct command {
@@ -56,6 +60,7 @@ struct command {
 /* Values of the options given to the command being run. */
 struct cmd_opts {
 	bool fsync;
+	bool json;
 	const char *namespace_id;
 };
 
@@ -156,6 +161,29 @@ static const char *namespace_label(struct ctx *ctx, uint32_t id, char *buf, size
 	return buf;
 }
 
+/* json_namespace -- "namespace": {"id": N, "path": "..." or null} */
+static void json_namespace(struct ctx *ctx, struct json *j, uint32_t id)
+{
+	struct rdax_namespace_info ns;
+	const char *path = NULL;
+	for (unsigned i = 0; i < rdax_conn_namespace_count(ctx->conn) && !path; i++)
+		if (rdax_conn_namespace_get(ctx->conn, i, &ns) == 0 && ns.id == id)
+			path = ns.path;
+	json_object(j, "namespace");
+	json_u64(j, "id", id);
+	json_str(j, "path", path);
+	json_end(j);
+}
+
+/* json_volume -- the members of one volume: name, size, namespace, namespace_offset */
+static void json_volume(struct ctx *ctx, struct json *j, const struct rdax_volume_info *v)
+{
+	json_str(j, "name", v->name);
+	json_u64(j, "size", v->size);
+	json_namespace(ctx, j, v->namespace_id);
+	json_u64(j, "namespace_offset", v->namespace_offset);
+}
+
 /* --- commands ----------------------------------------------------------- */
 
 /* cmd_volume_create -- rdax volume create NAME SIZE [--namespace ID] */
@@ -206,6 +234,19 @@ static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 	ret = rdax_volume_list(ctx->conn, &v, &n);
 	if (ret)
 		return fail(ctx, ret);
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_array(&j, "volumes");
+		for (size_t i = 0; i < n; i++) {
+			json_object(&j, NULL);
+			json_volume(ctx, &j, &v[i]);
+			json_end(&j);
+		}
+		json_finish(&j);
+		rdax_volume_info_free(&v);
+		return 0;
+	}
 	int wname = 4, wsize = 4;
 	char buf[32], ns[512];
 	for (size_t i = 0; i < n; i++) {
@@ -233,11 +274,18 @@ static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 	ret = rdax_volume_info(ctx->conn, args[0], &v);
 	if (ret)
 		return fail(ctx, ret);
-	char ns[512];
-	printf("name: %s\n", v->name);
-	print_bytes("size", v->size);
-	printf("namespace: %s\n", namespace_label(ctx, v->namespace_id, ns, sizeof(ns)));
-	print_bytes("namespace_offset", v->namespace_offset);
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_volume(ctx, &j, v);
+		json_finish(&j);
+	} else {
+		char ns[512];
+		printf("name: %s\n", v->name);
+		print_bytes("size", v->size);
+		printf("namespace: %s\n", namespace_label(ctx, v->namespace_id, ns, sizeof(ns)));
+		print_bytes("namespace_offset", v->namespace_offset);
+	}
 	rdax_volume_info_free(&v);
 	return 0;
 }
@@ -512,9 +560,15 @@ static int cmd_fsync(struct ctx *ctx, char **args, unsigned nargs)
 		return ret;
 	uint64_t wb = 0;
 	ret = rdax_fsync(vol, offset, length, &wb);
-	if (ret)
+	if (ret) {
 		ret = fail(ctx, ret);
-	else {
+	} else if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", args[0]);
+		json_u64(&j, "written_back", wb);
+		json_finish(&j);
+	} else {
 		print_bytes("written_back", wb);
 	}
 	rdax_volume_close(&vol);
@@ -544,6 +598,23 @@ static int cmd_discard(struct ctx *ctx, char **args, unsigned nargs)
 	return ret;
 }
 
+/* print_stat_json -- rdax stat --json: the counters of rdax_volume_stat by their names */
+static void print_stat_json(const char *name, const struct rdax_volume_stat *st)
+{
+	struct json j;
+	json_begin(&j, stdout);
+	json_str(&j, "name", name);
+	json_u64(&j, "size", st->size);
+	json_u64(&j, "dirty_bytes", st->dirty_bytes);
+	json_u64(&j, "entries_4k", st->entries_4k);
+	json_u64(&j, "entries_2m", st->entries_2m);
+	json_u64(&j, "entries_1g", st->entries_1g);
+	json_u64(&j, "tree_bytes", st->tree_bytes);
+	json_u64(&j, "fsyncs", st->fsyncs);
+	json_u64(&j, "fsync_bytes", st->fsync_bytes);
+	json_finish(&j);
+}
+
 /* cmd_stat -- rdax stat NAME: the counters as key: value lines */
 static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 {
@@ -553,9 +624,11 @@ static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 		return ret;
 	struct rdax_volume_stat st;
 	ret = rdax_stat(vol, &st);
-	if (ret)
+	if (ret) {
 		ret = fail(ctx, ret);
-	else {
+	} else if (g_opts.json) {
+		print_stat_json(args[0], &st);
+	} else {
 		printf("name: %s\n", args[0]);
 		print_bytes("size", st.size);
 		print_bytes("dirty_bytes", st.dirty_bytes);
@@ -570,6 +643,103 @@ static int cmd_stat(struct ctx *ctx, char **args, unsigned nargs)
 	return ret;
 }
 
+/* copy_done -- after an import or export: the failure, or "N bytes of data, M of holes" */
+static int copy_done(struct ctx *ctx, int ret, const char *err, const struct copy_stats *st)
+{
+	if (ret) {
+		fail_msg("%s: %s", ctx->what, err);
+		return EXIT_FAIL;
+	}
+	if (isatty(STDERR_FILENO)) {
+		char d[SIZE_FORMAT_MAX], h[SIZE_FORMAT_MAX];
+		fprintf(stderr, "%s: %s of data, %s of holes\n", ctx->what,
+			size_format(st->data_bytes, d, sizeof(d)),
+			size_format(st->hole_bytes, h, sizeof(h)));
+	}
+	return 0;
+}
+
+/* cmd_import -- rdax import FILE VOLUME [OFFSET] [--fsync] */
+static int cmd_import(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t offset = 0, end;
+	int ret = nargs == 3 ? parse_size_arg("import", "offset", args[2], &offset) : 0;
+	if (ret)
+		return ret;
+	snprintf(ctx->what, sizeof(ctx->what), "import %.150s -> %.80s", args[0], args[1]);
+	int fd = open(args[0], O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		fail_msg("%s: %s", ctx->what, fd < 0 ? strerror(errno) : "not a regular file");
+		if (fd >= 0)
+			close(fd);
+		return EXIT_FAIL;
+	}
+	struct rdax_volume *vol;
+	if ((ret = open_volume(ctx, args[1], &vol))) {
+		close(fd);
+		return ret;
+	}
+	uint64_t len = (uint64_t)st.st_size;
+	if (__builtin_add_overflow(offset, len, &end) || end > rdax_volume_size(vol)) {
+		char f[SIZE_FORMAT_MAX], v[SIZE_FORMAT_MAX];
+		fail_msg("%s: the file (%" PRIu64 " bytes, %s) at offset %" PRIu64
+			 " does not fit in the volume (%" PRIu64 " bytes, %s)",
+			 ctx->what, len, size_format(len, f, sizeof(f)), offset,
+			 rdax_volume_size(vol), size_format(rdax_volume_size(vol), v, sizeof(v)));
+		ret = EXIT_FAIL;
+	} else {
+		char err[512] = "";
+		struct copy_stats cs;
+		ret = copy_import(ctx->conn, vol, fd, len, offset, "import", &cs, err, sizeof(err));
+		if (!ret && g_opts.fsync && len > 0 && (ret = rdax_fsync(vol, offset, len, NULL)))
+			snprintf(err, sizeof(err), "fsync: %s", rdax_conn_last_error(ctx->conn));
+		ret = copy_done(ctx, ret, err, &cs);
+	}
+	rdax_volume_close(&vol);
+	close(fd);
+	return ret;
+}
+
+/* cmd_export -- rdax export VOLUME FILE [--fsync] */
+static int cmd_export(struct ctx *ctx, char **args, unsigned nargs)
+{
+	snprintf(ctx->what, sizeof(ctx->what), "export %.80s -> %.150s", args[0], args[1]);
+	struct rdax_volume *vol;
+	int ret = open_volume(ctx, args[0], &vol);
+	if (ret)
+		return ret;
+	int fd = open(args[1], O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		fail_msg("%s: %s", ctx->what, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		rdax_volume_close(&vol);
+		return EXIT_FAIL;
+	}
+	/* a regular file is cut to the volume's size first: what is not written is a hole */
+	bool holes = S_ISREG(st.st_mode);
+	char err[512] = "";
+	struct copy_stats cs = {0};
+	if (holes && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)rdax_volume_size(vol)) != 0)) {
+		ret = -errno;
+		snprintf(err, sizeof(err), "ftruncate: %s", strerror(errno));
+	} else {
+		ret = copy_export(ctx->conn, vol, fd, holes, "export", &cs, err, sizeof(err));
+	}
+	if (!ret && g_opts.fsync && fsync(fd) != 0) {
+		ret = -errno;
+		snprintf(err, sizeof(err), "fsync: %s", strerror(errno));
+	}
+	if (close(fd) != 0 && !ret) {
+		ret = -errno;
+		snprintf(err, sizeof(err), "close: %s", strerror(errno));
+	}
+	rdax_volume_close(&vol);
+	return copy_done(ctx, ret, err, &cs);
+}
+
 /* --- the command table and help ----------------------------------------- */
 
 static const struct command commands[] = {
@@ -581,13 +751,15 @@ static const struct command commands[] = {
      cmd_volume_create},
     {"volume delete", "NAME", 1, 1, 0,
      "Delete volume NAME and its data. Fails while a client has it open.\n", cmd_volume_delete},
-    {"volume list", "", 0, 0, 0,
+    {"volume list", "[--json]", 0, 0, OPT_JSON,
      "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
-     "and NAMESPACE (id and path on the server).\n",
+     "and NAMESPACE (id and path on the server).\n"
+     "--json: {\"volumes\": [{name, size, namespace: {id, path}, namespace_offset}]}.\n",
      cmd_volume_list},
-    {"volume info", "NAME", 1, 1, 0,
+    {"volume info", "NAME [--json]", 1, 1, OPT_JSON,
      "Show volume NAME as 'key: value' lines: name, size, namespace,\n"
-     "namespace_offset; sizes in bytes with a human form in parentheses.\n",
+     "namespace_offset; sizes in bytes with a human form in parentheses.\n"
+     "--json: {name, size, namespace: {id, path}, namespace_offset}, sizes in bytes.\n",
      cmd_volume_info},
     {"write", "NAME OFFSET [--fsync]", 2, 2, OPT_FSYNC,
      "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
@@ -599,19 +771,33 @@ static const struct command commands[] = {
      "Write LENGTH bytes of volume NAME from OFFSET to standard output.\n"
      "Bytes never written read as zeros.\n",
      cmd_read},
-    {"fsync", "NAME [OFFSET LENGTH]", 1, 3, 0,
+    {"fsync", "NAME [OFFSET LENGTH] [--json]", 1, 3, OPT_JSON,
      "Make what was written to volume NAME durable: the whole volume, or\n"
      "LENGTH bytes from OFFSET (LENGTH 0: to the end). Prints how many bytes\n"
-     "the server wrote back.\n",
+     "the server wrote back (--json: {name, written_back}).\n",
      cmd_fsync},
     {"discard", "NAME OFFSET LENGTH", 3, 3, 0,
      "Discard LENGTH bytes of volume NAME from OFFSET: they read as zeros\n"
      "afterwards.\n",
      cmd_discard},
-    {"stat", "NAME", 1, 1, 0,
+    {"import", "FILE VOLUME [OFFSET] [--fsync]", 2, 3, OPT_FSYNC,
+     "Copy the regular file FILE into VOLUME at OFFSET (default 0), with many\n"
+     "requests in flight. The file's holes (SEEK_HOLE) are not sent: they are\n"
+     "discarded on the volume, which then reads zeros there as the file does.\n"
+     "--fsync: the copy is durable when the command succeeds. A progress bar\n"
+     "is drawn when standard error is a terminal.\n",
+     cmd_import},
+    {"export", "VOLUME FILE [--fsync]", 2, 2, OPT_FSYNC,
+     "Copy all of VOLUME into FILE (created if missing, else overwritten), with\n"
+     "many requests in flight. A regular file is sized to the volume and its\n"
+     "all-zero 4 KiB blocks are left as holes. --fsync: fsync(2) FILE at the\n"
+     "end. A progress bar is drawn when standard error is a terminal.\n",
+     cmd_export},
+    {"stat", "NAME [--json]", 1, 1, OPT_JSON,
      "Show the counters of volume NAME as 'key: value' lines: size, dirty_bytes\n"
      "(written, not yet fsynced), dirty-tree entries by size, tree_bytes, fsyncs\n"
-     "and fsync_bytes (written back by them).\n",
+     "and fsync_bytes (written back by them). --json: one object with those\n"
+     "names and name, every value in bytes or a count.\n",
      cmd_stat},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -716,6 +902,7 @@ static const struct {
 } cmd_options[] = {
     {{"fsync", no_argument, NULL, 'f'}, OPT_FSYNC},
     {{"namespace", required_argument, NULL, 'n'}, OPT_NAMESPACE},
+    {{"json", no_argument, NULL, 'j'}, OPT_JSON},
 };
 #define NCMD_OPTIONS (sizeof(cmd_options) / sizeof(cmd_options[0]))
 
@@ -746,6 +933,9 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 			break;
 		case 'n':
 			g_opts.namespace_id = optarg;
+			break;
+		case 'j':
+			g_opts.json = true;
 			break;
 		case ':':
 			fail_msg("%s: %s needs a value", cmd->name, argv[optind - 1]);

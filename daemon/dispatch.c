@@ -20,6 +20,7 @@
 #include "fsync.h"
 #include "log.h"
 #include "rdax.pb-c.h"
+#include "size.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -410,10 +411,13 @@ static void run_create(struct fsync_task *t)
 		} else {
 			store_largest_free(store, &largest, &where);
 		}
+		char want[SIZE_FORMAT_MAX], room[SIZE_FORMAT_MAX];
 		fmt_msg(j->msg,
-			"no room for volume \"%s\" of %" PRIu64 " bytes: the largest free extent "
-			"is %" PRIu64 " bytes (namespace %" PRIu32 "), or the volume table is full",
-			j->name, j->size, largest, where);
+			"no room for volume \"%s\" of %s (%" PRIu64 " bytes): the largest free "
+			"extent is %s (%" PRIu64 " bytes, namespace %" PRIu32
+			"), or the volume table is full",
+			j->name, size_format(j->size, want, sizeof(want)), j->size,
+			size_format(largest, room, sizeof(room)), largest, where);
 		break;
 	}
 	default:

@@ -18,6 +18,7 @@
 #include "errors.h"
 #include "fsync.h"
 #include "log.h"
+#include "size.h"
 #include "vol_table.h"
 #include "volume.h"
 
@@ -316,10 +317,13 @@ static int __ns_place(struct ns *ns, const char *name, uint64_t size, uint64_t *
 	if (ret) {
 		uint64_t total, largest, largest_off;
 		ns_largest(ext, n, &total, &largest, &largest_off);
-		LOG_ERROR("create volume \"%s\" of %" PRIu64 " bytes in %s: no free extent that "
-			  "large (largest free extent %" PRIu64 " bytes at offset %" PRIu64
-			  ", %" PRIu64 " bytes free in total)",
-			  name, size, ns->path, largest, largest_off, total);
+		/* the client's mistake, answered with ENOSPC: not an error of the daemon */
+		char sz[SIZE_FORMAT_MAX], lg[SIZE_FORMAT_MAX], tot[SIZE_FORMAT_MAX];
+		LOG_INFO("create volume \"%s\" of %s in %s refused: no free extent that large "
+			 "(largest free extent %s at offset %" PRIu64 ", %s free in total)",
+			 name, size_format(size, sz, sizeof(sz)), ns->path,
+			 size_format(largest, lg, sizeof(lg)), largest_off,
+			 size_format(total, tot, sizeof(tot)));
 	}
 	free(ext);
 	return ret;
@@ -337,13 +341,13 @@ static int __ns_volume_find(struct ns *ns, const char *name)
 int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 {
 	if (!ns || ns_volume_name_valid(name) != 0) {
-		LOG_ERROR("create volume: invalid name \"%s\"", name ? name : "(null)");
+		LOG_INFO("create volume refused: invalid name \"%s\"", name ? name : "(null)");
 		return -EINVAL;
 	}
 	if (size == 0 || !is_aligned(size, RDAX_PAGE_SIZE)) {
-		LOG_ERROR("create volume \"%s\": size %" PRIu64
-			  " is not a non-zero multiple of 4 KiB",
-			  name, size);
+		LOG_INFO("create volume \"%s\" refused: size %" PRIu64
+			 " is not a non-zero multiple of 4 KiB",
+			 name, size);
 		return -EINVAL;
 	}
 

@@ -30,6 +30,8 @@
 struct fx {
 	char dir[256];
 	struct hx_daemon d;
+	char nbd_listen[64]; /* the daemon's NBD listener, for the "that is NBD" message */
+	int nbd_port;
 };
 
 static struct fx F;
@@ -40,7 +42,12 @@ static int group_setup(void **state)
 	memset(&F, 0, sizeof(F));
 	if (hx_tmpdir_make("cli", F.dir, sizeof(F.dir)) < 0)
 		return -1;
-	struct hx_daemon_opts o = { .ns_size = "128M" };
+	F.nbd_port = hx_free_port();
+	if (F.nbd_port < 0)
+		return -1;
+	snprintf(F.nbd_listen, sizeof(F.nbd_listen), "nbd://127.0.0.1:%d", F.nbd_port);
+	struct hx_daemon_opts o = { .ns_size = "128M",
+				    .extra_args = { "--listen", F.nbd_listen, NULL } };
 	return hx_daemon_start(&F.d, F.dir, &o) == 0 ? 0 : -1;
 }
 
@@ -786,6 +793,215 @@ static void daemon__config_file(void **state)
 	hx_tmpdir_remove(dir);
 }
 
+/*
+ * json_check -- python3's json module parses @out's stdout and @checks (Python
+ * statements about the document d) hold; a failed assert fails the test
+ */
+static void json_check(const char *what, const struct hx_run *out, const char *checks)
+{
+	ok(what, out);
+	char prog[4096];
+	snprintf(prog, sizeof(prog), "import json, sys\nd = json.load(sys.stdin)\n%s\n", checks);
+	const char *argv[] = { "/usr/bin/python3", "-c", prog, NULL };
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, out->out, out->out_len, &r), 0);
+	if (r.status != 0) {
+		fprintf(stderr, "rdax %s --json printed: %.600s\npython3: %.1200s\n", what,
+			out->out, r.err);
+		fail_msg("rdax %s --json: the document is not what docs/cli.md says", what);
+	}
+	hx_run_free(&r);
+}
+
+/* json__every_printing_command -- the schemas of docs/cli.md, checked by a JSON parser */
+static void json__every_printing_command(void **state)
+{
+	(void)state;
+	create("js1", "4M");
+	create("js2", "8M");
+	write_read("js1", 4096, NULL, 10000, 5, false);
+	struct hx_run r;
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "volume", "list", "--json", NULL), 0);
+	json_check("volume list", &r,
+		   "assert set(d) == {'volumes'}\n"
+		   "v = {x['name']: x for x in d['volumes']}\n"
+		   "assert {'js1', 'js2'} <= set(v)\n"
+		   "for x in d['volumes']:\n"
+		   "    assert set(x) == {'name', 'size', 'namespace', 'namespace_offset'}, x\n"
+		   "    assert set(x['namespace']) == {'id', 'path'}\n"
+		   "    assert type(x['namespace']['id']) is int\n"
+		   "    assert isinstance(x['namespace']['path'], str)\n"
+		   "    assert type(x['namespace_offset']) is int and x['namespace_offset'] >= 0\n"
+		   "assert v['js1']['size'] == 4 << 20 and v['js2']['size'] == 8 << 20\n");
+	hx_run_free(&r);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "volume", "info", "--json", "js2", NULL), 0);
+	json_check("volume info", &r,
+		   "assert set(d) == {'name', 'size', 'namespace', 'namespace_offset'}\n"
+		   "assert d['name'] == 'js2' and d['size'] == 8 << 20\n"
+		   "assert type(d['namespace']['id']) is int\n");
+	hx_run_free(&r);
+	static const char stat_keys[] = "keys = {'name', 'size', 'dirty_bytes', 'entries_4k', "
+					"'entries_2m', 'entries_1g', 'tree_bytes', 'fsyncs', "
+					"'fsync_bytes'}\n"
+					"assert set(d) == keys\n"
+					"assert all(type(d[k]) is int for k in keys - {'name'})\n";
+	char checks[1024];
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "stat", "js1", "--json", NULL), 0);
+	snprintf(checks, sizeof(checks),
+		 "%sassert d['name'] == 'js1' and d['size'] == 4 << 20\n"
+		 "assert d['dirty_bytes'] >= 10000 and d['entries_4k'] >= 3\n",
+		 stat_keys);
+	json_check("stat", &r, checks);
+	hx_run_free(&r);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "fsync", "js1", "--json", NULL), 0);
+	json_check("fsync", &r,
+		   "assert set(d) == {'name', 'written_back'}\n"
+		   "assert d['name'] == 'js1' and d['written_back'] >= 10000\n");
+	hx_run_free(&r);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "stat", "js1", "--json", NULL), 0);
+	snprintf(checks, sizeof(checks),
+		 "%sassert d['dirty_bytes'] == 0 and d['fsyncs'] >= 1\n"
+		 "assert d['fsync_bytes'] >= 10000\n",
+		 stat_keys);
+	json_check("stat after fsync", &r, checks);
+	hx_run_free(&r);
+	/* a command that prints nothing takes no --json */
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "discard", "js1", "0", "4K", "--json", NULL),
+			 0);
+	one_line_error("discard --json", &r, 2);
+	hx_run_free(&r);
+}
+
+/* file_bytes -- all of file @path (malloc'd), its length in *len */
+static uint8_t *file_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	uint8_t *b = malloc((size_t)n + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+/*
+ * import_export__sparse_round_trip -- a sparse file into a volume that held
+ * other data (its holes must read as zeros afterwards: DISCARD, not skipped),
+ * byte-compared; exported back as a sparse file, byte-compared
+ */
+static void import_export__sparse_round_trip(void **state)
+{
+	(void)state;
+	const size_t vsize = 16 << 20, fsize = 12 << 20, at = 2 << 20;
+	create("sp", "16M");
+	create("sp2", "16M");
+	write_read("sp", 0, NULL, vsize, 77, true); /* every byte non-zero before the import */
+	/* the file: data at 1M (300K), a page at 5M+7, the last megabyte; holes elsewhere */
+	char path[400], out[400];
+	snprintf(path, sizeof(path), "%s/sparse.img", F.dir);
+	snprintf(out, sizeof(out), "%s/export.img", F.dir);
+	uint8_t *file = calloc(1, fsize);
+	assert_non_null(file);
+	hx_pattern(file + (1 << 20), 300 << 10, 1, 0);
+	hx_pattern(file + (5 << 20) + 7, 4096, 2, 0);
+	hx_pattern(file + (11 << 20), 1 << 20, 3, 0);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(ftruncate(fileno(f), (off_t)fsize), 0);
+	static const size_t runs[][2] = { { 1 << 20, 300 << 10 },
+					  { (5 << 20) + 7, 4096 },
+					  { 11 << 20, 1 << 20 } };
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(fseek(f, (long)runs[i][0], SEEK_SET), 0);
+		assert_int_equal(fwrite(file + runs[i][0], 1, runs[i][1], f), runs[i][1]);
+	}
+	fclose(f);
+
+	struct hx_run r;
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "import", path, "sp", "2M", "--fsync", NULL),
+			 0);
+	ok("import --fsync", &r);
+	assert_int_equal(r.err_len, 0); /* no progress bar into a pipe */
+	hx_run_free(&r);
+	assert_int_equal(stat_dirty("sp"), 0); /* --fsync made the copy durable */
+
+	uint8_t *expect = malloc(vsize);
+	assert_non_null(expect);
+	hx_pattern(expect, vsize, 77, 0);
+	memcpy(expect + at, file, fsize);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "read", "sp", "0", "16M", NULL), 0);
+	ok("read after import", &r);
+	assert_int_equal(r.out_len, vsize);
+	const uint8_t *vb = (const uint8_t *)r.out;
+	for (size_t i = 0; i < vsize; i++)
+		if (vb[i] != expect[i])
+			fail_msg("byte %zu after import: 0x%02x, expected 0x%02x", i, vb[i],
+				 expect[i]);
+	hx_run_free(&r);
+
+	/* export into a file that was larger: cut to the volume, zeros left as holes */
+	f = fopen(out, "wb");
+	assert_non_null(f);
+	assert_int_equal(ftruncate(fileno(f), 40 << 20), 0);
+	fclose(f);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "export", "sp", out, "--fsync", NULL), 0);
+	ok("export", &r);
+	hx_run_free(&r);
+	size_t got_len;
+	uint8_t *got = file_bytes(out, &got_len);
+	assert_int_equal(got_len, vsize);
+	assert_memory_equal(got, expect, vsize);
+	free(got);
+	struct stat st;
+	assert_int_equal(stat(out, &st), 0);
+	/* data: 2M + 300K + 8K + 1M + 2M; the ~10.7M of holes are not allocated */
+	if ((uint64_t)st.st_blocks * 512 >= 8ULL << 20)
+		fail_msg("export wrote %llu bytes of blocks for ~5.3 MiB of data: no holes",
+			 (unsigned long long)st.st_blocks * 512);
+
+	/* without --fsync the import is not yet durable: the check above can fail */
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "import", path, "sp2", NULL), 0);
+	ok("import", &r);
+	hx_run_free(&r);
+	assert_true(stat_dirty("sp2") > 0);
+
+	/* too large for the volume: refused before anything is sent, sizes in units */
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "import", path, "sp", "8M", NULL), 0);
+	one_line_error("import past the end", &r, 1);
+	assert_non_null(strstr(r.err, "12.0 MiB"));
+	assert_non_null(strstr(r.err, "16.0 MiB"));
+	hx_run_free(&r);
+	free(expect);
+	free(file);
+}
+
+/* errors__name_nbd_and_units -- an NBD port is named as such; a volume too big, in units */
+static void errors__name_nbd_and_units(void **state)
+{
+	(void)state;
+	char url[96];
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", F.nbd_port);
+	const char *argv[] = { RDAX_CLI_PATH, "--server", url, "volume", "list", NULL };
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	one_line_error("volume list against an NBD port", &r, 1);
+	if (!strstr(r.err, "is an NBD server")) {
+		show("volume list against an NBD port", &r);
+		fail_msg("the message does not say that the port is an NBD server");
+	}
+	hx_run_free(&r);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "volume", "create", "huge", "1T", NULL), 0);
+	one_line_error("volume create 1T", &r, 1);
+	assert_non_null(strstr(r.err, "1.0 TiB"));
+	assert_non_null(strstr(r.err, " MiB")); /* the largest free extent */
+	hx_run_free(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -805,6 +1021,9 @@ int main(void)
 		cmocka_unit_test(token__required),
 		cmocka_unit_test(daemon__format),
 		cmocka_unit_test(daemon__config_file),
+		cmocka_unit_test(json__every_printing_command),
+		cmocka_unit_test(import_export__sparse_round_trip),
+		cmocka_unit_test(errors__name_nbd_and_units),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
