@@ -3,7 +3,8 @@
 # (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
-# libnetfilter-queue-dev: the cluster tests' etcd and network faults).
+# libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
+# pages, mandoc and groff-base: their checks).
 # Idempotent; needs root (or sudo).
 set -eu
 
@@ -14,7 +15,8 @@ packages="build-essential cmake pkg-config
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
-	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev"
+	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
+	scdoc mandoc groff-base"
 
 missing=""
 for p in $packages; do
