@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fdio.h"
 #include "progress.h"
 
 #define BLOCK 4096 /* export: the granularity of holes in the output file */
@@ -100,40 +101,6 @@ static int pool_fini(struct pool *p, done_fn done, int ret)
 	return ret;
 }
 
-/* pread_full -- exactly @len bytes at @off; 0, -errno, or -EIO (the file got shorter) */
-static int pread_full(int fd, uint8_t *buf, size_t len, uint64_t off)
-{
-	while (len > 0) {
-		ssize_t r = pread(fd, buf, len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -EIO;
-		buf += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
-/* pwrite_full -- all @len bytes at @off; 0 or -errno */
-static int pwrite_full(int fd, const uint8_t *buf, size_t len, uint64_t off)
-{
-	while (len > 0) {
-		ssize_t r = pwrite(fd, buf, len, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		buf += r;
-		len -= (size_t)r;
-		off += (uint64_t)r;
-	}
-	return 0;
-}
-
 /*
  * next_data -- the file's next data extent at or after @pos: [*data, *end),
  * both clamped to @len (*data == @len: only a hole is left). Without
@@ -205,7 +172,11 @@ int copy_import(struct rdax_conn *conn, struct rdax_volume *vol, int fd, uint64_
 			}
 			unsigned slot = p.free_slots[--p.nfree];
 			size_t n = data_end - pos < p.chunk ? (size_t)(data_end - pos) : p.chunk;
-			if ((ret = pread_full(fd, p.buf[slot], n, pos))) {
+			ssize_t got = fdio_read(fd, p.buf[slot], n, (int64_t)pos);
+			if (got >= 0 && (size_t)got < n)
+				got = -EIO;
+			if (got < 0) {
+				ret = (int)got;
 				rdax_seterr(err, errlen, "reading the file at %llu: %s",
 					    (unsigned long long)pos,
 					    ret == -EIO ? "it got shorter" : strerror(-ret));
@@ -246,7 +217,7 @@ static int export_done(struct pool *p, unsigned slot)
 			run += n;
 		}
 		if (run) {
-			int ret = pwrite_full(p->fd, b + i, run, p->off[slot] + i);
+			int ret = fdio_write(p->fd, b + i, run, (int64_t)(p->off[slot] + i));
 			if (ret) {
 				rdax_seterr(p->err, p->errlen, "writing the file: %s",
 					    strerror(-ret));

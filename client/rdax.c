@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "fdio.h"
 #include "json.h"
 #include "librdax.h"
 #include "size.h"
@@ -290,38 +291,6 @@ static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
-/* read_full -- read until @len bytes or EOF; the count, or -errno */
-static ssize_t read_full(int fd, uint8_t *buf, size_t len)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = read(fd, buf + got, len - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
-/* write_full -- write all @len bytes; 0 or -errno */
-static int write_full(int fd, const uint8_t *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t r = write(fd, buf, len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		buf += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 /* beyond_end -- the failure of a range that does not fit in @vol */
 static int beyond_end(struct ctx *ctx, struct rdax_volume *vol)
 {
@@ -374,7 +343,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 		for (unsigned i = 0; i < CHUNKS && !eof; i++) {
 			if (busy[i])
 				continue;
-			ssize_t n = read_full(STDIN_FILENO, bufs[i], chunk);
+			ssize_t n = fdio_read(STDIN_FILENO, bufs[i], chunk, -1);
 			if (n < 0) {
 				fail_msg("%s: reading stdin: %s", ctx->what, strerror((int)-n));
 				rc = EXIT_FAIL;
@@ -502,7 +471,7 @@ static int stream_read(struct ctx *ctx, struct rdax_volume *vol, uint64_t offset
 		}
 		while (!rc && out < sub && done[out % CHUNKS]) {
 			unsigned b = (unsigned)(out % CHUNKS);
-			int ret = write_full(STDOUT_FILENO, bufs[b], lens[b]);
+			int ret = fdio_write(STDOUT_FILENO, bufs[b], lens[b], -1);
 			if (ret) {
 				fail_msg("%s: writing stdout: %s", ctx->what, strerror(-ret));
 				rc = EXIT_FAIL;
