@@ -456,8 +456,8 @@ static int run_daemon(const struct config *cfg)
 	char line[2048];
 	ready_line(d.srv, d.nbd, d.rdma, d.store, line, sizeof(line));
 	char mp[SIZE_FORMAT_MAX];
-	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line,
-		 cfg->threads, cfg->threads == 1 ? "" : "s",
+	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line, cfg->threads,
+		 cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked",
 		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "");
 	printf("%s\n", line);

@@ -802,7 +802,7 @@ static void json_check(const char *what, const struct hx_run *out, const char *c
 	ok(what, out);
 	char prog[4096];
 	snprintf(prog, sizeof(prog), "import json, sys\nd = json.load(sys.stdin)\n%s\n", checks);
-	const char *argv[] = { "/usr/bin/python3", "-c", prog, NULL };
+	const char *argv[] = {"/usr/bin/python3", "-c", prog, NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, out->out, out->out_len, &r), 0);
 	if (r.status != 0) {
@@ -866,8 +866,7 @@ static void json__every_printing_command(void **state)
 	json_check("stat after fsync", &r, checks);
 	hx_run_free(&r);
 	/* a command that prints nothing takes no --json */
-	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "discard", "js1", "0", "4K", "--json", NULL),
-			 0);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "discard", "js1", "0", "4K", "--json", NULL), 0);
 	one_line_error("discard --json", &r, 2);
 	hx_run_free(&r);
 }
@@ -913,9 +912,8 @@ static void import_export__sparse_round_trip(void **state)
 	FILE *f = fopen(path, "wb");
 	assert_non_null(f);
 	assert_int_equal(ftruncate(fileno(f), (off_t)fsize), 0);
-	static const size_t runs[][2] = { { 1 << 20, 300 << 10 },
-					  { (5 << 20) + 7, 4096 },
-					  { 11 << 20, 1 << 20 } };
+	static const size_t runs[][2] = {
+	    {1 << 20, 300 << 10}, {(5 << 20) + 7, 4096}, {11 << 20, 1 << 20}};
 	for (size_t i = 0; i < 3; i++) {
 		assert_int_equal(fseek(f, (long)runs[i][0], SEEK_SET), 0);
 		assert_int_equal(fwrite(file + runs[i][0], 1, runs[i][1], f), runs[i][1]);
@@ -923,8 +921,7 @@ static void import_export__sparse_round_trip(void **state)
 	fclose(f);
 
 	struct hx_run r;
-	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "import", path, "sp", "2M", "--fsync", NULL),
-			 0);
+	assert_int_equal(hx_cli(&F.d, NULL, 0, &r, "import", path, "sp", "2M", "--fsync", NULL), 0);
 	ok("import --fsync", &r);
 	assert_int_equal(r.err_len, 0); /* no progress bar into a pipe */
 	hx_run_free(&r);
@@ -986,7 +983,7 @@ static void errors__name_nbd_and_units(void **state)
 	(void)state;
 	char url[96];
 	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", F.nbd_port);
-	const char *argv[] = { RDAX_CLI_PATH, "--server", url, "volume", "list", NULL };
+	const char *argv[] = {RDAX_CLI_PATH, "--server", url, "volume", "list", NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
 	one_line_error("volume list against an NBD port", &r, 1);
