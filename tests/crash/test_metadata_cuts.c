@@ -38,6 +38,10 @@
 #include "vol_table.h"
 #include "volume.h"
 
+#include "nsfile.h"
+#include "pattern.h"
+#include "tmpdir.h"
+
 #define MiB	      (1ULL << 20)
 #define NS_SIZE	      (16 * MiB)
 #define PAGE	      RDAX_PAGE_SIZE
@@ -66,10 +70,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-cuts-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-cuts");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	persist_sim_set_budget(-1);
 	vol_table_test_set_commit_in_place(false);
 	*state = fx;
@@ -81,8 +83,7 @@ static int fx_teardown(void **state)
 	struct fx *fx = *state;
 	persist_sim_set_budget(-1);
 	vol_table_test_set_commit_in_place(false);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }
@@ -176,10 +177,7 @@ static void setup_volumes_and_b(struct fx *fx)
 /* setup_plain_file -- a file of zeros, not formatted */
 static void setup_plain_file(struct fx *fx)
 {
-	int fd = open(fx->path, O_CREAT | O_EXCL | O_RDWR, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, NS_SIZE), 0);
-	close(fd);
+	nsfile_create(fx->path, NS_SIZE);
 }
 
 /*
@@ -259,10 +257,7 @@ static bool check_b_zero(struct fx *fx)
 	assert_int_equal(volume_read(v, 0, buf, sizeof(buf)), 0);
 	ns_volume_close(ns, &v);
 	ns_close(&ns);
-	for (size_t i = 0; i < sizeof(buf); i++)
-		if (buf[i])
-			return false;
-	return true;
+	return all_zero(buf, sizeof(buf));
 }
 
 struct cut_result {

@@ -45,6 +45,8 @@
 #include "namespace.h"
 #include "volume.h"
 
+#include "tmpdir.h"
+
 #define NS_SIZE		  (16ULL << 20)
 #define VOL_SIZE	  (8ULL << 20)
 #define NS_ID		  9
@@ -134,10 +136,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-powercut-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "powercut");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	*state = fx;
 	return 0;
@@ -147,8 +147,7 @@ static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
 	memset(&rdax_faults, 0, sizeof(rdax_faults));
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }

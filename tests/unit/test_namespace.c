@@ -27,6 +27,10 @@
 #include "vol_table.h"
 #include "volume.h"
 
+#include "nsfile.h"
+#include "pattern.h"
+#include "tmpdir.h"
+
 #define MiB	(1ULL << 20)
 #define GiB	(1ULL << 30)
 #define NS_SIZE (64 * MiB)
@@ -43,11 +47,9 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-ns-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
-	snprintf(fx->path2, sizeof(fx->path2), "%s/ns2", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-ns");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
+	tmpdir_file(fx->path2, sizeof(fx->path2), fx->dir, "ns2");
 	persist_sim_set_budget(-1);
 	*state = fx;
 	return 0;
@@ -57,25 +59,9 @@ static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
 	ns_close(&fx->ns);
-	unlink(fx->path);
-	unlink(fx->path2);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
-}
-
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(((i * 131 + seed * 7) % 251) + 1);
-}
-
-static bool all_zero(const uint8_t *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (buf[i])
-			return false;
-	return true;
 }
 
 static void reopen(struct fx *fx, enum persist_mode mode)
@@ -83,15 +69,6 @@ static void reopen(struct fx *fx, enum persist_mode mode)
 	ns_close(&fx->ns);
 	assert_null(fx->ns);
 	assert_int_equal(ns_open(fx->path, mode, 1, &fx->ns), 0);
-}
-
-/* file_poke -- change bytes of the file directly */
-static void file_poke(const char *path, uint64_t off, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pwrite(fd, buf, len, (off_t)off), (ssize_t)len);
-	close(fd);
 }
 
 static uint64_t vol_offset(struct ns *ns, const char *name)
@@ -185,10 +162,7 @@ static void ns_format__refuses_rdax_unless_forced(void **state)
 static void ns_format__plain_file_then_open(void **state)
 {
 	struct fx *fx = *state;
-	int fd = open(fx->path, O_CREAT | O_RDWR, 0600);
-	assert_true(fd >= 0);
-	assert_int_equal(ftruncate(fd, NS_MIN_SIZE - PAGE), 0);
-	close(fd);
+	nsfile_create(fx->path, NS_MIN_SIZE - PAGE);
 	assert_int_equal(ns_format(fx->path, false), -EINVAL); /* too small */
 	assert_int_equal(truncate(fx->path, NS_SIZE), 0);
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_NOT_RDAX);
@@ -201,24 +175,20 @@ static void ns_format__plain_file_then_open(void **state)
 static void ns_open__garbage_refused_not_rdax(void **state)
 {
 	struct fx *fx = *state;
-	int fd = open(fx->path, O_CREAT | O_RDWR, 0600);
-	assert_true(fd >= 0);
 	uint8_t *junk = malloc(NS_MIN_SIZE);
 	assert_non_null(junk);
 	srand(11);
 	for (size_t i = 0; i < NS_MIN_SIZE; i++)
 		junk[i] = (uint8_t)rand();
-	assert_int_equal(write(fd, junk, NS_MIN_SIZE), (ssize_t)NS_MIN_SIZE);
-	close(fd);
+	nsfile_create(fx->path, NS_MIN_SIZE);
+	nsfile_write(fx->path, 0, junk, NS_MIN_SIZE);
 
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_NOT_RDAX);
 	assert_int_equal(ns_open(fx->path, PERSIST_AUTO, 1, &fx->ns), -RDAX_E_NOT_RDAX);
 	assert_null(fx->ns);
 	/* never formatted by an open: the garbage is still there */
 	uint8_t back[4096];
-	fd = open(fx->path, O_RDONLY);
-	assert_int_equal(pread(fd, back, sizeof(back), 0), (ssize_t)sizeof(back));
-	close(fd);
+	nsfile_read(fx->path, 0, back, sizeof(back));
 	assert_memory_equal(back, junk, sizeof(back));
 	free(junk);
 }
@@ -231,8 +201,8 @@ static void ns_open__both_copies_corrupt_bad_metadata(void **state)
 	ns_close(&fx->ns);
 	uint8_t bad = 0xff;
 	/* bytes every copy's crc covers, whatever its count: the header */
-	file_poke(fx->path, 60, &bad, 1);		  /* copy A: data offset */
-	file_poke(fx->path, VT_SLOT_SIZE + 200, &bad, 1); /* copy B: reserved header bytes */
+	nsfile_write(fx->path, 60, &bad, 1);		     /* copy A: data offset */
+	nsfile_write(fx->path, VT_SLOT_SIZE + 200, &bad, 1); /* copy B: reserved header bytes */
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_BAD_METADATA);
 	assert_null(fx->ns);
 	/* and format without force still refuses it: it is rdax, only damaged */
@@ -248,14 +218,12 @@ static void ns_open__one_copy_corrupt_is_repaired(void **state)
 	ns_close(&fx->ns);
 	/* damage the copy that holds the older generation */
 	uint8_t hdr[32];
-	int fd = open(fx->path, O_RDONLY);
-	assert_int_equal(pread(fd, hdr, sizeof(hdr), 0), (ssize_t)sizeof(hdr));
-	close(fd);
+	nsfile_read(fx->path, 0, hdr, sizeof(hdr));
 	uint64_t gen_a;
 	memcpy(&gen_a, hdr + 16, 8);
 	uint64_t older = gen_a == gen ? VT_SLOT_SIZE : 0;
 	uint8_t bad = 0xee;
-	file_poke(fx->path, older + 40, &bad, 1);
+	nsfile_write(fx->path, older + 40, &bad, 1);
 
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), 0);
 	assert_true(vol_table_other_slot_valid(fx->ns->table)); /* rewritten at open */
@@ -452,7 +420,7 @@ static void ns_volume_delete__dirty_data_is_dropped(void **state)
 	assert_int_equal(ns_volume_open(fx->ns, "a", &v), 0);
 	uint64_t off = v->ns_offset;
 	uint8_t buf[2 * PAGE];
-	fill(buf, sizeof(buf), 1);
+	pattern_fill(buf, sizeof(buf), 1);
 	assert_int_equal(volume_write(v, 100, buf, sizeof(buf)), 0);
 	struct volume_stats st;
 	volume_stats_get(v, &st);
@@ -462,9 +430,7 @@ static void ns_volume_delete__dirty_data_is_dropped(void **state)
 	ns_close(&fx->ns); /* writes back every remaining volume: "a" is gone */
 
 	uint8_t back[2 * PAGE];
-	int fd = open(fx->path, O_RDONLY);
-	assert_int_equal(pread(fd, back, sizeof(back), (off_t)(off + 100)), (ssize_t)sizeof(back));
-	close(fd);
+	nsfile_read(fx->path, off + 100, back, sizeof(back));
 	assert_true(all_zero(back, sizeof(back))); /* never written back */
 }
 
@@ -476,7 +442,7 @@ static void ns_close__writes_back_dirty_volumes(void **state)
 	struct volume *v;
 	assert_int_equal(ns_volume_open(fx->ns, "a", &v), 0);
 	uint8_t buf[3000], back[3000];
-	fill(buf, sizeof(buf), 2);
+	pattern_fill(buf, sizeof(buf), 2);
 	assert_int_equal(volume_write(v, 5000, buf, sizeof(buf)), 0);
 	ns_volume_close(fx->ns, &v);
 	reopen(fx, PERSIST_SIM); /* no fsync: ns_close writes it back */
@@ -496,7 +462,7 @@ static void zeros_after_delete_create(struct fx *fx, enum persist_mode mode)
 	uint64_t off = v->ns_offset;
 	uint8_t *buf = malloc(4 * MiB);
 	assert_non_null(buf);
-	fill(buf, 4 * MiB, 3);
+	pattern_fill(buf, 4 * MiB, 3);
 	assert_int_equal(volume_write(v, 0, buf, 4 * MiB), 0);
 	assert_int_equal(fsync_range(v, 0, 0, FLUSH_DEFAULT, NULL), 0);
 	ns_volume_close(fx->ns, &v);
@@ -542,7 +508,7 @@ static void ns_open__several_namespaces_distinct_ids(void **state)
 	assert_int_equal(ns_volume_open(fx->ns, "v", &a), 0);
 	assert_int_equal(ns_volume_open(ns2, "v", &b), 0);
 	uint8_t buf[PAGE];
-	fill(buf, sizeof(buf), 4);
+	pattern_fill(buf, sizeof(buf), 4);
 	assert_int_equal(volume_write(a, PAGE, buf, sizeof(buf)), 0);
 	assert_int_equal(volume_write(b, PAGE, buf, sizeof(buf)), 0);
 	uint64_t first, ea, eb;

@@ -25,6 +25,10 @@
 #include "checked.h"
 #include "persist.h"
 
+#include "nsfile.h"
+#include "pattern.h"
+#include "tmpdir.h"
+
 #define FILE_SIZE (1ULL << 20)
 #define LINE	  RDAX_CACHELINE
 #define PAGE	  RDAX_PAGE_SIZE
@@ -38,11 +42,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-persist-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-persist");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	persist_sim_set_budget(-1);
 	*state = fx;
 	return 0;
@@ -52,34 +53,9 @@ static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
 	persist_sim_set_budget(-1);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
-}
-
-/* fill -- a pattern that differs per @seed and per byte, never zero */
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(((i * 131 + seed * 7) % 251) + 1);
-}
-
-static bool all_zero(const uint8_t *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (buf[i])
-			return false;
-	return true;
-}
-
-/* file_read -- what the file (the persistence domain) holds */
-static void file_read(const char *path, uint64_t off, void *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, buf, len, (off_t)off), (ssize_t)len);
-	close(fd);
 }
 
 static void persist_flush__sim_flushed_lines_survive_remap(void **state)
@@ -92,7 +68,7 @@ static void persist_flush__sim_flushed_lines_survive_remap(void **state)
 	assert_false(p.is_devdax);
 
 	uint8_t *b = p.base;
-	fill(b, 4 * LINE, 1);
+	pattern_fill(b, 4 * LINE, 1);
 	/* line 1 whole; one byte in line 3 persists the whole of line 3 */
 	persist_range(&p, b + LINE, LINE);
 	persist_range(&p, b + 3 * LINE + 17, 1);
@@ -100,7 +76,7 @@ static void persist_flush__sim_flushed_lines_survive_remap(void **state)
 
 	assert_int_equal(persist_map(fx->path, PERSIST_SIM, &p), 0);
 	uint8_t expect[4 * LINE];
-	fill(expect, sizeof(expect), 1);
+	pattern_fill(expect, sizeof(expect), 1);
 	b = p.base;
 	assert_true(all_zero(b, LINE));				    /* line 0: never flushed */
 	assert_memory_equal(b + LINE, expect + LINE, LINE);	    /* flushed */
@@ -114,18 +90,18 @@ static void persist_flush__sim_unflushed_stores_not_in_file(void **state)
 	struct fx *fx = *state;
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
-	fill((uint8_t *)p.base + PAGE, PAGE, 2);
+	pattern_fill((uint8_t *)p.base + PAGE, PAGE, 2);
 
 	/* the store is visible in the mapping but not in the file */
 	uint8_t buf[PAGE];
-	file_read(fx->path, PAGE, buf, sizeof(buf));
+	nsfile_read(fx->path, PAGE, buf, sizeof(buf));
 	assert_true(all_zero(buf, sizeof(buf)));
 
 	persist_flush(&p, (uint8_t *)p.base + PAGE, PAGE);
 	persist_drain(&p);
 	uint8_t expect[PAGE];
-	fill(expect, sizeof(expect), 2);
-	file_read(fx->path, PAGE, buf, sizeof(buf));
+	pattern_fill(expect, sizeof(expect), 2);
+	nsfile_read(fx->path, PAGE, buf, sizeof(buf));
 	assert_memory_equal(buf, expect, sizeof(buf));
 	persist_unmap(&p);
 }
@@ -136,7 +112,7 @@ static void persist_sim_set_budget__tears_a_multi_line_flush(void **state)
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
 	uint8_t *b = p.base;
-	fill(b, 8 * LINE, 3);
+	pattern_fill(b, 8 * LINE, 3);
 
 	persist_sim_set_budget(2);
 	persist_range(&p, b, 5 * LINE); /* lines 0, 1 persist; 2-4 are dropped */
@@ -149,8 +125,8 @@ static void persist_sim_set_budget__tears_a_multi_line_flush(void **state)
 	assert_int_equal(persist_sim_dropped(), 0);
 
 	uint8_t expect[8 * LINE], buf[8 * LINE];
-	fill(expect, sizeof(expect), 3);
-	file_read(fx->path, 0, buf, sizeof(buf));
+	pattern_fill(expect, sizeof(expect), 3);
+	nsfile_read(fx->path, 0, buf, sizeof(buf));
 	assert_memory_equal(buf, expect, 2 * LINE);
 	assert_true(all_zero(buf + 2 * LINE, 6 * LINE));
 	persist_unmap(&p);
@@ -161,13 +137,13 @@ static void persist_sim_set_budget__zero_drops_everything(void **state)
 	struct fx *fx = *state;
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
-	fill(p.base, PAGE, 4);
+	pattern_fill(p.base, PAGE, 4);
 	persist_sim_set_budget(0);
 	persist_range(&p, p.base, PAGE);
 	assert_int_equal(persist_sim_dropped(), PAGE / LINE);
 	persist_sim_set_budget(-1);
 	uint8_t buf[PAGE];
-	file_read(fx->path, 0, buf, sizeof(buf));
+	nsfile_read(fx->path, 0, buf, sizeof(buf));
 	assert_true(all_zero(buf, sizeof(buf)));
 	persist_unmap(&p);
 }
@@ -176,7 +152,7 @@ static void persist_sim_set_budget__zero_drops_everything(void **state)
 static void check_zeroed(const uint8_t *b, uint64_t lo, uint64_t hi, unsigned seed)
 {
 	uint8_t expect[4 * PAGE];
-	fill(expect, sizeof(expect), seed);
+	pattern_fill(expect, sizeof(expect), seed);
 	memset(expect + lo, 0, hi - lo);
 	assert_memory_equal(b, expect, sizeof(expect));
 }
@@ -187,7 +163,7 @@ static void zero_edges_and_middle(const char *path, enum persist_mode mode)
 	struct persist p;
 	assert_int_equal(persist_create(path, FILE_SIZE, mode, &p), 0);
 	uint8_t *b = p.base;
-	fill(b, 4 * PAGE, 5);
+	pattern_fill(b, 4 * PAGE, 5);
 	persist_range(&p, b, 4 * PAGE);
 
 	uint64_t lo = PAGE - 100, hi = 3 * PAGE + 100; /* edge, pages 1-2, edge */
@@ -195,7 +171,7 @@ static void zero_edges_and_middle(const char *path, enum persist_mode mode)
 	check_zeroed(b, lo, hi, 5); /* the mapping reads zeros at once */
 
 	uint8_t buf[4 * PAGE];
-	file_read(path, 0, buf, sizeof(buf)); /* and so does the file */
+	nsfile_read(path, 0, buf, sizeof(buf)); /* and so does the file */
 	check_zeroed(buf, lo, hi, 5);
 
 	/* the whole pages became a hole */
@@ -225,7 +201,7 @@ static void persist_zero__within_one_page(void **state)
 	struct fx *fx = *state;
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
-	fill(p.base, 4 * PAGE, 6);
+	pattern_fill(p.base, 4 * PAGE, 6);
 	persist_range(&p, p.base, 4 * PAGE);
 	assert_int_equal(persist_zero(&p, PAGE + 10, 50), 0);
 	check_zeroed(p.base, PAGE + 10, PAGE + 60, 6);
@@ -240,7 +216,7 @@ static void persist_zero__sim_punch_is_one_budget_unit(void **state)
 	struct fx *fx = *state;
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
-	fill(p.base, 4 * PAGE, 7);
+	pattern_fill(p.base, 4 * PAGE, 7);
 	persist_range(&p, p.base, 4 * PAGE);
 
 	/* budget 1: the punch of pages 0-1 persists whole */
@@ -271,15 +247,15 @@ static void persist_map__auto_plain_file(void **state)
 	if (!p.is_pmem) /* PMEM_IS_PMEM_FORCE=1 makes libpmem call a plain file pmem */
 		assert_int_equal(p.method, PERSIST_METHOD_MSYNC);
 
-	fill((uint8_t *)p.base + 3 * PAGE + 5, 1000, 8);
+	pattern_fill((uint8_t *)p.base + 3 * PAGE + 5, 1000, 8);
 	persist_range(&p, (uint8_t *)p.base + 3 * PAGE + 5, 1000);
 	persist_unmap(&p);
 	assert_null(p.base);
 	assert_int_equal(p.fd, -1);
 
 	uint8_t buf[1000], expect[1000];
-	fill(expect, sizeof(expect), 8);
-	file_read(fx->path, 3 * PAGE + 5, buf, sizeof(buf));
+	pattern_fill(expect, sizeof(expect), 8);
+	nsfile_read(fx->path, 3 * PAGE + 5, buf, sizeof(buf));
 	assert_memory_equal(buf, expect, sizeof(buf));
 
 	assert_int_equal(persist_map(fx->path, PERSIST_AUTO, &p), 0);
@@ -327,13 +303,13 @@ static void persist_zero__bad_input(void **state)
 	struct fx *fx = *state;
 	struct persist p;
 	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_SIM, &p), 0);
-	fill(p.base, PAGE, 9);
+	pattern_fill(p.base, PAGE, 9);
 	assert_int_equal(persist_zero(NULL, 0, 1), -EINVAL);
 	assert_int_equal(persist_zero(&p, 0, 0), -EINVAL);
 	assert_int_equal(persist_zero(&p, FILE_SIZE - 1, 2), -ERANGE);
 	assert_int_equal(persist_zero(&p, UINT64_MAX, 2), -EOVERFLOW);
 	uint8_t expect[PAGE];
-	fill(expect, sizeof(expect), 9);
+	pattern_fill(expect, sizeof(expect), 9);
 	assert_memory_equal(p.base, expect, sizeof(expect)); /* nothing changed */
 	persist_unmap(&p);
 }

@@ -26,6 +26,8 @@
 #include "persist.h"
 #include "vol_table.h"
 
+#include "tmpdir.h"
+
 #define NS_SIZE (64ULL << 20)
 #define MiB	(1ULL << 20)
 
@@ -47,10 +49,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-vt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-vt");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	assert_int_equal(persist_create(fx->path, NS_SIZE, PERSIST_SIM, &fx->p), 0);
 	vol_table_test_set_commit_in_place(false);
 	*state = fx;
@@ -62,8 +62,7 @@ static int fx_teardown(void **state)
 	struct fx *fx = *state;
 	vol_table_delete(&fx->t);
 	persist_unmap(&fx->p);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }

@@ -22,6 +22,10 @@
 #include "namespace.h"
 #include "volume.h"
 
+#include "nsfile.h"
+#include "pattern.h"
+#include "tmpdir.h"
+
 #define MiB	 (1ULL << 20)
 #define NS_SIZE	 (32 * MiB)
 #define VOL_SIZE (4 * MiB)
@@ -38,10 +42,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-vol-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-vol");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	persist_sim_set_budget(-1);
 	assert_int_equal(ns_create(fx->path, NS_SIZE, PERSIST_SIM, 2, &fx->ns), 0);
 	assert_int_equal(ns_volume_create(fx->ns, "vol", VOL_SIZE), 0);
@@ -55,8 +57,7 @@ static int fx_teardown(void **state)
 	struct fx *fx = *state;
 	ns_volume_close(fx->ns, &fx->v);
 	ns_close(&fx->ns);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }
@@ -70,27 +71,10 @@ static void reopen(struct fx *fx)
 	assert_int_equal(ns_volume_open(fx->ns, "vol", &fx->v), 0);
 }
 
-static void fill(uint8_t *buf, size_t len, unsigned seed)
-{
-	for (size_t i = 0; i < len; i++)
-		buf[i] = (uint8_t)(((i * 131 + seed * 7) % 251) + 1);
-}
-
-static bool all_zero(const uint8_t *buf, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		if (buf[i])
-			return false;
-	return true;
-}
-
 /* file_read -- what the namespace file (the persistence domain) holds for the volume */
 static void file_read(struct fx *fx, uint64_t off, void *buf, size_t len)
 {
-	int fd = open(fx->path, O_RDONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(pread(fd, buf, len, (off_t)(fx->v->ns_offset + off)), (ssize_t)len);
-	close(fd);
+	nsfile_read(fx->path, fx->v->ns_offset + off, buf, len);
 }
 
 static void volume_read__never_written_reads_zero(void **state)
@@ -121,7 +105,7 @@ static void volume_write__round_trips_aligned_and_unaligned(void **state)
 	assert_non_null(buf);
 	assert_non_null(back);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		fill(buf, cases[i].len, (unsigned)i + 1);
+		pattern_fill(buf, cases[i].len, (unsigned)i + 1);
 		assert_int_equal(volume_write(fx->v, cases[i].off, buf, cases[i].len), 0);
 		assert_int_equal(volume_read(fx->v, cases[i].off, back, cases[i].len), 0);
 		assert_memory_equal(back, buf, cases[i].len);
@@ -133,7 +117,7 @@ static void volume_write__round_trips_aligned_and_unaligned(void **state)
 	/* and all of it is durable after fsync: the file holds it */
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_DEFAULT, NULL), 0);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		fill(buf, cases[i].len, (unsigned)i + 1);
+		pattern_fill(buf, cases[i].len, (unsigned)i + 1);
 		file_read(fx, cases[i].off, back, cases[i].len);
 		if (i != 4) /* the last case rewrote the last byte of case 4 */
 			assert_memory_equal(back, buf, cases[i].len);
@@ -151,7 +135,7 @@ static void volume_write__marks_dirty_and_fsync_clears(void **state)
 	assert_int_equal(st.dirty_bytes, 0);
 
 	uint8_t buf[100];
-	fill(buf, sizeof(buf), 1);
+	pattern_fill(buf, sizeof(buf), 1);
 	assert_int_equal(volume_write(fx->v, PAGE + 10, buf, sizeof(buf)), 0);
 	volume_stats_get(fx->v, &st);
 	assert_int_equal(st.dirty_bytes, PAGE);
@@ -183,7 +167,7 @@ static void volume_discard__zeros_durably_and_drops_entries(void **state)
 	uint8_t *buf = malloc(8 * PAGE), *back = malloc(8 * PAGE);
 	assert_non_null(buf);
 	assert_non_null(back);
-	fill(buf, 8 * PAGE, 3);
+	pattern_fill(buf, 8 * PAGE, 3);
 	assert_int_equal(volume_write(fx->v, 0, buf, 8 * PAGE), 0);
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_DEFAULT, NULL), 0);
 	assert_int_equal(volume_write(fx->v, 0, buf, 8 * PAGE), 0); /* dirty again */
@@ -194,7 +178,7 @@ static void volume_discard__zeros_durably_and_drops_entries(void **state)
 
 	uint8_t *expect = malloc(8 * PAGE);
 	assert_non_null(expect);
-	fill(expect, 8 * PAGE, 3);
+	pattern_fill(expect, 8 * PAGE, 3);
 	memset(expect + lo, 0, hi - lo);
 	assert_int_equal(volume_read(fx->v, 0, back, 8 * PAGE), 0);
 	assert_memory_equal(back, expect, 8 * PAGE);
@@ -221,7 +205,7 @@ static void volume_discard__whole_volume(void **state)
 {
 	struct fx *fx = *state;
 	uint8_t buf[PAGE];
-	fill(buf, sizeof(buf), 4);
+	pattern_fill(buf, sizeof(buf), 4);
 	assert_int_equal(volume_write(fx->v, VOL_SIZE - PAGE, buf, sizeof(buf)), 0);
 	assert_int_equal(volume_discard(fx->v, 0, VOL_SIZE), 0);
 	struct volume_stats st;
@@ -269,9 +253,9 @@ static void volume__bad_input_changes_nothing(void **state)
 	struct fx *fx = *state;
 	struct volume *v = fx->v;
 	uint8_t expect[2 * PAGE], buf[2 * PAGE];
-	fill(expect, sizeof(expect), 5);
+	pattern_fill(expect, sizeof(expect), 5);
 	assert_int_equal(volume_write(v, 0, expect, sizeof(expect)), 0);
-	fill(buf, sizeof(buf), 6);
+	pattern_fill(buf, sizeof(buf), 6);
 
 	/* write */
 	assert_int_equal(volume_write(NULL, 0, buf, 1), -EINVAL);
