@@ -19,6 +19,8 @@ static const struct {
 	{ "clear-after-writeback", &rdax_faults.clear_after_writeback },
 	{ "no-towrite-inherit", &rdax_faults.no_towrite_inherit },
 	{ "etcd-txn-no-compare", &rdax_faults.etcd_txn_no_compare },
+	{ "meta-one-copy", &rdax_faults.meta_one_copy },
+	{ "meta-copies-together", &rdax_faults.meta_copies_together },
 };
 
 int faults_from_env(void)

@@ -25,6 +25,17 @@ struct rdax_faults {
 	bool no_towrite_inherit;
 	/* etcd client: send transactions without their compares (lost updates) */
 	bool etcd_txn_no_compare;
+	/*
+	 * vol_table: commit into one metadata copy only, alternating (the order
+	 * before both copies carried the latest state): damage to the newest
+	 * copy then rolls back a committed change
+	 */
+	bool meta_one_copy;
+	/*
+	 * vol_table: write the two metadata copies line by line together instead
+	 * of the second after the first is durable: a cut can tear both
+	 */
+	bool meta_copies_together;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -119,10 +119,11 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 		ns->volumes[ns->nvolumes++] = v;
 	}
 
-	if (!vol_table_other_slot_valid(ns->table)) {
-		/* one copy survives: give it its twin back before anything else can fail */
-		LOG_WARN("open %s: rewriting the invalid metadata copy", path);
-		ret = vol_table_rewrite(ns->table);
+	if (!vol_table_copies_agree(ns->table)) {
+		/* one copy holds the state: give it its twin back before anything else can fail */
+		LOG_WARN("open %s: rewriting the metadata copy that does not hold the latest state",
+			 path);
+		ret = vol_table_repair(ns->table);
 		if (ret)
 			goto err_free_volumes;
 	}

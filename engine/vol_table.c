@@ -20,6 +20,7 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "faults.h"
 #include "log.h"
 
 /* A mapping must hold the metadata area plus one 2 MiB block of data. */
@@ -60,6 +61,7 @@ _Static_assert(offsetof(struct vt_entry_media, create_generation) == 104, "layou
 _Static_assert(VT_HEADER_SIZE + (uint64_t)VT_CAPACITY * VT_ENTRY_SIZE <= VT_SLOT_SIZE,
 	       "a full table fits its slot");
 _Static_assert(VT_HEADER_SIZE % RDAX_CACHELINE == 0, "line 0 holds magic, generation, crc");
+_Static_assert(VT_ENTRY_SIZE % RDAX_CACHELINE == 0, "a slot image is whole cache lines");
 
 /* The state one slot holds, in host byte order. */
 struct vt_state {
@@ -74,22 +76,13 @@ struct vt_state {
 
 struct vol_table {
 	const struct persist *p;
-	unsigned slot;	  /* 0 (A) or 1 (B): the slot holding st */
-	bool other_valid; /* the other slot passed its checks */
+	unsigned slot;	   /* 0 (A) or 1 (B): the slot st was loaded from */
+	bool copies_agree; /* the other slot holds st too */
 	struct vt_state st;
 };
 
 /* What a slot turned out to hold. */
 enum vt_slot_result { VT_SLOT_NO_MAGIC, VT_SLOT_BAD_VERSION, VT_SLOT_INVALID, VT_SLOT_VALID };
-
-static bool commit_in_place; /* test only, vol_table_test_set_commit_in_place() */
-
-void vol_table_test_set_commit_in_place(bool on)
-{
-	if (on)
-		LOG_WARN("vol_table: commits in place (crash atomicity broken on purpose)");
-	commit_in_place = on;
-}
 
 static char slot_name(unsigned slot)
 {
@@ -199,6 +192,28 @@ static void vt_slot_write(const struct persist *p, unsigned slot, const uint8_t 
 
 	memcpy(dst, buf, RDAX_CACHELINE);
 	persist_range(p, dst, RDAX_CACHELINE);
+}
+
+/*
+ * vt_slots_write_together -- the meta_copies_together control: both slots
+ * written at once, line by line, so a cut tears both (never used otherwise)
+ */
+static void vt_slots_write_together(const struct persist *p, const uint8_t *buf, size_t len)
+{
+	for (unsigned s = 0; s < 2; s++) {
+		memset(slot_base(p, s), 0, RDAX_CACHELINE);
+		persist_range(p, slot_base(p, s), RDAX_CACHELINE);
+	}
+	for (size_t off = RDAX_CACHELINE; off < len; off += RDAX_CACHELINE) {
+		for (unsigned s = 0; s < 2; s++) {
+			memcpy(slot_base(p, s) + off, buf + off, RDAX_CACHELINE);
+			persist_range(p, slot_base(p, s) + off, RDAX_CACHELINE);
+		}
+	}
+	for (unsigned s = 0; s < 2; s++) {
+		memcpy(slot_base(p, s), buf, RDAX_CACHELINE);
+		persist_range(p, slot_base(p, s), RDAX_CACHELINE);
+	}
 }
 
 /* vt_volume_check -- one volume against the data area of @s; a reason or NULL */
@@ -365,17 +380,24 @@ static bool vt_has_magic(const struct persist *p, unsigned slot)
 }
 
 /*
- * vt_write_state -- encode @s and write it into @slot (vt_slot_write).
- * Returns 0 or -ENOMEM.
+ * vt_write_state -- encode @s and write it into @first, then, once that is
+ * durable, into @second (-1: none) -- the commit order of vol_table.h.
+ * Returns 0 or -ENOMEM (nothing written).
  */
-static int vt_write_state(const struct persist *p, unsigned slot, const struct vt_state *s)
+static int vt_write_state(const struct persist *p, int first, int second, const struct vt_state *s)
 {
 	size_t len = vt_encoded_len(s->count);
 	uint8_t *buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
 	vt_encode(s, buf);
-	vt_slot_write(p, slot, buf, len);
+	if (second >= 0 && rdax_faults.meta_copies_together) {
+		vt_slots_write_together(p, buf, len);
+	} else {
+		vt_slot_write(p, (unsigned)first, buf, len);
+		if (second >= 0)
+			vt_slot_write(p, (unsigned)second, buf, len);
+	}
 	free(buf);
 	return 0;
 }
@@ -415,22 +437,19 @@ int vol_table_format(const struct persist *p, bool force)
 			newest = (int)slot;
 		}
 	}
-	unsigned first = newest == 0 ? 1 : (newest == 1 ? 0 : 1);
+	unsigned first = newest == 0 ? 1 : 0;
 
 	memset(s, 0, sizeof(*s));
 	ret = fill_random(s->ns_uuid, VT_UUID_SIZE);
 	if (ret)
 		goto out_free;
-	s->generation = newest_gen + 1;
+	/* at the maximum: start again (a cut before the second copy keeps the old state) */
+	s->generation = newest_gen == UINT64_MAX ? 1 : newest_gen + 1;
 	s->ns_size = p->size;
 	s->data_offset = VT_META_SIZE;
 	s->data_size = align_down(p->size, RDAX_PAGE_SIZE) - VT_META_SIZE;
 
-	ret = vt_write_state(p, first, s);
-	if (ret)
-		goto out_free;
-	s->generation++;
-	ret = vt_write_state(p, 1 - first, s);
+	ret = vt_write_state(p, (int)first, (int)(1 - first), s);
 	if (ret)
 		goto out_free;
 	LOG_INFO("formatted: size=%zu data_offset=%llu data_size=%llu generation=%" PRIu64 "%s",
@@ -484,23 +503,41 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 	}
 
 	unsigned use;
-	if (r[0] == VT_SLOT_VALID && r[1] == VT_SLOT_VALID)
+	bool agree = false;
+	if (r[0] == VT_SLOT_VALID && r[1] == VT_SLOT_VALID) {
+		if (s[0]->generation == s[1]->generation) {
+			/* one generation is one state: both slots must hold the same bytes */
+			if (memcmp(slot_base(p, 0), slot_base(p, 1), vt_encoded_len(s[0]->count)) !=
+			    0) {
+				LOG_ERROR("load: copies A and B both hold generation %" PRIu64
+					  " but differ (%u and %u volumes); refusing to guess "
+					  "which is right",
+					  s[0]->generation, s[0]->count, s[1]->count);
+				ret = -RDAX_E_BAD_METADATA;
+				goto err_free;
+			}
+			agree = true;
+		}
 		use = s[1]->generation > s[0]->generation ? 1 : 0;
-	else
+	} else {
 		use = r[0] == VT_SLOT_VALID ? 0 : 1;
+	}
 	unsigned other = 1 - use;
 	if (r[other] != VT_SLOT_VALID)
-		LOG_WARN("load: metadata copy %c is invalid (%s); using copy %c", slot_name(other),
-			 why[other], slot_name(use));
-	else if (s[0]->generation == s[1]->generation)
-		LOG_WARN("load: both copies have generation %" PRIu64 "; using copy A",
-			 s[0]->generation);
+		LOG_WARN("load: metadata copy %c is invalid (%s); copy %c holds the state "
+			 "(generation %" PRIu64 ")",
+			 slot_name(other), why[other], slot_name(use), s[use]->generation);
+	else if (!agree)
+		LOG_WARN("load: metadata copy %c holds generation %" PRIu64 ", copy %c %" PRIu64
+			 ": an update was cut between its two writes; using copy %c",
+			 slot_name(other), s[other]->generation, slot_name(use), s[use]->generation,
+			 slot_name(use));
 
 	if (use == 0)
 		t->st = *s[0];
 	t->p = p;
 	t->slot = use;
-	t->other_valid = r[other] == VT_SLOT_VALID;
+	t->copies_agree = agree;
 	free(s[0]);
 	LOG_INFO("load: copy %c, generation %" PRIu64 ", %u volumes, data area %" PRIu64
 		 " bytes at %" PRIu64,
@@ -562,30 +599,37 @@ int vol_table_find(const struct vol_table *t, const char *name)
 	return -ENOENT;
 }
 
-bool vol_table_other_slot_valid(const struct vol_table *t)
+bool vol_table_copies_agree(const struct vol_table *t)
 {
-	return t->other_valid;
+	return t->copies_agree;
 }
 
 /*
- * vt_commit -- write @next, generation + 1, into the slot not holding the
- * current state (the current one in the in-place test mode) and make it
- * the current state. Returns 0 or -ENOMEM (nothing written).
+ * vt_commit -- commit @next, generation + 1, into both slots (vol_table.h):
+ * the slot other than t->slot first, t->slot once that is durable.
+ * Returns 0, -EOVERFLOW (at the last generation), -ENOMEM (nothing written).
  */
 static int vt_commit(struct vol_table *t, struct vt_state *next)
 {
-	unsigned target = commit_in_place ? t->slot : 1 - t->slot;
+	if (t->st.generation == UINT64_MAX) {
+		LOG_ERROR("commit refused: the volume table is at its last generation (%" PRIu64
+			  "); a further change would wrap to 0. Copy the volumes off and "
+			  "reformat the namespace",
+			  t->st.generation);
+		return -EOVERFLOW;
+	}
+	unsigned other = 1 - t->slot;
 	next->generation = t->st.generation + 1;
-	int ret = vt_write_state(t->p, target, next);
+	bool one_copy = rdax_faults.meta_one_copy; /* control: the alternating order */
+	int ret = vt_write_state(t->p, (int)other, one_copy ? -1 : (int)t->slot, next);
 	if (ret)
 		return ret;
-	if (target != t->slot)
-		t->other_valid = true; /* the old slot keeps the previous state */
-	t->slot = target;
+	if (one_copy)
+		t->slot = other;
+	t->copies_agree = !one_copy;
 	memcpy(&t->st, next,
 	       offsetof(struct vt_state, vols) + (size_t)next->count * sizeof(next->vols[0]));
-	LOG_DEBUG("commit: copy %c, generation %" PRIu64 ", %u volumes", slot_name(target),
-		  t->st.generation, t->st.count);
+	LOG_DEBUG("commit: generation %" PRIu64 ", %u volumes", t->st.generation, t->st.count);
 	return 0;
 }
 
@@ -667,14 +711,18 @@ int vol_table_remove(struct vol_table *t, const char *name)
 	return ret;
 }
 
-int vol_table_rewrite(struct vol_table *t)
+int vol_table_repair(struct vol_table *t)
 {
 	if (!t)
 		return -EINVAL;
-	struct vt_state *next = vt_state_dup(t);
-	if (!next)
-		return -ENOMEM;
-	int ret = vt_commit(t, next);
-	free(next);
-	return ret;
+	if (t->copies_agree)
+		return 0;
+	unsigned other = 1 - t->slot;
+	int ret = vt_write_state(t->p, (int)other, -1, &t->st);
+	if (ret)
+		return ret;
+	t->copies_agree = true;
+	LOG_INFO("repair: copy %c rewritten from copy %c (generation %" PRIu64 ", %u volumes)",
+		 slot_name(other), slot_name(t->slot), t->st.generation, t->st.count);
+	return 0;
 }

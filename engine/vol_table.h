@@ -46,17 +46,39 @@
  *
  * Loading: both slots are checked (magic, version, sizes, crc, then sanity:
  * every entry inside the data area, 4 KiB-aligned, non-overlapping, names
- * valid and unique); the valid slot with the highest generation wins.
+ * valid and unique). Both normally hold the same, latest committed state:
+ * the same generation, the same bytes. When they disagree, the valid slot
+ * with the higher generation wins; the other is stale (a commit was cut
+ * between its two writes) or invalid (torn or damaged), and
+ * vol_table_copies_agree() says so until vol_table_repair() has written the
+ * winning state over it. Two valid slots with one generation and different
+ * contents are refused (-RDAX_E_BAD_METADATA): nothing says which is right.
  *
- * Committing an update writes the new state, generation + 1, into the slot
- * that does NOT hold the current state: first the slot's first cache line is
- * cleared (its magic disappears), then header lines 1-3 and the entries are
- * written and fenced, then line 0 (magic, version, generation, crc) is
- * written and fenced. A power cut at any instant leaves the current slot
- * untouched, so the namespace loads the old state, or the new one once the
- * new slot is complete. Clearing line 0 first means a slot being written
+ * Committing an update writes the new state, generation + 1, into BOTH
+ * slots, the second only after the first is durable: first the slot other
+ * than the one the state was loaded from, then that one. Each slot write
+ * clears the slot's first cache line (its magic disappears), writes and
+ * fences header lines 1-3 and the entries, then writes and fences line 0
+ * (magic, version, generation, crc). The commit returns after both.
+ *
+ * A power cut at any instant leaves a complete slot with the old state or
+ * the new one: during the first write the other slot holds the old state,
+ * during the second the first holds the new. Damage to one copy later costs
+ * nothing, since the other holds the same state. So neither a cut nor one
+ * damaged copy undoes a committed change; a load can only fall back past
+ * the update that was being committed when the power failed, which no one
+ * had been told about. Clearing line 0 first means a slot being written
  * never shows the magic unless it is complete: format of a fresh device,
  * where the other slot holds nothing, stays "not rdax" until a slot is whole.
+ *
+ * Generations count commits from 1. A commit at 2^64 - 1 is refused
+ * (-EOVERFLOW) instead of wrapping to 0, which no load accepts; a forced
+ * format of such a namespace starts again at 1.
+ *
+ * Controls (faults.h): meta_one_copy commits into one slot only, the other
+ * alternately (damage to the newest copy then undoes a change);
+ * meta_copies_together writes both slots line by line together (a cut can
+ * then tear both).
  *
  * Thread safety: none; the namespace lock serialises every call.
  */
@@ -99,8 +121,9 @@ int vt_name_valid(const char *name);
  * vol_table_format -- write fresh metadata (no volumes, new namespace uuid)
  * to both slots of @p. Refuses with -EEXIST when either slot carries the rdax
  * magic, unless @force. The first slot written is the one not holding the
- * newest valid state, with a generation above every valid one found, so a
- * power cut during a forced format leaves the old state or the new one.
+ * newest valid state, with a generation above every valid one found (1 when
+ * that one is at the maximum), so a power cut during a forced format leaves
+ * the old state or the new one.
  * Returns 0, -EINVAL (mapping smaller than NS_MIN_SIZE), -EEXIST, -errno.
  */
 int vol_table_format(const struct persist *p, bool force);
@@ -129,33 +152,35 @@ const struct vt_volume *vol_table_get(const struct vol_table *t, unsigned i);
 int vol_table_find(const struct vol_table *t, const char *name);
 
 /*
- * vol_table_other_slot_valid -- whether the slot not holding the current
- * state passed its checks at load (or was written since). A namespace
- * whose second copy is invalid should be repaired with vol_table_rewrite().
+ * vol_table_copies_agree -- whether both slots hold the current state (as
+ * loaded, or since the last commit or repair). A namespace whose copies
+ * disagree should be repaired with vol_table_repair() before it is used.
  */
-bool vol_table_other_slot_valid(const struct vol_table *t);
+bool vol_table_copies_agree(const struct vol_table *t);
 
 /*
  * vol_table_add -- commit a new volume (uuid and create generation filled
  * in); *out (may be NULL) gets the entry as committed. Checks everything the
  * loader checks first, so what is written always loads.
  * Returns 0, -EINVAL (name, size, alignment, outside the data area), -EEXIST
- * (name), -EBUSY (overlaps a volume), -ENOSPC (table full).
+ * (name), -EBUSY (overlaps a volume), -ENOSPC (table full: VT_CAPACITY
+ * entries), -EOVERFLOW (the generation is at its maximum), -ENOMEM.
  */
 int vol_table_add(struct vol_table *t, const char *name, uint64_t ns_offset, uint64_t size,
 		  struct vt_volume *out);
 
-/* vol_table_remove -- commit the table without @name; 0 or -ENOENT, -EINVAL */
+/*
+ * vol_table_remove -- commit the table without @name; 0, -ENOENT, -EINVAL,
+ * -EOVERFLOW, -ENOMEM
+ */
 int vol_table_remove(struct vol_table *t, const char *name);
 
-/* vol_table_rewrite -- commit the unchanged state (repairs the other slot) */
-int vol_table_rewrite(struct vol_table *t);
-
 /*
- * Test only: commit into the slot holding the current state, in place,
- * instead of the other one -- breaks crash atomicity on purpose, so the
- * metadata crash test can show its check catches a torn update.
+ * vol_table_repair -- write the current state, unchanged (same generation),
+ * into the slot that does not hold it; a no-op when the copies agree. The
+ * current slot is not touched, so a cut during the repair loses nothing.
+ * Returns 0, -EINVAL, -ENOMEM.
  */
-void vol_table_test_set_commit_in_place(bool on);
+int vol_table_repair(struct vol_table *t);
 
 #endif

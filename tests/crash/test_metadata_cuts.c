@@ -8,13 +8,19 @@
  * k = 0, 1, 2, ... until it completes within its budget; after each run the
  * namespace is opened again from the file (the persistence domain) and its
  * volume list must equal the state before or the state after the update.
- * Multi-line flushes are torn at every line this way.
+ * Multi-line flushes are torn at every line this way. A commit writes both
+ * metadata copies, the second after the first is durable (vol_table.h), so
+ * the cuts fall in the first copy, between the two, and in the second; after
+ * the open that follows any of them both copies must hold the same state
+ * again (the open repairs the other), so that damage to one copy later
+ * cannot undo anything.
  *
- * Controls: the same enumeration with the table committed in place (into
- * the slot holding the current state) must find a cut whose state is
+ * Controls: the same enumeration with both copies written line by line
+ * together (faults.h meta_copies_together) must find a cut whose state is
  * neither; a real kill -9 of a process mid-update must leave a state the
  * process had reached or was reaching.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -32,6 +38,7 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "faults.h"
 #include "fsync.h"
 #include "log.h"
 #include "namespace.h"
@@ -73,7 +80,7 @@ static int fx_setup(void **state)
 	tmpdir_make(fx->dir, sizeof(fx->dir), "test-cuts");
 	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	persist_sim_set_budget(-1);
-	vol_table_test_set_commit_in_place(false);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	*state = fx;
 	return 0;
 }
@@ -82,7 +89,7 @@ static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
 	persist_sim_set_budget(-1);
-	vol_table_test_set_commit_in_place(false);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
@@ -200,18 +207,18 @@ static uint64_t op_create_b(struct fx *fx, long budget)
 	return dropped;
 }
 
-/* op_create_b_in_place -- op_create_b() with the control switched on for the update only */
-static uint64_t op_create_b_in_place(struct fx *fx, long budget)
+/* op_create_b_together -- op_create_b() with the control switched on for the update only */
+static uint64_t op_create_b_together(struct fx *fx, long budget)
 {
 	struct ns *ns;
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &ns), 0);
-	vol_table_test_set_commit_in_place(true);
+	rdax_faults.meta_copies_together = true;
 	persist_sim_set_budget(budget);
 	assert_int_equal(ns_volume_create(ns, "b", X_SIZE), 0);
 	uint64_t dropped = persist_sim_dropped();
 	ns_close(&ns);
 	persist_sim_set_budget(-1);
-	vol_table_test_set_commit_in_place(false);
+	rdax_faults.meta_copies_together = false;
 	return dropped;
 }
 
@@ -265,7 +272,23 @@ struct cut_result {
 	unsigned bad;	      /* neither old nor new */
 	unsigned back_to_old; /* old after new had been seen */
 	unsigned first_new;   /* first cut showing the new state */
+	unsigned disagreed;   /* cuts that left the two copies different */
+	unsigned unrepaired;  /* ... and still different after an open */
 };
+
+/* copies_identical -- the file's two metadata copies hold the same bytes */
+static bool copies_identical(const char *path)
+{
+	static uint8_t a[VT_SLOT_SIZE], b[VT_SLOT_SIZE];
+	nsfile_read(path, 0, a, sizeof(a));
+	nsfile_read(path, VT_SLOT_SIZE, b, sizeof(b));
+	uint32_t count; /* entries in use, little-endian at offset 28 (vol_table.h) */
+	memcpy(&count, a + 28, sizeof(count));
+	count = le32toh(count);
+	if (count > VT_CAPACITY)
+		return false;
+	return memcmp(a, b, VT_HEADER_SIZE + (size_t)count * VT_ENTRY_SIZE) == 0;
+}
 
 /*
  * enumerate_cuts -- run @op after @setup with budgets 0, 1, 2, ... until it
@@ -289,8 +312,14 @@ static struct cut_result enumerate_cuts(struct fx *fx, void (*setup)(struct fx *
 		fresh_file(fx);
 		setup(fx);
 		uint64_t dropped = op(fx, k);
+		bool disagreed = !copies_identical(fx->path);
 		snap_take(fx->path, &cur);
 		r.cuts++;
+		if (disagreed && cur.open_ret == 0) {
+			r.disagreed++;
+			if (!copies_identical(fx->path)) /* the open must have repaired them */
+				r.unrepaired++;
+		}
 		if (snap_equal(&cur, &new)) {
 			if (!seen_new)
 				r.first_new = (unsigned)k;
@@ -322,11 +351,14 @@ static struct cut_result enumerate_cuts(struct fx *fx, void (*setup)(struct fx *
 
 static void assert_atomic(struct cut_result r)
 {
-	print_message("%u cut points, new state from cut %u on\n", r.cuts, r.first_new);
+	print_message("%u cut points, new state from cut %u on, %u left the copies different\n",
+		      r.cuts, r.first_new, r.disagreed);
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.back_to_old, 0);
 	assert_true(r.cuts > 20); /* the table really was torn at many lines */
 	assert_true(r.first_new > 0);
+	assert_true(r.disagreed > 0); /* cuts fell between and within the two writes */
+	assert_int_equal(r.unrepaired, 0);
 }
 
 static void ns_volume_create__every_cut_old_or_new(void **state)
@@ -346,6 +378,7 @@ static void ns_format__forced_every_cut_old_or_new(void **state)
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.back_to_old, 0);
 	assert_true(r.first_new > 0);
+	assert_int_equal(r.unrepaired, 0);
 }
 
 static void ns_format__fresh_every_cut_unformatted_or_formatted(void **state)
@@ -356,11 +389,12 @@ static void ns_format__fresh_every_cut_unformatted_or_formatted(void **state)
 	assert_int_equal(r.bad, 0);
 	assert_int_equal(r.back_to_old, 0);
 	assert_true(r.first_new > 0);
+	assert_int_equal(r.unrepaired, 0);
 }
 
-static void vol_table_test_set_commit_in_place__control_is_caught(void **state)
+static void meta_copies_together__control_is_caught(void **state)
 {
-	struct cut_result r = enumerate_cuts(*state, setup_volumes, op_create_b_in_place, NULL);
+	struct cut_result r = enumerate_cuts(*state, setup_volumes, op_create_b_together, NULL);
 	print_message("control: %u of %u cut points left neither state\n", r.bad, r.cuts);
 	assert_true(r.bad > 0);
 }
@@ -450,7 +484,7 @@ int main(void)
 	    T(ns_volume_delete__every_cut_old_or_new),
 	    T(ns_format__forced_every_cut_old_or_new),
 	    T(ns_format__fresh_every_cut_unformatted_or_formatted),
-	    T(vol_table_test_set_commit_in_place__control_is_caught),
+	    T(meta_copies_together__control_is_caught),
 	    T(ns_volume_create__kill_9_leaves_old_or_new),
 #undef T
 	};

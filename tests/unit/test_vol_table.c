@@ -23,9 +23,11 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "faults.h"
 #include "persist.h"
 #include "vol_table.h"
 
+#include "logcap.h"
 #include "tmpdir.h"
 
 #define NS_SIZE (64ULL << 20)
@@ -52,7 +54,7 @@ static int fx_setup(void **state)
 	tmpdir_make(fx->dir, sizeof(fx->dir), "test-vt");
 	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	assert_int_equal(persist_create(fx->path, NS_SIZE, PERSIST_SIM, &fx->p), 0);
-	vol_table_test_set_commit_in_place(false);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	*state = fx;
 	return 0;
 }
@@ -60,6 +62,7 @@ static int fx_setup(void **state)
 static int fx_teardown(void **state)
 {
 	struct fx *fx = *state;
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
 	vol_table_delete(&fx->t);
 	persist_unmap(&fx->p);
 	tmpdir_remove(fx->dir);
@@ -131,9 +134,10 @@ static void vol_table_format__fresh_loads_empty(void **state)
 	assert_int_equal(vol_table_count(fx->t), 0);
 	assert_int_equal(vol_table_data_offset(fx->t), VT_META_SIZE);
 	assert_int_equal(vol_table_data_size(fx->t), NS_SIZE - VT_META_SIZE);
-	assert_true(vol_table_other_slot_valid(fx->t)); /* both copies written */
-	assert_int_equal(vol_table_generation(fx->t), 2);
-	assert_int_equal(slot_generation(fx, 0) + slot_generation(fx, 1), 3);
+	assert_true(vol_table_copies_agree(fx->t)); /* both copies written */
+	assert_int_equal(vol_table_generation(fx->t), 1);
+	assert_int_equal(slot_generation(fx, 0), 1);
+	assert_int_equal(slot_generation(fx, 1), 1);
 	static const uint8_t zero_uuid[VT_UUID_SIZE];
 	assert_memory_not_equal(vol_table_ns_uuid(fx->t), zero_uuid, VT_UUID_SIZE);
 }
@@ -161,7 +165,7 @@ static void vol_table_format__refuses_rdax_unless_forced(void **state)
 	assert_int_equal(vol_table_count(fx->t), 0);
 	assert_memory_not_equal(vol_table_ns_uuid(fx->t), uuid, sizeof(uuid));
 	assert_true(vol_table_generation(fx->t) > gen); /* beats every old copy */
-	assert_true(vol_table_other_slot_valid(fx->t));
+	assert_true(vol_table_copies_agree(fx->t));
 }
 
 static void vol_table_format__too_small(void **state)
@@ -174,7 +178,18 @@ static void vol_table_format__too_small(void **state)
 	assert_int_equal(reload(fx), -RDAX_E_NOT_RDAX); /* nothing written */
 }
 
-static void vol_table_add__commits_alternate_slots(void **state)
+/* slots_identical -- both copies hold the same bytes (header and entries in use) */
+static bool slots_identical(struct fx *fx)
+{
+	uint32_t count;
+	memcpy(&count, slot(fx, 0) + OFF_COUNT, 4);
+	count = le32toh(count);
+	if (count > VT_CAPACITY)
+		return false;
+	return memcmp(slot(fx, 0), slot(fx, 1), VT_HEADER_SIZE + count * VT_ENTRY_SIZE) == 0;
+}
+
+static void vol_table_add__commits_both_slots(void **state)
 {
 	struct fx *fx = *state;
 	format_and_load(fx);
@@ -186,12 +201,15 @@ static void vol_table_add__commits_alternate_slots(void **state)
 	assert_int_equal(vol_table_add(fx->t, "b.2_x-y", 8 * MiB, 4096, &b), 0);
 	assert_memory_not_equal(a.uuid, b.uuid, VT_UUID_SIZE);
 	assert_int_equal(vol_table_generation(fx->t), gen + 2);
-	/* the two copies hold the last two generations */
-	uint64_t g0 = slot_generation(fx, 0), g1 = slot_generation(fx, 1);
-	assert_true((g0 == gen + 2 && g1 == gen + 1) || (g1 == gen + 2 && g0 == gen + 1));
+	/* both copies hold the last committed state, byte for byte */
+	assert_int_equal(slot_generation(fx, 0), gen + 2);
+	assert_int_equal(slot_generation(fx, 1), gen + 2);
+	assert_true(slots_identical(fx));
+	assert_true(vol_table_copies_agree(fx->t));
 
 	assert_int_equal(reload(fx), 0);
 	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+	assert_true(vol_table_copies_agree(fx->t));
 	assert_int_equal(vol_table_count(fx->t), 2);
 	const struct vt_volume *v =
 	    vol_table_get(fx->t, (unsigned)vol_table_find(fx->t, "b.2_x-y"));
@@ -265,42 +283,116 @@ static void vol_table_add__table_full(void **state)
 	assert_int_equal(vol_table_count(fx->t), VT_CAPACITY);
 }
 
-static void vol_table_load__newest_copy_torn_uses_the_other(void **state)
+static void vol_table_load__one_copy_torn_keeps_the_latest(void **state)
 {
 	struct fx *fx = *state;
 	format_and_load(fx);
 	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
 	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
 	uint64_t gen = vol_table_generation(fx->t);
-	unsigned newest = slot_generation(fx, 0) == gen ? 0 : 1;
 
-	/* tear the newest copy: one byte of its second entry */
-	flip_byte(fx, newest * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + 3);
-	assert_int_equal(reload(fx), 0);
-	assert_int_equal(vol_table_generation(fx->t), gen - 1); /* the state before "b" */
-	assert_int_equal(vol_table_count(fx->t), 1);
-	assert_false(vol_table_other_slot_valid(fx->t));
+	for (unsigned torn = 0; torn < 2; torn++) {
+		/* tear one copy: one byte of its second entry ("b", the last change) */
+		flip_byte(fx, torn * VT_SLOT_SIZE + VT_HEADER_SIZE + VT_ENTRY_SIZE + 3);
+		assert_int_equal(reload(fx), 0);
+		assert_int_equal(vol_table_generation(fx->t), gen); /* nothing undone */
+		assert_int_equal(vol_table_count(fx->t), 2);
+		assert_true(vol_table_find(fx->t, "b") >= 0);
+		assert_false(vol_table_copies_agree(fx->t));
 
-	/* rewrite repairs the torn copy */
-	assert_int_equal(vol_table_rewrite(fx->t), 0);
-	assert_int_equal(reload(fx), 0);
-	assert_true(vol_table_other_slot_valid(fx->t));
-	assert_int_equal(vol_table_count(fx->t), 1);
-	assert_int_equal(vol_table_generation(fx->t), gen);
+		/* repair rewrites the torn copy, same generation, byte for byte */
+		assert_int_equal(vol_table_repair(fx->t), 0);
+		assert_true(vol_table_copies_agree(fx->t));
+		assert_int_equal(reload(fx), 0);
+		assert_true(vol_table_copies_agree(fx->t));
+		assert_true(slots_identical(fx));
+		assert_int_equal(vol_table_count(fx->t), 2);
+		assert_int_equal(vol_table_generation(fx->t), gen);
+	}
+	assert_int_equal(vol_table_repair(fx->t), 0); /* agreeing copies: nothing to do */
+	assert_int_equal(vol_table_repair(NULL), -EINVAL);
 }
 
-static void vol_table_load__older_copy_torn_keeps_newest(void **state)
+/*
+ * A cut between the two writes of a commit leaves the new state in one copy
+ * and the old in the other; the control meta_one_copy leaves exactly that.
+ */
+static void vol_table_load__cut_between_copies_takes_the_new_state(void **state)
 {
 	struct fx *fx = *state;
 	format_and_load(fx);
 	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
 	uint64_t gen = vol_table_generation(fx->t);
-	unsigned older = slot_generation(fx, 0) == gen ? 1 : 0;
+	rdax_faults.meta_one_copy = true;
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
+	rdax_faults.meta_one_copy = false;
+	assert_true(slot_generation(fx, 0) != slot_generation(fx, 1));
+
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen + 1);
+	assert_int_equal(vol_table_count(fx->t), 2);
+	assert_false(vol_table_copies_agree(fx->t));
+	assert_int_equal(vol_table_repair(fx->t), 0);
+	assert_int_equal(reload(fx), 0);
+	assert_true(vol_table_copies_agree(fx->t));
+	assert_true(slots_identical(fx));
+
+	/* the stale copy damaged instead: the new state still wins */
+	rdax_faults.meta_one_copy = true;
+	assert_int_equal(vol_table_add(fx->t, "c", VT_META_SIZE + 2 * MiB, MiB, NULL), 0);
+	rdax_faults.meta_one_copy = false;
+	unsigned older = slot_generation(fx, 0) == gen + 2 ? 1 : 0;
 	flip_byte(fx, older * VT_SLOT_SIZE + 40); /* namespace uuid */
 	assert_int_equal(reload(fx), 0);
-	assert_int_equal(vol_table_generation(fx->t), gen);
+	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+	assert_int_equal(vol_table_count(fx->t), 3);
+	assert_false(vol_table_copies_agree(fx->t));
+}
+
+static void vol_table_load__same_generation_different_contents_refused(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	/* copy B forged: another size for "a", crc recomputed, generation kept */
+	uint64_t size = htole64(2 * MiB);
+	poke(fx, VT_SLOT_SIZE + VT_HEADER_SIZE + 64, &size, 8);
+	fix_crc(fx, 1);
+	struct logcap lc;
+	logcap_begin(&lc);
+	int ret = reload(fx);
+	char *log = logcap_end(&lc);
+	if (ret != -RDAX_E_BAD_METADATA || !strstr(log, "both hold generation"))
+		fail_msg("load returned %d, log:\n%s", ret, log);
+	free(log);
+	assert_null(fx->t);
+}
+
+/* A generation at 2^64 - 1 refuses the next commit instead of wrapping to 0. */
+static void vol_table_add__refused_at_the_last_generation(void **state)
+{
+	struct fx *fx = *state;
+	format_and_load(fx);
+	uint64_t g = htole64(UINT64_MAX - 1);
+	for (unsigned s = 0; s < 2; s++) {
+		poke(fx, s * VT_SLOT_SIZE + OFF_GENERATION, &g, 8);
+		fix_crc(fx, s);
+	}
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	assert_int_equal(vol_table_generation(fx->t), UINT64_MAX);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), -EOVERFLOW);
+	assert_int_equal(vol_table_remove(fx->t, "a"), -EOVERFLOW);
+	assert_int_equal(reload(fx), 0); /* loads, with the last committed change */
+	assert_int_equal(vol_table_generation(fx->t), UINT64_MAX);
 	assert_int_equal(vol_table_count(fx->t), 1);
-	assert_false(vol_table_other_slot_valid(fx->t));
+	assert_true(vol_table_copies_agree(fx->t));
+	/* a forced format is the way out: it starts again at 1 */
+	assert_int_equal(vol_table_format(&fx->p, true), 0);
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_generation(fx->t), 1);
+	assert_int_equal(vol_table_count(fx->t), 0);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
 }
 
 static void vol_table_load__both_copies_bad(void **state)
@@ -396,6 +488,161 @@ static void vol_table_load__mapping_smaller_than_recorded(void **state)
 	assert_null(fx->t);
 }
 
+/*
+ * Every field of each copy (the layout of vol_table.h), every byte of it,
+ * flipped on its own: the namespace must load the last committed state --
+ * or be refused with a reason that names the copy -- and never come back
+ * with an older one.
+ */
+struct field {
+	const char *name;
+	unsigned off, len;
+};
+
+static const struct field header_fields[] = {
+    {"magic", 0, 6},	    {"version", 6, 2},		{"header size", 8, 4},
+    {"entry size", 12, 4},  {"generation", 16, 8},	{"crc", 24, 4},
+    {"count", 28, 4},	    {"namespace uuid", 32, 16}, {"namespace size", 48, 8},
+    {"data offset", 56, 8}, {"data size", 64, 8},	{"capacity", 72, 4},
+    {"reserved", 76, 180},
+};
+
+static const struct field entry_fields[] = {
+    {"name", 0, 64},	 {"size", 64, 8},  {"namespace offset", 72, 8},	  {"flags", 80, 4},
+    {"reserved", 84, 4}, {"uuid", 88, 16}, {"create generation", 104, 8}, {"reserved", 112, 16},
+};
+
+struct flip_result {
+	unsigned flips;		   /* single-byte damages tried */
+	unsigned kept;		   /* loaded with the last committed state */
+	unsigned reported_invalid; /* ... and the log called the damaged copy invalid */
+	unsigned refused;	   /* refused, with a reason naming the damaged copy */
+	unsigned lost;		   /* loaded with an older state: a committed change undone */
+};
+
+/* committed -- the two volumes of the committed state, as vol_table_add returned them */
+struct committed {
+	uint64_t generation;
+	struct vt_volume v[2];
+	uint8_t image[2][VT_HEADER_SIZE + 2 * VT_ENTRY_SIZE];
+};
+
+/* loaded_is_committed -- does fx->t hold exactly @c? */
+static bool loaded_is_committed(struct fx *fx, const struct committed *c)
+{
+	if (vol_table_generation(fx->t) != c->generation || vol_table_count(fx->t) != 2)
+		return false;
+	for (unsigned i = 0; i < 2; i++) {
+		int idx = vol_table_find(fx->t, c->v[i].name);
+		if (idx < 0)
+			return false;
+		const struct vt_volume *v = vol_table_get(fx->t, (unsigned)idx);
+		if (v->size != c->v[i].size || v->ns_offset != c->v[i].ns_offset ||
+		    memcmp(v->uuid, c->v[i].uuid, VT_UUID_SIZE) != 0 ||
+		    v->create_generation != c->v[i].create_generation)
+			return false;
+	}
+	return true;
+}
+
+/* flip_one -- damage byte @off of copy @s with @mask, load, judge, restore both copies */
+static void flip_one(struct fx *fx, const struct committed *c, unsigned s, const char *field,
+		     unsigned off, uint8_t mask, struct flip_result *r)
+{
+	uint8_t b = slot(fx, s)[off] ^ mask;
+	poke(fx, s * VT_SLOT_SIZE + off, &b, 1);
+	r->flips++;
+
+	struct logcap lc;
+	logcap_begin(&lc);
+	int ret = reload(fx);
+	char *log = logcap_end(&lc);
+	char copy[16];
+	snprintf(copy, sizeof(copy), "copy %c", s == 0 ? 'A' : 'B');
+	if (ret == 0 && loaded_is_committed(fx, c)) {
+		r->kept++;
+		/* the damage was seen, named, and repair makes the copies one again */
+		if (strstr(log, "invalid"))
+			r->reported_invalid++;
+		if (vol_table_copies_agree(fx->t) || !strstr(log, copy))
+			fail_msg("%s byte %u of %s: loaded, but the damage was not reported:\n%s",
+				 field, off, copy, log);
+		assert_int_equal(vol_table_repair(fx->t), 0);
+		assert_true(slots_identical(fx));
+	} else if (ret == 0) {
+		r->lost++;
+	} else {
+		/* a refusal: a known code, a reason naming the damaged copy */
+		r->refused++;
+		if ((ret != -RDAX_E_VERSION && ret != -RDAX_E_BAD_METADATA) || !strstr(log, copy))
+			fail_msg("%s byte %u of %s: refused (%s), but not clearly:\n%s", field, off,
+				 copy, rdax_strerror(ret), log);
+	}
+	free(log);
+	for (unsigned k = 0; k < 2; k++)
+		poke(fx, k * VT_SLOT_SIZE, c->image[k], sizeof(c->image[k]));
+}
+
+/*
+ * flip_every_field -- format, commit "a" then "b" (the last change), then
+ * flip every byte of every field of each copy, one at a time
+ */
+static struct flip_result flip_every_field(struct fx *fx)
+{
+	struct committed c;
+	struct flip_result r = {0};
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, &c.v[0]), 0);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, &c.v[1]), 0);
+	c.generation = vol_table_generation(fx->t);
+	for (unsigned k = 0; k < 2; k++)
+		memcpy(c.image[k], slot(fx, k), sizeof(c.image[k]));
+	static const uint8_t masks[] = {0x01, 0xff};
+
+	for (unsigned s = 0; s < 2; s++) {
+		for (unsigned f = 0; f < sizeof(header_fields) / sizeof(header_fields[0]); f++) {
+			const struct field *hf = &header_fields[f];
+			for (unsigned i = 0; i < hf->len; i++)
+				for (unsigned m = 0; m < sizeof(masks); m++)
+					flip_one(fx, &c, s, hf->name, hf->off + i, masks[m], &r);
+		}
+		for (unsigned e = 0; e < 2; e++) {
+			for (unsigned f = 0; f < sizeof(entry_fields) / sizeof(entry_fields[0]);
+			     f++) {
+				const struct field *ef = &entry_fields[f];
+				unsigned base = VT_HEADER_SIZE + e * VT_ENTRY_SIZE + ef->off;
+				for (unsigned i = 0; i < ef->len; i++)
+					for (unsigned m = 0; m < sizeof(masks); m++)
+						flip_one(fx, &c, s, ef->name, base + i, masks[m],
+							 &r);
+			}
+		}
+	}
+	print_message("%u single-byte damages: %u loaded the last state, %u refused, %u lost "
+		      "a committed change\n",
+		      r.flips, r.kept, r.refused, r.lost);
+	return r;
+}
+
+static void vol_table_load__damage_to_any_field_of_one_copy_loses_nothing(void **state)
+{
+	struct flip_result r = flip_every_field(*state);
+	assert_int_equal(r.flips, 2 * 2 * (VT_HEADER_SIZE + 2 * VT_ENTRY_SIZE));
+	assert_int_equal(r.lost, 0);
+	assert_int_equal(r.kept + r.refused, r.flips);
+	assert_int_equal(r.reported_invalid, r.kept);
+	/* only an unknown format version is refused: it may be a newer rdax's namespace */
+	assert_int_equal(r.refused, 2 * 2 * 2);
+}
+
+/* control: commits into one copy only (the alternating order) undo changes */
+static void vol_table_load__damage_control_meta_one_copy(void **state)
+{
+	rdax_faults.meta_one_copy = true;
+	struct flip_result r = flip_every_field(*state);
+	assert_true(r.lost > 0);
+}
+
 static void vt_name_valid__rules(void **state)
 {
 	char max[VT_NAME_SIZE], over[VT_NAME_SIZE + 1];
@@ -424,18 +671,22 @@ int main(void)
 	    T(vol_table_format__fresh_loads_empty),
 	    T(vol_table_format__refuses_rdax_unless_forced),
 	    T(vol_table_format__too_small),
-	    T(vol_table_add__commits_alternate_slots),
+	    T(vol_table_add__commits_both_slots),
 	    T(vol_table_remove__compacts_and_reloads),
 	    T(vol_table_add__rejects_bad_entries),
 	    T(vol_table_add__table_full),
-	    T(vol_table_load__newest_copy_torn_uses_the_other),
-	    T(vol_table_load__older_copy_torn_keeps_newest),
+	    T(vol_table_load__one_copy_torn_keeps_the_latest),
+	    T(vol_table_load__cut_between_copies_takes_the_new_state),
+	    T(vol_table_load__same_generation_different_contents_refused),
+	    T(vol_table_add__refused_at_the_last_generation),
 	    T(vol_table_load__both_copies_bad),
 	    T(vol_table_load__crc_catches_every_header_byte),
 	    T(vol_table_load__sane_crc_insane_contents),
 	    T(vol_table_load__unknown_version),
 	    T(vol_table_load__garbage_and_zeros_not_rdax),
 	    T(vol_table_load__mapping_smaller_than_recorded),
+	    T(vol_table_load__damage_to_any_field_of_one_copy_loses_nothing),
+	    T(vol_table_load__damage_control_meta_one_copy),
 	    T(vt_name_valid__rules),
 #undef T
 	};
