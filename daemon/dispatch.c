@@ -389,41 +389,11 @@ static void run_create(struct fsync_task *t)
 	struct job *j = job_of_task(t);
 	struct store *store = j->env->store;
 	j->code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
-				      &j->ns_id);
-	switch (j->code) {
-	case 0:
+				      &j->ns_id, j->msg, sizeof(j->msg));
+	if (j->code == 0)
 		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
 			 j->size, j->ns_id);
-		break;
-	case -EEXIST:
-		fmt_msg(j->msg, "volume \"%s\" already exists", j->name);
-		break;
-	case -ENOENT:
-		fmt_msg(j->msg, "no namespace %" PRIu32 " (this daemon serves %u)", j->ns_id,
-			store_namespace_count(store));
-		break;
-	case -ENOSPC: {
-		uint64_t largest = 0;
-		uint32_t where = 0;
-		if (j->has_ns_id) {
-			ns_free_bytes(store_namespace(store, j->ns_id), NULL, &largest);
-			where = j->ns_id;
-		} else {
-			store_largest_free(store, &largest, &where);
-		}
-		char want[SIZE_FORMAT_MAX], room[SIZE_FORMAT_MAX];
-		fmt_msg(j->msg,
-			"no room for volume \"%s\" of %s (%" PRIu64 " bytes): the largest free "
-			"extent is %s (%" PRIu64 " bytes, namespace %" PRIu32
-			"), or the volume table is full",
-			j->name, size_format(j->size, want, sizeof(want)), j->size,
-			size_format(largest, room, sizeof(room)), largest, where);
-		break;
-	}
-	default:
-		fmt_msg(j->msg, "create volume \"%s\": %s", j->name, rdax_strerror(j->code));
-		break;
-	}
+	/* a refusal: the store's message (store.h) names the reason */
 }
 
 /* run_delete -- remove a volume that nobody has open */

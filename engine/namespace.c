@@ -362,8 +362,10 @@ int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 		goto out_unlock;
 	}
 	if (vol_table_count(ns->table) >= VT_CAPACITY) {
-		LOG_ERROR("create volume \"%s\" in %s: the volume table is full (%u)", name,
-			  ns->path, VT_CAPACITY);
+		/* the client's request, answered with ENOSPC: not an error of the daemon */
+		LOG_INFO("create volume \"%s\" in %s refused: the volume table is full (%u of %u "
+			 "entries)",
+			 name, ns->path, vol_table_count(ns->table), VT_CAPACITY);
 		ret = -ENOSPC;
 		goto out_unlock;
 	}

@@ -110,7 +110,8 @@ int ns_volume_name_valid(const char *name);
  * Context: takes ns->lock; blocks on the zeroing I/O.
  * Returns 0, -EINVAL (NULL, name, size 0 or not a multiple of 4 KiB),
  * -EEXIST, -ENOSPC (no free extent that large -- the log says the largest
- * free one -- or the table is full), -ENOMEM.
+ * free one -- or the table is full: the log says which), -EOVERFLOW (the
+ * table's generation is exhausted, vol_table.h), -ENOMEM.
  */
 int ns_volume_create(struct ns *ns, const char *name, uint64_t size);
 

@@ -15,6 +15,8 @@
 
 #include "errors.h"
 #include "log.h"
+#include "size.h"
+#include "vol_table.h"
 
 int store_new(struct store **out)
 {
@@ -285,34 +287,116 @@ err_unlock:
 	return ret;
 }
 
-int store_volume_create(struct store *s, const char *name, uint64_t size, const uint32_t *ns_id,
-			uint32_t *placed)
+/* ns_table_full -- whether the volume table of @ns has no entry left */
+static bool ns_table_full(struct ns *ns)
 {
-	if (!s || !name || ns_volume_name_valid(name) || size == 0)
+	unsigned n = 0;
+	ns_volume_list(ns, NULL, 0, &n);
+	return n >= VT_CAPACITY;
+}
+
+/*
+ * no_room_error -- why namespace @id has no room for volume @name of @size
+ * bytes: a full table and a lack of space are different troubles with
+ * different cures, so they read differently. Needs s->lock (no create or
+ * delete can run between the refusal and this account of it).
+ */
+static void no_room_error(struct store *s, uint32_t id, const char *name, uint64_t size, char *err,
+			  size_t errlen)
+{
+	struct ns *ns = s->nss[id].ns;
+	char want[SIZE_FORMAT_MAX], largest_s[SIZE_FORMAT_MAX], total_s[SIZE_FORMAT_MAX];
+	if (ns_table_full(ns)) {
+		rdax_seterr(err, errlen,
+			    "no room for volume \"%s\": the volume table of namespace %" PRIu32
+			    " (%s) is full (%u of %u entries); delete a volume first",
+			    name, id, ns->path, VT_CAPACITY, VT_CAPACITY);
+		return;
+	}
+	uint64_t total = 0, largest = 0;
+	ns_free_bytes(ns, &total, &largest);
+	rdax_seterr(err, errlen,
+		    "no room for volume \"%s\" of %s in namespace %" PRIu32
+		    " (%s): no free extent that large (largest free: %s, %s free in all)",
+		    name, size_format(size, want, sizeof(want)), id, ns->path,
+		    size_format(largest, largest_s, sizeof(largest_s)),
+		    size_format(total, total_s, sizeof(total_s)));
+}
+
+/*
+ * __store_place -- the namespace for a new volume when the request names
+ * none: the largest free extent among namespaces whose table has room.
+ * Needs s->lock. Returns 0, -ENOENT (no namespace), -ENOSPC (every table full).
+ */
+static int __store_place(struct store *s, uint32_t *id)
+{
+	if (s->count == 0)
+		return -ENOENT;
+	bool found = false;
+	uint64_t best = 0;
+	for (uint32_t i = 0; i < s->count; i++) {
+		if (ns_table_full(s->nss[i].ns))
+			continue;
+		uint64_t l = 0;
+		ns_free_bytes(s->nss[i].ns, NULL, &l);
+		if (!found || l > best) {
+			found = true;
+			best = l;
+			*id = i;
+		}
+	}
+	if (!found)
+		*id = 0; /* every table is full: the refusal names the first */
+	return found ? 0 : -ENOSPC;
+}
+
+int store_volume_create(struct store *s, const char *name, uint64_t size, const uint32_t *ns_id,
+			uint32_t *placed, char *err, size_t errlen)
+{
+	if (!s || !name || ns_volume_name_valid(name) || size == 0) {
+		rdax_seterr(err, errlen, "create volume: invalid name or size 0");
 		return -EINVAL;
+	}
 	pthread_mutex_lock(&s->lock);
 	int ret = __store_find(s, name, NULL);
 	if (ret >= 0) {
+		rdax_seterr(err, errlen, "volume \"%s\" already exists", name);
 		ret = -EEXIST;
 		goto out_unlock;
 	}
 	if (ret != -ENOENT)
 		goto out_unlock;
 
-	uint32_t id;
+	uint32_t id = 0;
 	if (ns_id) {
 		if (*ns_id >= s->count) {
+			rdax_seterr(err, errlen, "no namespace %" PRIu32 " (this daemon serves %u)",
+				    *ns_id, s->count);
 			ret = -ENOENT;
 			goto out_unlock;
 		}
 		id = *ns_id;
 	} else {
-		ret = -ENOENT;
-		if (s->count == 0)
+		ret = __store_place(s, &id);
+		if (ret == -ENOENT) {
+			rdax_seterr(err, errlen, "no namespace to create volume \"%s\" in", name);
 			goto out_unlock;
-		store_largest_free(s, NULL, &id);
+		}
+		if (ret) {
+			no_room_error(s, id, name, size, err, errlen);
+			goto out_unlock;
+		}
 	}
 	ret = ns_volume_create(s->nss[id].ns, name, size);
+	if (ret == -ENOSPC)
+		no_room_error(s, id, name, size, err, errlen);
+	else if (ret == -EOVERFLOW)
+		rdax_seterr(err, errlen,
+			    "namespace %" PRIu32 " (%s): its metadata has taken its last change "
+			    "(generation 2^64-1); copy the volumes off and reformat it",
+			    id, s->nss[id].ns->path);
+	else if (ret)
+		rdax_seterr(err, errlen, "create volume \"%s\": %s", name, rdax_strerror(ret));
 	if (ret == 0 && placed)
 		*placed = id;
 out_unlock:

@@ -70,13 +70,17 @@ struct ns *store_namespace(const struct store *s, uint32_t id);
 
 /*
  * store_volume_create -- create volume @name of @size bytes in namespace
- * *@ns_id, or (NULL) in the one with the largest free extent; *placed (may be
- * NULL) gets the namespace id used. Returns 0, -EINVAL (name, size),
- * -EEXIST (the name exists in any namespace), -ENOENT (no namespace *ns_id),
- * -ENOSPC, -ENOMEM.
+ * *@ns_id, or (NULL) in the one with the largest free extent among those
+ * whose volume table has room; *placed (may be NULL) gets the namespace id
+ * used. A refusal is explained in @err (may be NULL): for -ENOSPC whether
+ * the volume table is full (and how many entries it holds) or no free
+ * extent is large enough (with the largest one and the free space, in units).
+ * Returns 0, -EINVAL (name, size), -EEXIST (the name exists in any
+ * namespace), -ENOENT (no namespace *ns_id), -ENOSPC, -EOVERFLOW (the
+ * namespace's metadata generation is exhausted), -ENOMEM.
  */
 int store_volume_create(struct store *s, const char *name, uint64_t size, const uint32_t *ns_id,
-			uint32_t *placed);
+			uint32_t *placed, char *err, size_t errlen);
 
 /* store_volume_delete -- remove volume @name; 0, -EINVAL, -ENOENT, -EBUSY (open somewhere) */
 int store_volume_delete(struct store *s, const char *name);

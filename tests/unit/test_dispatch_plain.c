@@ -67,7 +67,7 @@ static int fx_setup(void **state)
 	assert_int_equal(store_new(&fx->store), 0);
 	assert_int_equal(
 	    store_namespace_add(fx->store, fx->path, 32ULL << 20, PERSIST_SIM, err, sizeof(err)), 0);
-	assert_int_equal(store_volume_create(fx->store, "v", VOL_SIZE, NULL, NULL), 0);
+	assert_int_equal(store_volume_create(fx->store, "v", VOL_SIZE, NULL, NULL, NULL, 0), 0);
 	fx->env = (struct dispatch_env){
 	    .store = fx->store,
 	    .max_payload = 1U << 20,

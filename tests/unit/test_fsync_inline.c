@@ -76,7 +76,7 @@ static int fx_setup(void **state)
 	assert_int_equal(store_new(&fx->store), 0);
 	assert_int_equal(
 	    store_namespace_add(fx->store, fx->path, NS_SIZE, PERSIST_SIM, err, sizeof(err)), 0);
-	assert_int_equal(store_volume_create(fx->store, "v", VOL_SIZE, NULL, NULL), 0);
+	assert_int_equal(store_volume_create(fx->store, "v", VOL_SIZE, NULL, NULL, NULL, 0), 0);
 	assert_int_equal(store_volume_open(fx->store, "v", &fx->v), 0);
 	fx->fd = open(fx->path, O_RDONLY);
 	assert_true(fx->fd >= 0);
