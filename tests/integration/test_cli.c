@@ -977,6 +977,33 @@ static void import_export__sparse_round_trip(void **state)
 	free(file);
 }
 
+/* progress__on_a_terminal -- a bar and a summary on a tty's stderr (a pipe gets none: above) */
+static void progress__on_a_terminal(void **state)
+{
+	(void)state;
+	create("tty", "8M");
+	char path[400], cmd[1024];
+	snprintf(path, sizeof(path), "%s/tty.img", F.dir);
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(ftruncate(fileno(f), 6 << 20), 0);
+	assert_int_equal(fseek(f, 3 << 20, SEEK_SET), 0);
+	assert_int_equal(fputs("data", f) >= 0, 1);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "'%s' --server '%s'%s%s import '%s' tty", RDAX_CLI_PATH, F.d.url,
+		 F.d.token_file[0] ? " --token-file " : "", F.d.token_file, path);
+	/* script(1) gives the command a pseudo-terminal and copies what it shows */
+	const char *argv[] = {"/usr/bin/script", "-qec", cmd, "/dev/null", NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	if (r.status != 0 || !strstr(r.out, "import [") || !strstr(r.out, "100%") ||
+	    !strstr(r.out, "6.0 MiB of 6.0 MiB") || !strstr(r.out, "of holes")) {
+		show("import on a terminal", &r);
+		fail_msg("no progress bar or summary on a terminal");
+	}
+	hx_run_free(&r);
+}
+
 /* errors__name_nbd_and_units -- an NBD port is named as such; a volume too big, in units */
 static void errors__name_nbd_and_units(void **state)
 {
@@ -1020,6 +1047,7 @@ int main(void)
 		cmocka_unit_test(daemon__config_file),
 		cmocka_unit_test(json__every_printing_command),
 		cmocka_unit_test(import_export__sparse_round_trip),
+		cmocka_unit_test(progress__on_a_terminal),
 		cmocka_unit_test(errors__name_nbd_and_units),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
