@@ -36,9 +36,7 @@ int ns_format_mode(const char *path, enum persist_mode mode, bool force)
 	if (ret)
 		return ret;
 	ret = vol_table_format(&p, force);
-	if (ret)
-		LOG_ERROR("format %s failed: %s", path, rdax_strerror(ret));
-	else
+	if (ret == 0) /* a failure is logged once, where its reason is known (vol_table.c) */
 		LOG_INFO("formatted %s", path);
 	persist_unmap(&p);
 	return ret;
@@ -98,10 +96,8 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 	if (ret)
 		goto err_destroy_lock;
 	ret = vol_table_load(&ns->persist, &ns->table);
-	if (ret) {
-		LOG_ERROR("open %s refused: %s", path, rdax_strerror(ret));
+	if (ret) /* logged by vol_table_load with its reason; the caller names the path */
 		goto err_unmap;
-	}
 	ns->data_offset = vol_table_data_offset(ns->table);
 	ns->data_size = vol_table_data_size(ns->table);
 

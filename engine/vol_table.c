@@ -419,9 +419,10 @@ int vol_table_format(const struct persist *p, bool force)
 		return -ENOMEM;
 
 	if (!force && (vt_has_magic(p, 0) || vt_has_magic(p, 1))) {
-		LOG_ERROR("format refused: the namespace holds rdax metadata (copy %s); force "
-			  "to overwrite it",
-			  vt_has_magic(p, 0) ? (vt_has_magic(p, 1) ? "A and B" : "A") : "B");
+		/* the operator's choice to make, not a failure of the daemon: info */
+		LOG_INFO("format refused: the namespace holds rdax metadata (copy %s); force "
+			 "to overwrite it",
+			 vt_has_magic(p, 0) ? (vt_has_magic(p, 1) ? "A and B" : "A") : "B");
 		ret = -EEXIST;
 		goto out_free;
 	}
