@@ -21,6 +21,7 @@ static const struct {
 	{ "etcd-txn-no-compare", &rdax_faults.etcd_txn_no_compare },
 	{ "meta-one-copy", &rdax_faults.meta_one_copy },
 	{ "meta-copies-together", &rdax_faults.meta_copies_together },
+	{ "lines-first-only", &rdax_faults.lines_first_only },
 };
 
 int faults_from_env(void)

@@ -36,6 +36,8 @@ struct rdax_faults {
 	 * of the second after the first is durable: a cut can tear both
 	 */
 	bool meta_copies_together;
+	/* dtree: a write records only the lowest line it touches in each page */
+	bool lines_first_only;
 };
 
 extern struct rdax_faults rdax_faults;

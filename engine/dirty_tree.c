@@ -5,7 +5,14 @@
  * Shape (the XArray's, simplified to what a volume needs):
  *
  *  - 64 slots per node, so one node level resolves 6 bits of the page
- *    index; a node is 544 bytes, a full leaf 8.5 bytes per dirty page.
+ *    index; a node is 552 bytes, a full leaf 8.6 bytes per dirty page.
+ *  - Written lines (dirty_tree.h, "Lines"): a leaf whose entries are all
+ *    wholly written has no line masks; the first entry with only some
+ *    lines written gives the leaf a line array (64 masks, 512 bytes, from
+ *    a per-tree cache like the nodes), kept until the leaf is freed. So
+ *    sequential 4 KiB writes cost what they did, 8.6 bytes per page, and
+ *    sparse small writes a leaf and an array each (a parallel array in
+ *    every leaf would be 16.5 bytes per page for every write).
  *  - The height is fixed when the tree is made: the root has a level for
  *    every size class the volume can hold. A 1 GiB entry is one slot of a
  *    shift-18 node; a 2 MiB entry is 8 slots of a shift-6 node, the first
@@ -79,13 +86,33 @@
 
 _Static_assert(sizeof(uintptr_t) <= sizeof(uint64_t), "slots hold pointers");
 
+/*
+ * The line masks of one leaf: mask[i] is the written-lines mask of the
+ * 4 KiB entry in slot i while it is DIRTY, 0 otherwise (empty, or not
+ * DIRTY). In the cache, @next links free arrays.
+ */
+struct dtree_lines {
+	union {
+		uint64_t mask[DTREE_SLOTS];
+		struct dtree_lines *next;
+	};
+};
+
 struct dtree_node {
 	struct dtree_node *parent; /* NULL for the root; next free node in the cache */
 	uint8_t shift;		   /* page-index bits below this node's slots */
 	uint8_t offset;		   /* slot number in the parent */
 	uint8_t count;		   /* non-empty slots, siblings included */
 	uint64_t marks[DTREE_NR_MARKS];
+	/* leaves only: the line masks, NULL while every DIRTY entry is wholly written */
+	struct dtree_lines *lines;
 	uint64_t slots[DTREE_SLOTS];
+};
+
+/* what a step found missing from the caches (nodes, line arrays) */
+struct dtree_need {
+	unsigned nodes;
+	unsigned lines;
 };
 
 struct dtree {
@@ -103,9 +130,12 @@ struct dtree {
 	 * fsync of one page, half of the search)
 	 */
 	uint64_t marked[DTREE_NR_MARKS];
-	uint64_t nodes; /* allocated nodes in the tree, the root not counted */
+	uint64_t nodes;	 /* allocated nodes in the tree, the root not counted */
+	uint64_t nlines; /* line arrays attached to leaves */
 	struct dtree_node *cache;
 	unsigned ncache;
+	struct dtree_lines *lines_cache; /* free line arrays, up to cache_max */
+	unsigned nlines_cache;
 	unsigned cache_max;	 /* dtree_cache_max() of the volume */
 	struct dtree_node *hint; /* the leaf last marked in, or NULL */
 	uint64_t hint_index;	 /* its first page >> 6 */
@@ -210,6 +240,17 @@ static void __node_free(struct dtree *t, struct dtree_node *n)
 	t->nodes--;
 	if (n == t->hint)
 		t->hint = NULL;
+	if (n->lines) {
+		struct dtree_lines *l = n->lines;
+		t->nlines--;
+		if (t->nlines_cache < t->cache_max) {
+			l->next = t->lines_cache;
+			t->lines_cache = l;
+			t->nlines_cache++;
+		} else {
+			free(l);
+		}
+	}
 	if (t->ncache < t->cache_max) {
 		n->parent = t->cache;
 		t->cache = n;
@@ -220,27 +261,37 @@ static void __node_free(struct dtree *t, struct dtree_node *n)
 }
 
 /*
- * __dtree_refill -- make the cache hold at least @need nodes, allocating
- * with t->lock dropped. Context: t->lock held on entry and on return; the
- * tree may have changed in between. Returns 0 or -ENOMEM.
+ * __dtree_refill -- make the caches hold at least @need nodes and line
+ * arrays, allocating with t->lock dropped. Context: t->lock held on entry
+ * and on return; the tree may have changed in between. Returns 0 or -ENOMEM.
  */
-static int __dtree_refill(struct dtree *t, unsigned need)
+static int __dtree_refill(struct dtree *t, const struct dtree_need *need)
 {
 	struct dtree_node *list = NULL;
-	unsigned got = 0;
+	struct dtree_lines *llist = NULL;
 	int ret = 0;
 
 	pthread_mutex_unlock(&t->lock);
-	for (; got < need; got++) {
+	for (unsigned got = 0; got < need->nodes; got++) {
 		struct dtree_node *n = malloc(sizeof(*n));
 		if (!n) {
 			LOG_ERROR("dtree node allocation (%zu bytes, %u of %u) failed", sizeof(*n),
-				  got + 1, need);
+				  got + 1, need->nodes);
 			ret = -ENOMEM;
 			break;
 		}
 		n->parent = list;
 		list = n;
+	}
+	for (unsigned got = 0; ret == 0 && got < need->lines; got++) {
+		struct dtree_lines *l = malloc(sizeof(*l));
+		if (!l) {
+			LOG_ERROR("dtree line array allocation (%zu bytes) failed", sizeof(*l));
+			ret = -ENOMEM;
+			break;
+		}
+		l->next = llist;
+		llist = l;
 	}
 	pthread_mutex_lock(&t->lock);
 	while (list) {
@@ -250,7 +301,32 @@ static int __dtree_refill(struct dtree *t, unsigned need)
 		t->cache = n;
 		t->ncache++;
 	}
+	while (llist) {
+		struct dtree_lines *l = llist;
+		llist = l->next;
+		l->next = t->lines_cache;
+		t->lines_cache = l;
+		t->nlines_cache++;
+	}
 	return ret;
+}
+
+/*
+ * __lines_attach -- give leaf @n a line array from the cache: every DIRTY
+ * entry of it is wholly written so far (the meaning of no array), every
+ * other slot 0. Context: t->lock held; the caller has checked
+ * t->nlines_cache (never fails).
+ */
+static void __lines_attach(struct dtree *t, struct dtree_node *n)
+{
+	struct dtree_lines *l = t->lines_cache;
+	t->lines_cache = l->next;
+	t->nlines_cache--;
+	t->nlines++;
+	uint64_t dirty = n->marks[DTREE_DIRTY];
+	for (unsigned i = 0; i < DTREE_SLOTS; i++)
+		l->mask[i] = (dirty >> i) & 1 ? DTREE_LINES_ALL : 0;
+	n->lines = l;
 }
 
 /* __dtree_wait -- wait for any entry lock to be released. Context: t->lock held. */
@@ -282,10 +358,70 @@ static void __marks_fixup(struct dtree_node *n, unsigned m)
 	}
 }
 
-/* __entry_mark_set -- set mark @m on the canonical slot @off of @n. Context: t->lock held. */
+static inline bool __entry_has_mark(const struct dtree_node *n, unsigned off, unsigned m)
+{
+	return (n->marks[m] >> off) & 1;
+}
+
+/*
+ * __entry_lines -- the written-lines mask of the entry at canonical slot
+ * @off of @n: 0 unless DIRTY; DTREE_LINES_ALL for a huge entry and for a
+ * 4 KiB entry of a leaf without line array. Context: t->lock held.
+ */
+static inline uint64_t __entry_lines(const struct dtree_node *n, unsigned off)
+{
+	if (!__entry_has_mark(n, off, DTREE_DIRTY))
+		return 0;
+	return n->lines ? n->lines->mask[off] : DTREE_LINES_ALL;
+}
+
+/* __entry_dirty_bytes -- bytes a DIRTY entry counts in dirty_bytes: its written lines */
+static inline uint64_t __entry_dirty_bytes(const struct dtree_node *n, unsigned off)
+{
+	if (dentry_size(n->slots[off]) != DTREE_SIZE_4K)
+		return dentry_bytes(n->slots[off]);
+	return dtree_lines_bytes(__entry_lines(n, off));
+}
+
+/*
+ * __entry_dirty_small -- record that lines @w of the 4 KiB entry at slot
+ * @off of leaf @n were written: OR them into its mask (a clean entry's
+ * mask starts empty) and set DIRTY. The caller has attached a line array
+ * if @w is partial and the entry not yet DIRTY. Context: t->lock held.
+ */
+static inline void __entry_dirty_small(struct dtree *t, struct dtree_node *n, unsigned off,
+				       uint64_t w)
+{
+	uint64_t bit = 1ULL << off;
+	if (n->marks[DTREE_DIRTY] & bit) {
+		if (n->lines) {
+			uint64_t add = w & ~n->lines->mask[off];
+			n->lines->mask[off] |= add;
+			t->dirty_bytes += dtree_lines_bytes(add);
+		}
+		return;
+	}
+	if (n->lines)
+		n->lines->mask[off] = w;
+	bool was_any = n->marks[DTREE_DIRTY] != 0;
+	n->marks[DTREE_DIRTY] |= bit;
+	t->marked[DTREE_DIRTY]++;
+	t->dirty_bytes += dtree_lines_bytes(w);
+	if (!was_any)
+		__marks_fixup(n, DTREE_DIRTY);
+}
+
+/*
+ * __entry_mark_set -- set mark @m on the canonical slot @off of @n; DIRTY
+ * so means every line written. Context: t->lock held.
+ */
 static void __entry_mark_set(struct dtree *t, struct dtree_node *n, unsigned off, unsigned m)
 {
 	uint64_t bit = 1ULL << off;
+	if (m == DTREE_DIRTY && dentry_size(n->slots[off]) == DTREE_SIZE_4K) {
+		__entry_dirty_small(t, n, off, DTREE_LINES_ALL);
+		return;
+	}
 	if (n->marks[m] & bit)
 		return;
 	bool was_any = n->marks[m] != 0;
@@ -297,23 +433,24 @@ static void __entry_mark_set(struct dtree *t, struct dtree_node *n, unsigned off
 		__marks_fixup(n, m);
 }
 
-/* __entry_mark_clear -- clear mark @m on the canonical slot @off of @n. Context: t->lock held. */
+/*
+ * __entry_mark_clear -- clear mark @m on the canonical slot @off of @n;
+ * clearing DIRTY empties the entry's line mask. Context: t->lock held.
+ */
 static void __entry_mark_clear(struct dtree *t, struct dtree_node *n, unsigned off, unsigned m)
 {
 	uint64_t bit = 1ULL << off;
 	if (!(n->marks[m] & bit))
 		return;
+	if (m == DTREE_DIRTY) {
+		t->dirty_bytes -= __entry_dirty_bytes(n, off);
+		if (n->lines)
+			n->lines->mask[off] = 0;
+	}
 	n->marks[m] &= ~bit;
 	t->marked[m]--;
-	if (m == DTREE_DIRTY)
-		t->dirty_bytes -= dentry_bytes(n->slots[off]);
 	if (n->marks[m] == 0)
 		__marks_fixup(n, m);
-}
-
-static inline bool __entry_has_mark(const struct dtree_node *n, unsigned off, unsigned m)
-{
-	return (n->marks[m] >> off) & 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -386,7 +523,7 @@ static void __subtree_free(struct dtree *t, struct dtree_node *n)
 		} else if (dentry_is_value(v)) {
 			t->entries[dentry_size(v)]--;
 			if (__entry_has_mark(n, i, DTREE_DIRTY))
-				t->dirty_bytes -= dentry_bytes(v);
+				t->dirty_bytes -= __entry_dirty_bytes(n, i);
 			for (unsigned m = 0; m < DTREE_NR_MARKS; m++)
 				t->marked[m] -= __entry_has_mark(n, i, m);
 		}
@@ -564,11 +701,11 @@ enum { DESCEND_TARGET = 0, DESCEND_ENTRY = 1 };
  * holds page @index, creating missing nodes from the cache. Returns
  * DESCEND_TARGET (*np, *offp: that node and @index's slot), DESCEND_ENTRY
  * (a value entry above @target covers @index; *np and *offp: its canonical
- * slot), or -EAGAIN with *need set when the cache is short (nothing
- * changed). Context: t->lock held.
+ * slot), or -EAGAIN with need->nodes set when the cache is short
+ * (nothing changed). Context: t->lock held.
  */
 static int __dtree_descend(struct dtree *t, uint64_t index, unsigned target, struct dtree_node **np,
-			   unsigned *offp, unsigned *need)
+			   unsigned *offp, struct dtree_need *need)
 {
 	struct dtree_node *n = &t->root;
 	/* the shift kept in a register: one dependent load per level, not two */
@@ -594,7 +731,7 @@ static int __dtree_descend(struct dtree *t, uint64_t index, unsigned target, str
 		}
 		unsigned k = (shift - target) / DTREE_SLOT_BITS;
 		if (t->ncache < k) {
-			*need = k;
+			need->nodes = k;
 			return -EAGAIN;
 		}
 		struct dtree_node *c = __node_take(t);
@@ -614,15 +751,41 @@ static inline uint64_t __entry_first(const struct dtree_node *n, unsigned off, u
 }
 
 /*
- * __mark_small -- mark pages [p, min(last, end of p's leaf)] dirty with
- * 4 KiB entries, or the huge entry covering p. *next gets the first page
- * not handled. Returns 0 or -EAGAIN (*need nodes). Context: t->lock held.
+ * page_lines -- the lines of page @q that bytes [off, end) touch (the
+ * range overlaps the page): all but at the first and the last page.
+ */
+static inline uint64_t page_lines(uint64_t q, uint64_t off, uint64_t end)
+{
+	uint64_t pb = q << RDAX_PAGE_SHIFT;
+	uint64_t s = off > pb ? off - pb : 0;
+	uint64_t e = end - pb < RDAX_PAGE_SIZE ? end - pb : RDAX_PAGE_SIZE;
+	unsigned first = (unsigned)(s >> DTREE_LINE_SHIFT);
+	unsigned last = (unsigned)((e - 1) >> DTREE_LINE_SHIFT);
+	return (DTREE_LINES_ALL >> (DTREE_SLOTS - 1 - last)) & (DTREE_LINES_ALL << first);
+}
+
+/*
+ * __lines_wanted -- whether marking lines @w of slot @off of leaf @n needs
+ * a line array the leaf lacks: @w is partial and the entry not DIRTY (a
+ * DIRTY entry of such a leaf is wholly written, and stays so).
+ */
+static inline bool __lines_wanted(const struct dtree_node *n, unsigned off, uint64_t w)
+{
+	return w != DTREE_LINES_ALL && !n->lines && !__entry_has_mark(n, off, DTREE_DIRTY);
+}
+
+/*
+ * __mark_small -- mark bytes [boff, bend) of pages [p, min(last, end of p's
+ * leaf)] dirty with 4 KiB entries and their lines, or the huge entry
+ * covering p. *next gets the first page not handled. Returns 0 or -EAGAIN
+ * (@need: nodes or a line array). Context: t->lock held.
  *
  * The leaf used last is remembered (t->hint, forgotten when the leaf is
  * freed): sequential writes and rewrites of hot pages skip the descent,
  * which was half the cost of marking an already-dirty page.
  */
-static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t *next, unsigned *need)
+static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t boff, uint64_t bend,
+			uint64_t *next, struct dtree_need *need)
 {
 	struct dtree_node *n = t->hint;
 	unsigned off;
@@ -641,14 +804,28 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t *ne
 	uint64_t stop = p | DTREE_SLOT_MASK;
 	if (stop > last)
 		stop = last;
+	/* only the first and the last page of a write can be partly written */
+	uint64_t wfirst = page_lines(p, boff, bend);
+	uint64_t wlast = page_lines(stop, boff, bend);
+	if (__lines_wanted(n, p & DTREE_SLOT_MASK, wfirst) ||
+	    __lines_wanted(n, stop & DTREE_SLOT_MASK, wlast)) {
+		if (t->nlines_cache == 0) {
+			need->lines = 1;
+			return -EAGAIN;
+		}
+		__lines_attach(t, n);
+	}
 	for (uint64_t q = p; q <= stop; q++) {
-		off = q & DTREE_SLOT_MASK;
-		if (n->slots[off] == 0) {
-			n->slots[off] = dentry_make(t->base_location + q, DTREE_SIZE_4K);
+		unsigned s = q & DTREE_SLOT_MASK;
+		if (n->slots[s] == 0) {
+			n->slots[s] = dentry_make(t->base_location + q, DTREE_SIZE_4K);
 			n->count++;
 			t->entries[DTREE_SIZE_4K]++;
 		}
-		__entry_mark_set(t, n, off, DTREE_DIRTY);
+		uint64_t w = q == p ? wfirst : q == stop ? wlast : DTREE_LINES_ALL;
+		if (rdax_faults.lines_first_only)
+			w &= -w; /* control: the lowest line alone */
+		__entry_dirty_small(t, n, s, w);
 	}
 	*next = stop + 1;
 	return 0;
@@ -657,12 +834,12 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t *ne
 /*
  * __mark_huge -- mark the aligned block of @size starting at page p dirty
  * as one huge entry, replacing the entries under it (their TOWRITE carried
- * over). *next gets the first page not handled. Returns 0, -EAGAIN (*need
+ * over). *next gets the first page not handled. Returns 0, -EAGAIN (@need
  * nodes) or -EBUSY (an entry to replace is locked; nothing changed).
  * Context: t->lock held.
  */
 static int __mark_huge(struct dtree *t, uint64_t p, enum dtree_size size, uint64_t *next,
-		       unsigned *need)
+		       struct dtree_need *need)
 {
 	struct dtree_node *n;
 	unsigned off;
@@ -759,14 +936,14 @@ int dtree_mark_dirty(struct dtree *t, uint64_t offset, uint64_t len)
 
 	pthread_mutex_lock(&t->lock);
 	while (p <= last) {
-		unsigned need = 0;
+		struct dtree_need need = {0, 0};
 		enum dtree_size size = mark_choose_size(t, p, offset, end);
 		if (size == DTREE_SIZE_4K)
-			ret = __mark_small(t, p, last, &p, &need);
+			ret = __mark_small(t, p, last, offset, end, &p, &need);
 		else
 			ret = __mark_huge(t, p, size, &p, &need);
 		if (ret == -EAGAIN) {
-			ret = __dtree_refill(t, need);
+			ret = __dtree_refill(t, &need);
 			if (ret)
 				break;
 		} else if (ret == -EBUSY) {
@@ -831,12 +1008,16 @@ long dtree_tag_towrite(struct dtree *t, uint64_t *index, uint64_t end, unsigned 
 	return tagged;
 }
 
-/* item_set -- fill @item from a found position; the hint only for a claimed entry */
+/*
+ * item_set -- fill @item from a found position: its lines as they are now;
+ * the hint only for a claimed entry
+ */
 static inline void item_set(struct dtree_item *item, const struct dtree_pos *pos, uint64_t entry,
 			    bool claimed)
 {
 	item->index = pos->index;
 	item->entry = entry;
+	item->lines = __entry_lines(pos->node, pos->off);
 	item->priv_node = claimed ? pos->node : NULL;
 	item->priv_slot = claimed ? pos->off : 0;
 }
@@ -903,18 +1084,25 @@ unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
 
 /*
  * __entry_claim -- fsync step 3 for one unlocked entry: set its lock bit,
- * then clear TOWRITE and DIRTY (DIRTY only on release under the
- * clear_after_writeback control). Fills @item. Context: t->lock held.
+ * take its line mask into @item, then clear TOWRITE and DIRTY (which
+ * empties the mask; DIRTY only on release under the clear_after_writeback
+ * control). All under t->lock, which every writer's OR into a mask takes
+ * too: a line is in the mask taken here or in the one a later write
+ * starts (dirty_tree.h, "Lines"). An entry with no lines recorded (not
+ * DIRTY: cannot happen, TOWRITE is only set on DIRTY entries) is taken
+ * whole. Fills @item. Context: t->lock held.
  */
 static inline void __entry_claim(struct dtree *t, const struct dtree_pos *pos,
 				 struct dtree_item *item)
 {
 	uint64_t locked = dentry_lock(pos->entry);
 	pos->node->slots[pos->off] = locked;
+	item_set(item, pos, locked, true);
+	if (item->lines == 0)
+		item->lines = DTREE_LINES_ALL;
 	__entry_mark_clear(t, pos->node, pos->off, DTREE_TOWRITE);
 	if (!rdax_faults.clear_after_writeback)
 		__entry_mark_clear(t, pos->node, pos->off, DTREE_DIRTY);
-	item_set(item, pos, locked, true);
 }
 
 unsigned dtree_claim_towrite(struct dtree *t, uint64_t *index, uint64_t end,
@@ -1201,7 +1389,8 @@ void dtree_stats_get(struct dtree *t, struct dtree_stats *out)
 		out->entries[i] = t->entries[i];
 	out->dirty_bytes = t->dirty_bytes;
 	out->nodes = t->nodes + 1;
-	out->tree_bytes = sizeof(*t) + (t->nodes + t->ncache) * sizeof(struct dtree_node);
+	out->tree_bytes = sizeof(*t) + (t->nodes + t->ncache) * sizeof(struct dtree_node) +
+			  (t->nlines + t->nlines_cache) * sizeof(struct dtree_lines);
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -1233,6 +1422,7 @@ struct check_totals {
 	uint64_t marked[DTREE_NR_MARKS];
 	uint64_t dirty_bytes;
 	uint64_t nodes;
+	uint64_t lines; /* line arrays attached */
 };
 
 #define CHECK(cond, ...)                                                                           \
@@ -1279,7 +1469,30 @@ static int __check_value(struct dtree *t, const struct dtree_node *n, unsigned i
 	tot->marked[DTREE_DIRTY] += dirty;
 	tot->marked[DTREE_TOWRITE] += towrite;
 	if (dirty)
-		tot->dirty_bytes += dentry_bytes(v);
+		tot->dirty_bytes += __entry_dirty_bytes(n, i);
+	/* a DIRTY entry has lines written (none left under the clear_after_writeback control) */
+	CHECK(!dirty || __entry_lines(n, i) != 0 || rdax_faults.clear_after_writeback,
+	      "DIRTY entry at %" PRIu64 " has no written line", idx);
+	return 0;
+}
+
+/*
+ * __check_lines -- the line array of leaf @n: only leaves have one, and a
+ * mask is non-zero only for a DIRTY 4 KiB entry. Context: t->lock held.
+ */
+static int __check_lines(const struct dtree_node *n, uint64_t base, struct check_totals *tot)
+{
+	if (!n->lines)
+		return 0;
+	CHECK(n->shift == 0, "node at %" PRIu64 " of shift %u has a line array", base, n->shift);
+	tot->lines++;
+	for (unsigned i = 0; i < DTREE_SLOTS; i++) {
+		uint64_t v = n->slots[i];
+		bool dirty = dentry_is_value(v) && __entry_has_mark(n, i, DTREE_DIRTY);
+		CHECK(dirty || n->lines->mask[i] == 0,
+		      "slot %u of leaf at %" PRIu64 ": lines %#" PRIx64 " on a clean slot", i, base,
+		      n->lines->mask[i]);
+	}
 	return 0;
 }
 
@@ -1329,7 +1542,7 @@ static int __check_node(struct dtree *t, const struct dtree_node *n, uint64_t ba
 	}
 	CHECK(count == n->count, "node at %" PRIu64 " counts %u slots, has %u", base, n->count,
 	      count);
-	return 0;
+	return __check_lines(n, base, tot);
 }
 
 int dtree_check(struct dtree *t)
@@ -1358,17 +1571,22 @@ int dtree_check(struct dtree *t)
 			goto out_unlock;
 		}
 	}
-	if (tot.dirty_bytes != t->dirty_bytes || tot.nodes != t->nodes) {
+	if (tot.dirty_bytes != t->dirty_bytes || tot.nodes != t->nodes || tot.lines != t->nlines) {
 		LOG_ERROR("dtree_check: dirty_bytes %" PRIu64 "/%" PRIu64 ", nodes %" PRIu64
-			  "/%" PRIu64 " (found/counter)",
-			  tot.dirty_bytes, t->dirty_bytes, tot.nodes, t->nodes);
+			  "/%" PRIu64 ", line arrays %" PRIu64 "/%" PRIu64 " (found/counter)",
+			  tot.dirty_bytes, t->dirty_bytes, tot.nodes, t->nodes, tot.lines,
+			  t->nlines);
 		goto out_unlock;
 	}
-	unsigned ncache = 0;
+	unsigned ncache = 0, nlcache = 0;
 	for (const struct dtree_node *c = t->cache; c; c = c->parent)
 		ncache++;
-	if (ncache != t->ncache) {
-		LOG_ERROR("dtree_check: cache holds %u nodes, counter says %u", ncache, t->ncache);
+	for (const struct dtree_lines *l = t->lines_cache; l; l = l->next)
+		nlcache++;
+	if (ncache != t->ncache || nlcache != t->nlines_cache) {
+		LOG_ERROR("dtree_check: caches hold %u nodes and %u line arrays, counters say %u "
+			  "and %u",
+			  ncache, nlcache, t->ncache, t->nlines_cache);
 		goto out_unlock;
 	}
 	ret = 0;
@@ -1467,9 +1685,10 @@ err_free:
 	return ret;
 }
 
-/* node_free_all -- free every node below @n (not @n itself) */
+/* node_free_all -- free every node below @n (not @n itself) and every line array */
 static void node_free_all(struct dtree_node *n)
 {
+	free(n->lines);
 	for (unsigned i = 0; i < DTREE_SLOTS; i++) {
 		if (slot_is_node(n->slots[i])) {
 			struct dtree_node *c = slot_node(n->slots[i]);
@@ -1489,6 +1708,11 @@ void dtree_delete(struct dtree **tp)
 		struct dtree_node *n = t->cache;
 		t->cache = n->parent;
 		free(n);
+	}
+	while (t->lines_cache) {
+		struct dtree_lines *l = t->lines_cache;
+		t->lines_cache = l->next;
+		free(l);
 	}
 	pthread_cond_destroy(&t->unlocked);
 	pthread_mutex_destroy(&t->lock);

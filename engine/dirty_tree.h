@@ -23,8 +23,49 @@
  * inside a huge entry keeps the huge entry dirty; a huge entry is never
  * split back into small ones.
  *
+ * Only one call that covers a whole block makes a huge entry: a block
+ * written in smaller calls keeps its smaller entries (no promotion). So
+ * 4 KiB-at-a-time writes never form a 2 MiB entry, and no 1 GiB entry forms
+ * from network requests, which are smaller (a TCP write carries at most
+ * the daemon's max payload, 4 MiB by default and 64 MiB at most, an NBD
+ * write 32 MiB; an RDMA write is cut at 2 MiB boundaries). This
+ * was measured, not assumed (bench_engine, "huge entries"): for 1 GiB, the
+ * tree's walk over 512 2 MiB entries is under 0.01% of writing the 1 GiB
+ * back; for 2 MiB written a page at a time, the walk over 512 entries is
+ * about a tenth of that fsync on emulated PMEM (less where write-back is
+ * slower) and the leaves 8.6 bytes per page, while a promoted entry would
+ * make every later fsync of part of the block write back all 2 MiB (a
+ * 4 KiB fsync would cost 512 times as much) unless it were split again.
+ *
  * Range operations act on every entry that overlaps the page range, so a
  * range that starts inside a huge entry includes that entry.
+ *
+ * Lines: a 4 KiB entry also records which of its 64 cache lines (64 bytes
+ * each) were written since it was last claimed, one bit per line, so fsync
+ * writes back exactly those lines and dirty_bytes counts them (a 64-byte
+ * write then costs one line's write-back, not 64). A huge entry is whole:
+ * every line of it is written back. The protocol, every step under the
+ * tree's mutex (so a mask is read and cleared atomically with respect to
+ * the writers that OR into it):
+ *
+ *   writer (dtree_mark_dirty)        fsync                         mask  DIRTY
+ *   store data lines A                                              -     -
+ *   lock; mask |= A; DIRTY; unlock                                  A     1
+ *                                    lock; claim: LCK,              0     0
+ *                                      item.lines = A, mask = 0,
+ *                                      clear TOWRITE, DIRTY; unlock
+ *   store data lines B               write back lines A (no lock)
+ *   lock; mask |= B; DIRTY; unlock                                  B     1
+ *                                    fence
+ *                                    lock; release: unlock LCK;
+ *                                      DIRTY set again: keep it;    B     1
+ *                                      else remove it; unlock
+ *
+ * A line stored before its writer's OR reaches the tree is in the mask the
+ * claim takes (and written back after the claim, so after the store) or,
+ * if the OR came after the claim, in the mask the next fsync takes: per
+ * line DIRTY or written back, never neither. A mark never waits for a
+ * claimed entry: it only ORs and sets DIRTY.
  *
  * Thread safety: every function except dtree_new()/dtree_delete() takes the
  * tree's mutex itself and may be called from any number of threads at once;
@@ -67,15 +108,15 @@
  * 40 bits of 4 KiB pages is 4 PiB per namespace; 2^20 namespaces.
  * Only the helpers below shift or mask an entry.
  */
-#define DENTRY_VALUE_BIT 0x1ULL
-#define DENTRY_LOCK_BIT 0x2ULL
+#define DENTRY_VALUE_BIT  0x1ULL
+#define DENTRY_LOCK_BIT	  0x2ULL
 #define DENTRY_SIZE_SHIFT 2
-#define DENTRY_SIZE_MASK (0x3ULL << DENTRY_SIZE_SHIFT)
-#define DENTRY_LOC_SHIFT 4
-#define DLOC_PAGE_BITS 40
-#define DLOC_NS_BITS 20
-#define DLOC_PAGE_MASK ((1ULL << DLOC_PAGE_BITS) - 1)
-#define DLOC_NS_MAX ((1U << DLOC_NS_BITS) - 1)
+#define DENTRY_SIZE_MASK  (0x3ULL << DENTRY_SIZE_SHIFT)
+#define DENTRY_LOC_SHIFT  4
+#define DLOC_PAGE_BITS	  40
+#define DLOC_NS_BITS	  20
+#define DLOC_PAGE_MASK	  ((1ULL << DLOC_PAGE_BITS) - 1)
+#define DLOC_NS_MAX	  ((1U << DLOC_NS_BITS) - 1)
 
 enum dtree_size { DTREE_SIZE_4K = 0, DTREE_SIZE_2M = 1, DTREE_SIZE_1G = 2 };
 #define DTREE_NR_SIZES 3
@@ -105,8 +146,7 @@ static inline uint64_t dloc_page(uint64_t loc)
 
 static inline uint64_t dentry_make(uint64_t loc, enum dtree_size size)
 {
-	return (loc << DENTRY_LOC_SHIFT) | ((uint64_t)size << DENTRY_SIZE_SHIFT) |
-	       DENTRY_VALUE_BIT;
+	return (loc << DENTRY_LOC_SHIFT) | ((uint64_t)size << DENTRY_SIZE_SHIFT) | DENTRY_VALUE_BIT;
 }
 
 static inline bool dentry_is_value(uint64_t e)
@@ -145,25 +185,52 @@ static inline uint64_t dentry_bytes(uint64_t e)
 	return 4096ULL << dtree_size_order(dentry_size(e));
 }
 
+/*
+ * Written lines of a 4 KiB entry: bit i stands for bytes [64 i, 64 i + 64)
+ * of its page; DTREE_LINES_ALL for a wholly written page.
+ */
+#define DTREE_LINE_SHIFT 6
+#define DTREE_LINE_SIZE	 (1U << DTREE_LINE_SHIFT)
+#define DTREE_LINES_ALL	 (~0ULL)
+
+/* bytes of the lines in mask @lines */
+static inline uint64_t dtree_lines_bytes(uint64_t lines)
+{
+	return (uint64_t)__builtin_popcountll(lines) << DTREE_LINE_SHIFT;
+}
+
 struct dtree;
 
 /*
- * One entry found by a lookup: its first page index and its value. The
- * priv_ members belong to the tree: a claim records there where the entry
- * sits, so dtree_release() finds it without a walk from the root (NULL/0
- * in items made any other way, and in items a caller builds itself).
+ * One entry found by a lookup: its first page index, its value and its
+ * written lines: for a 4 KiB entry the mask of the lines written since it
+ * was last claimed (0 when not DIRTY), for a huge entry DTREE_LINES_ALL
+ * when DIRTY (every line of every page), else 0. A claim returns the lines
+ * it took from the entry, the ones to write back (never 0). The priv_
+ * members belong to the tree: a claim records there where the entry sits,
+ * so dtree_release() finds it without a walk from the root (NULL/0 in
+ * items made any other way, and in items a caller builds itself).
  */
 struct dtree_item {
 	uint64_t index;
 	uint64_t entry;
+	uint64_t lines;
 	void *priv_node;
 	unsigned priv_slot;
 };
 
+/* dtree_item_bytes -- bytes of @item's lines: what writing it back writes */
+static inline uint64_t dtree_item_bytes(const struct dtree_item *item)
+{
+	if (dentry_size(item->entry) != DTREE_SIZE_4K)
+		return item->lines ? dentry_bytes(item->entry) : 0;
+	return dtree_lines_bytes(item->lines);
+}
+
 struct dtree_stats {
 	uint64_t entries[DTREE_NR_SIZES]; /* entries present, per size class */
-	uint64_t dirty_bytes;		  /* bytes covered by DIRTY entries */
-	uint64_t tree_bytes;		  /* memory held by nodes and the tree */
+	uint64_t dirty_bytes; /* bytes of the written lines of DIRTY entries (huge: whole) */
+	uint64_t tree_bytes;  /* memory held by nodes, line arrays and the tree */
 	uint64_t nodes;
 };
 
@@ -180,7 +247,8 @@ void dtree_delete(struct dtree **tp);
 /*
  * dtree_mark_dirty -- record that bytes [offset, offset + len) were written.
  * Creates 4 KiB entries, or huge entries for whole aligned 2 MiB / 1 GiB
- * blocks that this one call covers (see above); marks them DIRTY. Marking
+ * blocks that this one call covers (see above); marks them DIRTY and adds
+ * the lines the range touches to their masks ("Lines" above). Marking
  * an entry that is locked by an fsync only sets DIRTY (the write is caught
  * by the next fsync). When the call returns 0, every page of the range is
  * covered by a DIRTY entry.
@@ -225,7 +293,8 @@ unsigned dtree_gang_lookup_any(struct dtree *t, uint64_t *index, uint64_t end,
  * TOWRITE entries overlapping [*index, end); for each, set its lock bit and
  * clear TOWRITE and DIRTY (in that order under the mutex, so a write that
  * lands after this sets DIRTY again). items[i].entry is the entry as
- * stored, lock bit set. The caller writes each back, then calls
+ * stored, lock bit set; items[i].lines the lines taken from it (the
+ * entry's mask is then empty). The caller writes those back, then calls
  * dtree_release() with the same items. While claimed, an entry cannot be
  * removed or replaced by a huge entry (those wait). A TOWRITE entry already
  * locked by another claimer (fsyncs not serialised, or a caller holding

@@ -104,12 +104,33 @@ static int fsync_tag(struct volume *v, uint64_t first, uint64_t end)
 }
 
 /*
- * fsync_writeback -- write back claimed @items unordered (step 3), then
- * release them; the bytes are added to *bytes. *skip: the skip_writeback
- * control, cleared once it has skipped an entry.
+ * fsync_flush_lines -- write back the lines of mask @lines of the page at
+ * @addr, one persist_flush() per run of adjacent lines. Returns the bytes.
  */
-static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned n, bool *skip,
-			    uint64_t *bytes)
+static uint64_t fsync_flush_lines(const struct persist *p, const uint8_t *addr, uint64_t lines)
+{
+	uint64_t bytes = 0;
+	while (lines) {
+		unsigned first = (unsigned)__builtin_ctzll(lines);
+		uint64_t rest = ~(lines >> first);
+		unsigned n = rest ? (unsigned)__builtin_ctzll(rest) : 64 - first;
+		persist_flush(p, addr + ((size_t)first << DTREE_LINE_SHIFT),
+			      (size_t)n << DTREE_LINE_SHIFT);
+		bytes += (uint64_t)n << DTREE_LINE_SHIFT;
+		lines &= n == 64 ? 0 : ~(((1ULL << n) - 1) << first);
+	}
+	return bytes;
+}
+
+/*
+ * fsync_writeback -- write back claimed @items unordered (step 3), then
+ * release them; the bytes are added to *bytes. A 4 KiB entry's written
+ * lines only (@pages: all of it, the page-granular baseline), a huge entry
+ * whole. *skip: the skip_writeback control, cleared once it has skipped
+ * an entry.
+ */
+static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned n, bool pages,
+			    bool *skip, uint64_t *bytes)
 {
 	const struct persist *p = &v->ns->persist;
 
@@ -117,12 +138,15 @@ static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned
 		fsync_hooks.after_claim(v, items, n, fsync_hooks.arg);
 	for (unsigned i = 0; i < n; i++) {
 		const uint8_t *addr = fsync_entry_addr(v, &items[i]);
-		uint64_t len = dentry_bytes(items[i].entry);
+		bool whole = pages || dentry_size(items[i].entry) != DTREE_SIZE_4K;
+		uint64_t len = whole ? dentry_bytes(items[i].entry) : dtree_item_bytes(&items[i]);
 		if (*skip) {
 			/* control: the forgotten flush the crash tests must catch */
 			*skip = false;
-		} else {
+		} else if (whole) {
 			persist_flush(p, addr, (size_t)len);
+		} else {
+			fsync_flush_lines(p, addr, items[i].lines);
 		}
 		*bytes += len;
 	}
@@ -152,7 +176,8 @@ static void fsync_writeback(struct volume *v, struct dtree_item *items, unsigned
  * FSYNC_CLAIM_BATCH at a time.
  * Context: v->fsync_lock held. Returns 0 or a negative error (tagging).
  */
-static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, uint64_t *written)
+static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, bool pages,
+			 uint64_t *written)
 {
 	struct dtree_item items[FSYNC_CLAIM_BATCH];
 	bool skip = rdax_faults.skip_writeback;
@@ -163,7 +188,7 @@ static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, uint64_
 	if (!fsync_hooks.batched_only)
 		got = dtree_claim_dirty(v->tree, &index, end, items, FSYNC_CLAIM_BATCH);
 	if (got > 0) {
-		fsync_writeback(v, items, (unsigned)got, &skip, &bytes);
+		fsync_writeback(v, items, (unsigned)got, pages, &skip, &bytes);
 	} else if (got == -EAGAIN) {
 		int ret = fsync_tag(v, index, end);
 		if (ret)
@@ -181,7 +206,7 @@ static int fsync_tracked(struct volume *v, uint64_t first, uint64_t end, uint64_
 			    dtree_claim_towrite(v->tree, &index, end, items, FSYNC_CLAIM_BATCH);
 			if (n == 0)
 				break;
-			fsync_writeback(v, items, n, &skip, &bytes);
+			fsync_writeback(v, items, n, pages, &skip, &bytes);
 		}
 	} else if (got < 0) {
 		LOG_ERROR("dtree_claim_dirty(volume=%s, pages [%" PRIu64 ", %" PRIu64
@@ -308,9 +333,9 @@ static int fsync_do(const char *fn, struct volume *v, uint64_t off, uint64_t len
 		LOG_ERROR("%s(volume=%p): no volume", fn, (void *)v);
 		return -EINVAL;
 	}
-	if (mode != FLUSH_DEFAULT && mode != FLUSH_TRACKED && mode != FLUSH_HAMMER) {
-		LOG_ERROR("%s(volume=%s, mode=%d): unknown flush mode", fn,
-			  v->name, (int)mode);
+	if (mode != FLUSH_DEFAULT && mode != FLUSH_TRACKED && mode != FLUSH_HAMMER &&
+	    mode != FLUSH_PAGES) {
+		LOG_ERROR("%s(volume=%s, mode=%d): unknown flush mode", fn, v->name, (int)mode);
 		return -EINVAL;
 	}
 	if (len == 0) {
@@ -360,7 +385,7 @@ static int fsync_do(const char *fn, struct volume *v, uint64_t off, uint64_t len
 		 * here, and no gap in which a huge conversion could move the
 		 * head of the range between the lookup and the walk.
 		 */
-		ret = fsync_tracked(v, first, end, &written);
+		ret = fsync_tracked(v, first, end, mode == FLUSH_PAGES, &written);
 	}
 	if (ret == 0) {
 		atomic_fetch_add(&v->fsyncs, 1);
@@ -373,7 +398,11 @@ static int fsync_do(const char *fn, struct volume *v, uint64_t off, uint64_t len
 
 	LOG_DEBUG("%s(volume=%s, off=%" PRIu64 ", len=%" PRIu64 ", mode=%s): %" PRIu64
 		  " bytes written back",
-		  fn, v->name, off, len, mode == FLUSH_HAMMER ? "hammer" : "tracked", written);
+		  fn, v->name, off, len,
+		  mode == FLUSH_HAMMER	? "hammer"
+		  : mode == FLUSH_PAGES ? "pages"
+					: "tracked",
+		  written);
 	if (written_back)
 		*written_back = written;
 	return 0;

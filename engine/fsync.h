@@ -7,10 +7,12 @@
  *     (each dtree walk does it, under the tree lock);
  *  2. tag DIRTY entries TOWRITE in batches, the tree lock dropped between
  *     batches so a stream of writes cannot livelock the walk;
- *  3. gang-lookup TOWRITE entries; claim each (lock, clear TOWRITE and
- *     DIRTY), write back its cache lines unordered (persist_flush), release;
+ *  3. gang-lookup TOWRITE entries; claim each (lock, take its written
+ *     lines, clear TOWRITE and DIRTY), write back those cache lines
+ *     unordered (persist_flush; a huge entry whole), release;
  *  4. one fence (persist_drain);
- *  5. return the number of bytes written back.
+ *  5. return the number of bytes written back: 64 per line of a 4 KiB
+ *     entry, the whole size of a huge one.
  * Steps 2 and 3 in one pass when the range holds at most FSYNC_CLAIM_BATCH
  * dirty entries (dtree_claim_dirty(): tag and claim under one hold of the
  * tree lock, nothing in between); the batched walk above for more.
@@ -42,7 +44,8 @@
 /*
  * fsync_range -- make [off, off + len) of @v durable (len 0 = to the end of
  * the volume). @mode FLUSH_DEFAULT uses the volume's mode; FLUSH_HAMMER
- * writes back every line of the volume. *written_back (may be NULL) gets the
+ * writes back every line of the volume; FLUSH_PAGES every line of each
+ * dirty page (the page-granular baseline of the benchmarks). *written_back (may be NULL) gets the
  * bytes written back. Context: any thread; blocks while another fsync of
  * the same volume runs. Returns 0, -EINVAL, -ERANGE/-EOVERFLOW.
  */

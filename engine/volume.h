@@ -24,6 +24,12 @@ enum flush_mode {
 	FLUSH_DEFAULT = 0, /* the volume's own mode */
 	FLUSH_TRACKED,	   /* write back what the dirty tree says (docs/architecture.md) */
 	FLUSH_HAMMER,	   /* write back every line of the volume (baseline) */
+	/*
+	 * write back every line of each dirty 4 KiB page, not only its written
+	 * lines: the page-granular baseline the benchmarks measure tracked
+	 * lines against; accepted by fsync_range() only, never a volume's mode
+	 */
+	FLUSH_PAGES,
 };
 
 struct volume {

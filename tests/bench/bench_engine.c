@@ -8,8 +8,16 @@
  *  - fsync time with 1, 16, 256, 2048 dirty 4 KiB pages, tracked vs hammer;
  *  - tracked time per dirty page beside a raw pmem_flush() loop over the
  *    same pages and one pmem_drain(): the tree's overhead in ns per page;
- *  - dirty-tree bytes per dirty page, sequential and sparse random writes;
- *  - mark-dirty operations per second, fresh and already-dirty pages;
+ *  - fsync after random 64 B / 256 B / 1 KiB writes: tracked by line, the
+ *    page-granular baseline (FLUSH_PAGES: every line of each dirty page)
+ *    and a raw flush of exactly the written lines, no tree;
+ *  - huge entries: the tree's share of an fsync of 2 MiB written 4 KiB at a
+ *    time (512 small entries) against one 2 MiB entry, and of 1 GiB as
+ *    512 2 MiB entries against one 1 GiB entry (is promotion worth it?);
+ *  - dirty-tree bytes per dirty page, sequential and sparse random writes
+ *    (whole pages and 64-byte writes);
+ *  - mark-dirty operations per second, fresh and already-dirty pages, and
+ *    64-byte writes;
  * and the aims of the issue, met or not. Every figure is a ratio or a
  * difference of times measured in this run (medians of repetitions); this
  * is a program, never a pass/fail test: the machine may be shared.
@@ -54,6 +62,12 @@
 
 static const unsigned dirty_counts[] = {1, 16, 256, 2048};
 #define NCOUNTS (sizeof(dirty_counts) / sizeof(dirty_counts[0]))
+
+/* small writes: sizes, and writes per fsync */
+static const unsigned small_sizes[] = {64, 256, 1024};
+#define NSMALL	      (sizeof(small_sizes) / sizeof(small_sizes[0]))
+#define SMALL_WRITES  256
+#define AIM_LINES_RAW 1.2 /* tracked by line / raw flush of the written lines */
 
 /* the namespace file being measured, removed at exit and on SIGINT/SIGTERM */
 static char ns_path[4096];
@@ -144,6 +158,15 @@ struct results {
 	double seq_bytes_per_page, sparse_bytes_per_page, empty_tree_bytes;
 	uint64_t seq_pages, sparse_pages;
 	double mark_fresh_ops, mark_dirty_ops, mark_fresh_seq_ops;
+	/* small writes: fsync times (ns) and bytes written back per mode */
+	double small_lines_ns[NSMALL], small_pages_ns[NSMALL], small_raw_ns[NSMALL];
+	double small_walk_ns[NSMALL]; /* the tree's walk alone over the same entries */
+	uint64_t small_lines_bytes[NSMALL], small_pages_bytes[NSMALL];
+	double sparse64_bytes_per_page, mark64_ops;
+	/* huge entries: tree-only walk times (ns) and fsync times */
+	double walk_512x4k_ns, walk_1x2m_ns, fsync_512x4k_ns, fsync_1x2m_ns;
+	double walk_512x2m_ns, walk_1x1g_ns;
+	double bytes_512x4k, bytes_1x2m;
 };
 
 /* dirty_pages -- write every line of each page (the lines are then dirty in the cache) */
@@ -273,7 +296,231 @@ static void measure_tree(uint64_t npages, struct results *res)
 	t1 = now_ns();
 	res->mark_dirty_ops = (double)res->sparse_pages * 1e9 / (double)(t1 - t0);
 	dtree_delete(&t);
+
+	/* 64-byte writes to the same sparse pages (one line each): line arrays */
+	if ((ret = dtree_new(npages, 0, &t)))
+		die("dtree_new", ret);
+	t0 = now_ns();
+	for (uint64_t i = 0; i < res->sparse_pages; i++)
+		if ((ret = dtree_mark_dirty(t, pages[i] * PAGE + (i % 64) * 64, 64)))
+			die("dtree_mark_dirty", ret);
+	t1 = now_ns();
+	res->mark64_ops = (double)res->sparse_pages * 1e9 / (double)(t1 - t0);
+	dtree_stats_get(t, &st);
+	res->sparse64_bytes_per_page = (double)st.tree_bytes / (double)st.entries[DTREE_SIZE_4K];
+	dtree_delete(&t);
 	free(pages);
+}
+
+/* time_fsync_any -- one fsync of the whole volume in ns, its bytes in *bytes */
+static uint64_t time_fsync_any(struct volume *v, enum flush_mode mode, uint64_t *bytes)
+{
+	uint64_t t0 = now_ns();
+	int ret = fsync_range(v, 0, 0, mode, bytes);
+	uint64_t t1 = now_ns();
+	if (ret)
+		die("fsync_range", ret);
+	return t1 - t0;
+}
+
+static double walk_ns(uint64_t npages, void (*mark)(struct dtree *), unsigned reps);
+
+/* the writes of measure_small(), for mark_small() */
+static uint64_t small_offs[SMALL_WRITES];
+static unsigned small_len;
+
+static void mark_small(struct dtree *t)
+{
+	for (unsigned i = 0; i < SMALL_WRITES; i++) {
+		int ret = dtree_mark_dirty(t, small_offs[i], small_len);
+		if (ret)
+			die("dtree_mark_dirty", ret);
+	}
+}
+
+/* count_distinct -- distinct values of sorted @v[0..n) after dividing by @unit */
+static uint64_t count_distinct_units(const uint64_t *v, unsigned n, unsigned len, uint64_t unit)
+{
+	uint64_t count = 0, last = UINT64_MAX;
+	for (unsigned i = 0; i < n; i++)
+		for (uint64_t u = v[i] / unit; u <= (v[i] + len - 1) / unit; u++)
+			if (last == UINT64_MAX || u > last) {
+				count++;
+				last = u;
+			}
+	return count;
+}
+
+/*
+ * measure_small -- SMALL_WRITES random writes of small_sizes[si] bytes
+ * (64-byte aligned, sorted), then: a tracked fsync (the written lines), a
+ * FLUSH_PAGES fsync (every line of each dirty page), and the raw floor:
+ * pmem_flush of exactly each write's bytes, in the same order, one
+ * pmem_drain. Each repetition rewrites the same bytes first, so the same
+ * lines are dirty in the cache for all three.
+ */
+static void measure_small(struct volume *v, unsigned si, unsigned reps, struct results *res)
+{
+	unsigned len = small_sizes[si];
+	uint64_t lines = v->size / 64;
+	uint64_t offs[SMALL_WRITES];
+	uint64_t *t = calloc(reps, sizeof(*t));
+	uint8_t buf[1024];
+	if (!t)
+		die("allocation", -ENOMEM);
+	for (unsigned i = 0; i < SMALL_WRITES; i++)
+		offs[i] = (rng_next() % (lines - len / 64)) * 64;
+	qsort(offs, SMALL_WRITES, sizeof(offs[0]), cmp_u64);
+	uint64_t want_lines = count_distinct_units(offs, SMALL_WRITES, len, 64) * 64;
+	uint64_t want_pages = count_distinct_units(offs, SMALL_WRITES, len, PAGE) * PAGE;
+
+	for (int mode = 0; mode < 3; mode++) {
+		for (unsigned r = 0; r < reps; r++) {
+			memset(buf, (int)(r + mode + 5), sizeof(buf));
+			uint64_t bytes = 0;
+			if (mode == 2) {
+				for (unsigned i = 0; i < SMALL_WRITES; i++)
+					memcpy(v->data + offs[i], buf, len);
+				uint64_t t0 = now_ns();
+				for (unsigned i = 0; i < SMALL_WRITES; i++)
+					pmem_flush(v->data + offs[i], len);
+				pmem_drain();
+				t[r] = now_ns() - t0;
+				continue;
+			}
+			for (unsigned i = 0; i < SMALL_WRITES; i++) {
+				int ret = volume_write(v, offs[i], buf, len);
+				if (ret)
+					die("volume_write", ret);
+			}
+			t[r] = time_fsync_any(v, mode == 0 ? FLUSH_TRACKED : FLUSH_PAGES, &bytes);
+			if (bytes != (mode == 0 ? want_lines : want_pages)) {
+				fprintf(stderr,
+					"bench_engine: %u B writes: fsync wrote back %" PRIu64
+					" bytes, expected %" PRIu64 "\n",
+					len, bytes, mode == 0 ? want_lines : want_pages);
+				exit(1);
+			}
+		}
+		double m = (double)median(t, reps);
+		if (mode == 0)
+			res->small_lines_ns[si] = m;
+		else if (mode == 1)
+			res->small_pages_ns[si] = m;
+		else
+			res->small_raw_ns[si] = m;
+	}
+	res->small_lines_bytes[si] = want_lines;
+	res->small_pages_bytes[si] = want_pages;
+	memcpy(small_offs, offs, sizeof(offs));
+	small_len = len;
+	res->small_walk_ns[si] = walk_ns(v->size / PAGE, mark_small, reps);
+	free(t);
+}
+
+/*
+ * walk_ns -- what fsync asks of the tree, without writing anything back:
+ * tag every DIRTY entry, claim and release them in claim batches. The
+ * tree is marked again by @mark before each of @reps repetitions; returns
+ * the median walk time.
+ */
+static double walk_ns(uint64_t npages, void (*mark)(struct dtree *), unsigned reps)
+{
+	struct dtree *t = NULL;
+	struct dtree_item items[FSYNC_CLAIM_BATCH];
+	uint64_t *v = calloc(reps, sizeof(*v));
+	int ret;
+	if (!v)
+		die("allocation", -ENOMEM);
+	if ((ret = dtree_new(npages, 0, &t)))
+		die("dtree_new", ret);
+	for (unsigned r = 0; r < reps; r++) {
+		mark(t);
+		uint64_t t0 = now_ns();
+		uint64_t index = 0;
+		while (dtree_tag_towrite(t, &index, npages, FSYNC_TAG_BATCH) > 0)
+			;
+		index = 0;
+		unsigned n;
+		while ((n = dtree_claim_towrite(t, &index, npages, items, FSYNC_CLAIM_BATCH)) > 0)
+			dtree_release(t, items, n);
+		v[r] = now_ns() - t0;
+	}
+	dtree_delete(&t);
+	double m = (double)median(v, reps);
+	free(v);
+	return m;
+}
+
+static void mark_or_die(struct dtree *t, uint64_t off, uint64_t len)
+{
+	int ret = dtree_mark_dirty(t, off, len);
+	if (ret)
+		die("dtree_mark_dirty", ret);
+}
+
+static void mark_512x4k(struct dtree *t)
+{
+	for (uint64_t p = 0; p < 512; p++)
+		mark_or_die(t, p * PAGE, PAGE);
+}
+
+static void mark_1x2m(struct dtree *t)
+{
+	mark_or_die(t, 0, RDAX_PMD_SIZE);
+}
+
+static void mark_512x2m(struct dtree *t)
+{
+	for (uint64_t b = 0; b < 512; b++)
+		mark_or_die(t, b * RDAX_PMD_SIZE, RDAX_PMD_SIZE);
+}
+
+static void mark_1x1g(struct dtree *t)
+{
+	mark_or_die(t, 0, RDAX_PUD_SIZE);
+}
+
+/*
+ * measure_huge -- is promoting entries worth it? The tree's share of an
+ * fsync of one 2 MiB block written 4 KiB at a time (512 small entries)
+ * and written in one call (one 2 MiB entry), beside the whole fsync of
+ * each on the volume; and the tree's share for 1 GiB as 512 2 MiB entries
+ * and as one 1 GiB entry (the write-back of 1 GiB is the hammer's time).
+ */
+static void measure_huge(struct volume *v, unsigned reps, struct results *res)
+{
+	uint64_t *t = calloc(reps, sizeof(*t));
+	uint8_t *buf = aligned_alloc(PAGE, RDAX_PMD_SIZE);
+	if (!t || !buf)
+		die("allocation", -ENOMEM);
+	const uint64_t block = RDAX_PMD_SIZE; /* the second 2 MiB block of the volume */
+	struct dtree_stats st;
+	for (int whole = 0; whole < 2; whole++) {
+		for (unsigned r = 0; r < reps; r++) {
+			memset(buf, (int)(r + whole + 9), RDAX_PMD_SIZE);
+			for (uint64_t off = 0; off < RDAX_PMD_SIZE;
+			     off += whole ? RDAX_PMD_SIZE : PAGE) {
+				int ret = volume_write(v, block + off, buf + off,
+						       whole ? RDAX_PMD_SIZE : PAGE);
+				if (ret)
+					die("volume_write", ret);
+			}
+			if (r == 0) {
+				dtree_stats_get(v->tree, &st);
+				(whole ? &res->bytes_1x2m : &res->bytes_512x4k)[0] =
+				    (double)st.tree_bytes;
+			}
+			t[r] = time_fsync(v, FLUSH_TRACKED, RDAX_PMD_SIZE);
+		}
+		(whole ? &res->fsync_1x2m_ns : &res->fsync_512x4k_ns)[0] = (double)median(t, reps);
+	}
+	res->walk_512x4k_ns = walk_ns(1024, mark_512x4k, reps);
+	res->walk_1x2m_ns = walk_ns(1024, mark_1x2m, reps);
+	res->walk_512x2m_ns = walk_ns(1ULL << 18, mark_512x2m, reps);
+	res->walk_1x1g_ns = walk_ns(1ULL << 18, mark_1x1g, reps);
+	free(t);
+	free(buf);
 }
 
 /* measure_clean -- a tracked fsync with nothing dirty: the fixed cost of a call */
@@ -337,6 +584,13 @@ static void run_namespace(const char *dir, uint64_t ns_size, uint32_t id, unsign
 		measure_fsync(v, ci, reps, hammer_reps, res);
 	}
 	measure_clean(v, reps, res);
+	for (unsigned si = 0; si < NSMALL; si++) {
+		fprintf(stderr, "  %" PRIu64 " GiB: %u random %u B writes ...\n", ns_size / GIB,
+			SMALL_WRITES, small_sizes[si]);
+		measure_small(v, si, reps, res);
+	}
+	fprintf(stderr, "  %" PRIu64 " GiB: huge entries ...\n", ns_size / GIB);
+	measure_huge(v, reps < 21 ? reps : 21, res);
 	fprintf(stderr, "  %" PRIu64 " GiB: tree memory and mark rates ...\n", ns_size / GIB);
 	measure_tree(v->size / PAGE, res);
 
@@ -374,7 +628,7 @@ static const char *met(bool ok)
 static void print_results(const struct results *all, unsigned nres, unsigned reps,
 			  unsigned hammer_reps_1g, unsigned hammer_reps_8g)
 {
-	char a[32], b[32];
+	char a[32], b[32], c[32], d[32];
 
 	printf("\nrdax bench_engine: the fsync engine, all figures from this one run\n");
 	printf("namespaces: plain files, AUTO mode; PMEM_IS_PMEM_FORCE=1 set by this program\n"
@@ -415,10 +669,62 @@ static void print_results(const struct results *all, unsigned nres, unsigned rep
 		       r->seq_bytes_per_page, r->seq_pages);
 		printf("  sparse random writes:    %7.2f B per dirty page (%" PRIu64 " pages)\n",
 		       r->sparse_bytes_per_page, r->sparse_pages);
+		printf("  sparse random 64 B writes: %5.2f B per dirty page (line arrays)\n",
+		       r->sparse64_bytes_per_page);
 		printf("mark dirty (dtree_mark_dirty, one 4 KiB page per call):\n");
 		printf("  fresh pages, sequential: %6.2f M ops/s\n", r->mark_fresh_seq_ops / 1e6);
 		printf("  fresh pages, random:     %6.2f M ops/s\n", r->mark_fresh_ops / 1e6);
 		printf("  already-dirty pages:     %6.2f M ops/s\n", r->mark_dirty_ops / 1e6);
+		printf("  fresh pages, random, 64 B per call: %6.2f M ops/s\n",
+		       r->mark64_ops / 1e6);
+
+		printf("\nfsync after %u random writes (64-byte aligned), whole volume:\n",
+		       SMALL_WRITES);
+		printf("%8s  %10s  %10s  %10s  %9s  %9s  %9s  %10s  %9s\n", "write", "by line",
+		       "by page", "raw lines", "line/raw", "page/raw", "page/line", "tree walk",
+		       "floor");
+		for (unsigned si = 0; si < NSMALL; si++)
+			printf("%6u B  %10s  %10s  %10s  %8.2fx  %8.2fx  %8.2fx  %10s  %8.2fx\n",
+			       small_sizes[si], format_ns(a, sizeof(a), r->small_lines_ns[si]),
+			       format_ns(b, sizeof(b), r->small_pages_ns[si]),
+			       format_ns(c, sizeof(c), r->small_raw_ns[si]),
+			       r->small_lines_ns[si] / r->small_raw_ns[si],
+			       r->small_pages_ns[si] / r->small_raw_ns[si],
+			       r->small_pages_ns[si] / r->small_lines_ns[si],
+			       format_ns(d, sizeof(d), r->small_walk_ns[si]),
+			       (r->small_raw_ns[si] + r->small_walk_ns[si]) / r->small_raw_ns[si]);
+		printf(
+		    "  (by line: tracked fsync; by page: FLUSH_PAGES, every line of each dirty\n"
+		    "   page, the granularity before line tracking; raw lines: pmem_flush of each\n"
+		    "   write's bytes + one pmem_drain, no tree; tree walk: tag, claim, release\n"
+		    "   of the same entries with no write-back; floor = (raw + walk) / raw, the\n"
+		    "   least line/raw can be with a tree walk per dirty page; bytes written\n"
+		    "   back by line:");
+		for (unsigned si = 0; si < NSMALL; si++)
+			printf(" %" PRIu64, r->small_lines_bytes[si]);
+		printf(")\n");
+
+		printf("\nhuge entries, is promotion worth it? (tree walk: tag, claim, release, no "
+		       "write-back)\n");
+		printf("  2 MiB written 4 KiB at a time (512 entries): fsync %s, tree walk %s, "
+		       "tree %.0f B\n",
+		       format_ns(a, sizeof(a), r->fsync_512x4k_ns),
+		       format_ns(b, sizeof(b), r->walk_512x4k_ns), r->bytes_512x4k);
+		printf("  2 MiB in one write (one 2 MiB entry):        fsync %s, tree walk %s, "
+		       "tree %.0f B\n",
+		       format_ns(a, sizeof(a), r->fsync_1x2m_ns),
+		       format_ns(b, sizeof(b), r->walk_1x2m_ns), r->bytes_1x2m);
+		printf("  -> 512 entries / one entry, whole fsync: %.2fx; the walk is %.1f%% of "
+		       "the fsync\n",
+		       r->fsync_512x4k_ns / r->fsync_1x2m_ns,
+		       100.0 * r->walk_512x4k_ns / r->fsync_512x4k_ns);
+		printf("  1 GiB as 512 2 MiB entries: tree walk %s; as one 1 GiB entry: %s;\n"
+		       "  the write-back of the whole 1 GiB volume (hammer) %s: the walk is "
+		       "%.4f%% of it\n",
+		       format_ns(a, sizeof(a), r->walk_512x2m_ns),
+		       format_ns(b, sizeof(b), r->walk_1x1g_ns),
+		       format_ns(c, sizeof(c), r->hammer_ns[0]),
+		       100.0 * r->walk_512x2m_ns / r->hammer_ns[0]);
 	}
 
 	const struct results *r1 = &all[0];
@@ -440,6 +746,11 @@ static void print_results(const struct results *all, unsigned nres, unsigned rep
 	printf("    (worst over all sizes and counts >= 16: %.0f ns)\n", worst_overhead);
 	printf("  tree <= 16 B per dirty page, sequential (1 GiB):      %8.2f B    %s\n",
 	       r1->seq_bytes_per_page, met(r1->seq_bytes_per_page <= AIM_SEQ_BYTES));
+	for (unsigned si = 0; si < NSMALL; si++) {
+		double q = r1->small_lines_ns[si] / r1->small_raw_ns[si];
+		printf("  by line <= 1.2x raw flush of the lines, %4u B writes:  %7.2fx   %s\n",
+		       small_sizes[si], q, met(q <= AIM_LINES_RAW));
+	}
 }
 
 static void usage(void)

@@ -195,7 +195,8 @@ static void dtree_mark_dirty__single_page(void **state)
 	assert_int_equal(dtree_lookup(t, 4098, NULL, NULL), -ENOENT);
 	struct dtree_stats st = stats_of(t);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 1);
-	assert_int_equal(st.dirty_bytes, PG);
+	/* bytes [100, 110) of the page: line 1 alone */
+	assert_int_equal(st.dirty_bytes, DTREE_LINE_SIZE);
 	/* root (shift 12) + a shift-6 node + a leaf */
 	assert_int_equal(st.nodes, 3);
 	tree_done(t);
@@ -216,7 +217,8 @@ static void dtree_mark_dirty__bytes_straddling_pages(void **state)
 		assert_entry(t, p, p, DTREE_SIZE_4K);
 	assert_int_equal(dtree_lookup(t, 171, NULL, NULL), -ENOENT);
 	assert_int_equal(stats_of(t).entries[DTREE_SIZE_4K], 2 + 71);
-	assert_int_equal(stats_of(t).dirty_bytes, (2 + 71) * PG);
+	/* lines: the last of page 63, the first of 64 and of 170, 100-169 whole */
+	assert_int_equal(stats_of(t).dirty_bytes, 70 * PG + 3 * DTREE_LINE_SIZE);
 	tree_done(t);
 }
 
@@ -270,7 +272,8 @@ static void dtree_mark_dirty__whole_2m_aligned_location(void **state)
 	struct dtree_stats st = stats_of(t);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 256 + 257);
-	assert_int_equal(st.dirty_bytes, RDAX_PMD_SIZE + (256 + 257) * PG);
+	/* page 1280 holds the range's last byte alone: one line */
+	assert_int_equal(st.dirty_bytes, RDAX_PMD_SIZE + (256 + 256) * PG + DTREE_LINE_SIZE);
 	tree_done(t);
 }
 
@@ -390,6 +393,78 @@ static void dtree_mark_dirty__small_write_inside_huge(void **state)
 	tree_done(t);
 }
 
+/*
+ * No promotion (dirty_tree.h, "Huge entries"): a whole aligned block
+ * written in smaller calls keeps its smaller entries -- 2 MiB as 512 page
+ * writes stays 512 4 KiB entries, 1 GiB as 512 2 MiB writes (the largest
+ * request a client sends) stays 512 2 MiB entries -- and an fsync of part
+ * of it writes back that part only.
+ */
+static void dtree_mark_dirty__block_in_smaller_calls_is_not_promoted(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(2 * PUD_PAGES, LOC_PUD);
+	for (uint64_t p = PMD_PAGES; p < 2 * PMD_PAGES; p++)
+		mark_pages(t, p, 1);
+	for (uint64_t b = 0; b < 512; b++)
+		mark_pages(t, PUD_PAGES + b * PMD_PAGES, PMD_PAGES);
+	struct dtree_stats st = stats_of(t);
+	assert_int_equal(st.entries[DTREE_SIZE_4K], PMD_PAGES);
+	assert_int_equal(st.entries[DTREE_SIZE_2M], 512);
+	assert_int_equal(st.entries[DTREE_SIZE_1G], 0);
+	assert_int_equal(st.dirty_bytes, RDAX_PMD_SIZE + RDAX_PUD_SIZE);
+	/* a claim of one page of each takes that page, one 2 MiB entry */
+	struct dtree_item items[2];
+	uint64_t idx = PMD_PAGES + 3;
+	assert_int_equal(dtree_claim_dirty(t, &idx, PMD_PAGES + 4, items, 2), 1);
+	assert_int_equal(items[0].index, PMD_PAGES + 3);
+	assert_int_equal(dtree_item_bytes(&items[0]), PG);
+	dtree_release(t, items, 1);
+	idx = PUD_PAGES + 5 * PMD_PAGES + 7;
+	assert_int_equal(dtree_claim_dirty(t, &idx, idx + 1, items, 2), 1);
+	assert_int_equal(items[0].index, PUD_PAGES + 5 * PMD_PAGES);
+	assert_int_equal(dtree_item_bytes(&items[0]), RDAX_PMD_SIZE);
+	dtree_release(t, items, 1);
+	assert_int_equal(stats_of(t).dirty_bytes, RDAX_PUD_SIZE - PG);
+	tree_done(t);
+}
+
+/* lines: masks per page, OR-ed by later writes; whole pages need no line array */
+static void dtree_mark_dirty__lines(void **state)
+{
+	(void)state;
+	struct dtree *t = tree_new(1000, LOC_ODD);
+	struct dtree_item it;
+	uint64_t idx;
+	mark_pages(t, 10, 2); /* whole: no line array, 8 KiB */
+	size_t bytes_whole = stats_of(t).tree_bytes;
+	assert_int_equal(stats_of(t).dirty_bytes, 2 * PG);
+	assert_int_equal(dtree_mark_dirty(t, 12 * PG + 130, 1), 0);   /* line 2 */
+	assert_int_equal(dtree_mark_dirty(t, 12 * PG + 4000, 96), 0); /* lines 62, 63 */
+	assert_int_equal(dtree_mark_dirty(t, 11 * PG + 5, 1), 0);     /* inside a whole page */
+	assert_true(stats_of(t).tree_bytes > bytes_whole);	      /* the line array */
+	assert_int_equal(stats_of(t).dirty_bytes, 2 * PG + 3 * DTREE_LINE_SIZE);
+	idx = 12;
+	assert_int_equal(dtree_gang_lookup(t, &idx, 13, DTREE_DIRTY, &it, 1), 1);
+	assert_int_equal(it.lines, (1ULL << 2) | (3ULL << 62));
+	idx = 11;
+	assert_int_equal(dtree_gang_lookup(t, &idx, 12, DTREE_DIRTY, &it, 1), 1);
+	assert_int_equal(it.lines, DTREE_LINES_ALL);
+	/* a claim takes the mask; a write after it starts a new one */
+	idx = 12;
+	assert_int_equal(dtree_claim_dirty(t, &idx, 13, &it, 1), 1);
+	assert_int_equal(it.lines, (1ULL << 2) | (3ULL << 62));
+	assert_int_equal(dtree_item_bytes(&it), 3 * DTREE_LINE_SIZE);
+	assert_int_equal(dtree_mark_dirty(t, 12 * PG + 64 * 7, 64), 0); /* line 7 */
+	assert_int_equal(stats_of(t).dirty_bytes, 2 * PG + DTREE_LINE_SIZE);
+	dtree_release(t, &it, 1);
+	idx = 12;
+	assert_int_equal(dtree_gang_lookup(t, &idx, 13, DTREE_DIRTY, &it, 1), 1);
+	assert_int_equal(it.lines, 1ULL << 7);
+	assert_int_equal(dtree_check(t), 0);
+	tree_done(t);
+}
+
 static void dtree_mark_dirty__1g_entries(void **state)
 {
 	(void)state;
@@ -414,7 +489,8 @@ static void dtree_mark_dirty__1g_entries(void **state)
 	assert_int_equal(st.entries[DTREE_SIZE_1G], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 3);
-	assert_int_equal(st.dirty_bytes, RDAX_PUD_SIZE + RDAX_PMD_SIZE + 3 * PG);
+	/* the last page holds 10 bytes: one line */
+	assert_int_equal(st.dirty_bytes, RDAX_PUD_SIZE + RDAX_PMD_SIZE + 2 * PG + DTREE_LINE_SIZE);
 	/* a whole 2 MiB block inside the 1 GiB entry just keeps it dirty */
 	mark_pages(t, 2048, 512);
 	assert_int_equal(stats_of(t).entries[DTREE_SIZE_2M], 1);
@@ -1162,6 +1238,8 @@ int main(void)
 	    cmocka_unit_test_teardown(dtree_mark_dirty__no_towrite_inherit_control, reset_faults),
 	    cmocka_unit_test(dtree_mark_dirty__small_write_inside_huge),
 	    cmocka_unit_test(dtree_mark_dirty__1g_entries),
+	    cmocka_unit_test(dtree_mark_dirty__block_in_smaller_calls_is_not_promoted),
+	    cmocka_unit_test(dtree_mark_dirty__lines),
 	    cmocka_unit_test(dtree_mark_dirty__1g_needs_aligned_location),
 	    cmocka_unit_test(dtree_mark_dirty__huge_waits_for_locked_entry),
 	    cmocka_unit_test(dtree_tag_towrite__batches),

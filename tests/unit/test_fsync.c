@@ -32,6 +32,7 @@
 #define VOL_SIZE (32ULL << 20)
 #define PAGE	 RDAX_PAGE_SIZE
 #define PMD	 RDAX_PMD_SIZE
+#define LINE	 DTREE_LINE_SIZE
 
 struct fx {
 	char dir[256];
@@ -110,16 +111,67 @@ static void fsync_range__one_page_written_back(void **state)
 	struct fx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 5 * PAGE + 10, 100, 1), 0);
 	assert_false(pattern_durable(fx->fd, fx->v, 5 * PAGE + 10, 100, 1));
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	/* bytes [10, 110) of the page: lines 0 and 1 */
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 5 * PAGE + 10, 100, 1));
 	assert_false(page_dirty(fx, 5));
+}
+
+/*
+ * Line-exact write-back: a write to some lines of a page writes back those
+ * lines only. Bytes stored in another line of the page without being
+ * marked (as if by a writer that never told the tree) stay out of the
+ * file, which shows no other line was written back; the page-granular
+ * baseline FLUSH_PAGES writes the whole page, those bytes included.
+ */
+static void fsync_range__only_written_lines_written_back(void **state)
+{
+	struct fx *fx = *state;
+	struct volume_stats st;
+	const uint64_t page = 9 * PAGE;
+	pattern_fill(fx->v->data + page + 5 * LINE, LINE, 40); /* not marked */
+	/* bytes [20 * 64 + 3, 22 * 64 + 3): lines 20, 21 and 22 */
+	assert_int_equal(pattern_write(fx->v, page + 20 * LINE + 3, 2 * LINE, 41), 0);
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.dirty_bytes, 3 * LINE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 3 * LINE);
+	assert_true(pattern_durable(fx->fd, fx->v, page + 20 * LINE + 3, 2 * LINE, 41));
+	assert_false(pattern_durable(fx->fd, fx->v, page + 5 * LINE, LINE, 40));
+	assert_true(durable_zero(fx, page + 6 * LINE, 14 * LINE));
+
+	assert_int_equal(pattern_write(fx->v, page + 20 * LINE + 3, 2 * LINE, 42), 0);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_PAGES), PAGE);
+	assert_true(pattern_durable(fx->fd, fx->v, page + 20 * LINE + 3, 2 * LINE, 42));
+	assert_true(pattern_durable(fx->fd, fx->v, page + 5 * LINE, LINE, 40));
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.dirty_bytes, 0);
+}
+
+/* lines written by several writes to one page add up; a whole page is 64 lines */
+static void fsync_range__lines_of_several_writes_add_up(void **state)
+{
+	struct fx *fx = *state;
+	struct volume_stats st;
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE, 1, 43), 0);		 /* line 0 */
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE + 63 * LINE, 64, 44), 0); /* line 63 */
+	assert_int_equal(pattern_write(fx->v, 3 * PAGE + 10, 1, 45), 0);	 /* line 0 again */
+	assert_int_equal(pattern_write(fx->v, 4 * PAGE, PAGE, 46), 0);		 /* whole */
+	assert_int_equal(pattern_write(fx->v, 4 * PAGE + 7, 1, 47), 0);		 /* inside it */
+	volume_stats_get(fx->v, &st);
+	assert_int_equal(st.dirty_bytes, 2 * LINE + PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE + PAGE);
+	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE + 63 * LINE, 64, 44));
+	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE + 10, 1, 45));
+	assert_true(pattern_durable(fx->fd, fx->v, 4 * PAGE + 7, 1, 47));
+	assert_true(durable_zero(fx, 3 * PAGE + LINE, 62 * LINE));
 }
 
 static void fsync_range__unaligned_write_spanning_pages(void **state)
 {
 	struct fx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 3 * PAGE - 50, 100, 2), 0);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	/* the last line of page 2, the first of page 3 */
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE - 50, 100, 2));
 }
 
@@ -145,8 +197,8 @@ static void fsync_range__partial_range_leaves_rest_dirty(void **state)
 	assert_int_equal(pattern_write(fx->v, 0, 10, 4), 0);
 	assert_int_equal(pattern_write(fx->v, 5 * PAGE, 10, 5), 0);
 	assert_int_equal(pattern_write(fx->v, 10 * PAGE, 10, 6), 0);
-	/* a range of one byte inside page 5 writes back page 5 only */
-	assert_int_equal(do_fsync(fx, 5 * PAGE + 7, 1, FLUSH_TRACKED), PAGE);
+	/* a range of one byte inside page 5 writes back page 5 only (its line) */
+	assert_int_equal(do_fsync(fx, 5 * PAGE + 7, 1, FLUSH_TRACKED), LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 5 * PAGE, 10, 5));
 	assert_false(pattern_durable(fx->fd, fx->v, 0, 10, 4));
 	assert_false(pattern_durable(fx->fd, fx->v, 10 * PAGE, 10, 6));
@@ -154,10 +206,10 @@ static void fsync_range__partial_range_leaves_rest_dirty(void **state)
 	assert_false(page_dirty(fx, 5));
 	assert_true(page_dirty(fx, 10));
 	/* a range ending inside page 10 includes it; page 0 stays dirty */
-	assert_int_equal(do_fsync(fx, PAGE, 9 * PAGE + 1, FLUSH_TRACKED), PAGE);
+	assert_int_equal(do_fsync(fx, PAGE, 9 * PAGE + 1, FLUSH_TRACKED), LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 10 * PAGE, 10, 6));
 	assert_true(page_dirty(fx, 0));
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 0, 10, 4));
 }
 
@@ -197,7 +249,7 @@ static void fsync_range__start_inside_huge_entry_rounds_down_batched(void **stat
 		assert_int_equal(pattern_write(fx->v, 2 * PMD + 2 * i * PAGE, 1, 37 + (unsigned)i),
 				 0);
 	assert_int_equal(do_fsync(fx, PMD + 12345, PMD + 2 * nsmall * PAGE, FLUSH_TRACKED),
-			 PMD + nsmall * PAGE);
+			 PMD + nsmall * LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, PMD, PMD, 36));
 	for (uint64_t i = 0; i < nsmall; i++)
 		assert_true(
@@ -224,13 +276,13 @@ static void fsync_range__len_zero_means_to_end(void **state)
 	assert_int_equal(pattern_write(fx->v, 0, 1, 12), 0);
 	assert_int_equal(pattern_write(fx->v, 7 * PAGE, 1, 13), 0);
 	assert_int_equal(pattern_write(fx->v, VOL_SIZE - 1, 1, 14), 0);
-	/* from page 7 to the end: pages 7 and the last */
-	assert_int_equal(do_fsync(fx, 7 * PAGE, 0, FLUSH_TRACKED), 2 * PAGE);
+	/* from page 7 to the end: pages 7 and the last, one line each */
+	assert_int_equal(do_fsync(fx, 7 * PAGE, 0, FLUSH_TRACKED), 2 * LINE);
 	assert_true(page_dirty(fx, 0));
 	/* off == size, len 0: an empty range */
 	assert_int_equal(do_fsync(fx, VOL_SIZE, 0, FLUSH_TRACKED), 0);
 	/* 0, 0: the whole volume */
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 12));
 	assert_true(pattern_durable(fx->fd, fx->v, 7 * PAGE, 1, 13));
 	assert_true(pattern_durable(fx->fd, fx->v, VOL_SIZE - 1, 1, 14));
@@ -250,7 +302,7 @@ static void fsync_range__second_fsync_returns_zero(void **state)
 		assert_int_equal(st.entries[i], 0);
 	/* a write after the fsync is caught by the next one */
 	assert_int_equal(pattern_write(fx->v, PAGE, 1, 17), 0);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), LINE);
 }
 
 static void fsync_range__hammer_returns_volume_size(void **state)
@@ -279,7 +331,7 @@ static void fsync_range__default_mode_follows_volume(void **state)
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), VOL_SIZE);
 	fx->v->flush_mode = FLUSH_TRACKED;
 	assert_int_equal(pattern_write(fx->v, 0, 1, 21), 0);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 21));
 }
 
@@ -312,7 +364,7 @@ static void fsync_range__more_entries_than_one_batch(void **state)
 	struct volume_stats st;
 	volume_stats_get(fx->v, &st);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], npages);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * LINE);
 	for (uint64_t i = 0; i < npages; i += 997) {
 		uint8_t got = 0;
 		assert_int_equal(
@@ -368,7 +420,7 @@ static void fsync_range__bad_input_changes_nothing(void **state)
 	volume_stats_get(fx->v, &after);
 	assert_int_equal(after.fsyncs, before.fsyncs);
 	assert_int_equal(after.fsync_bytes, before.fsync_bytes);
-	assert_int_equal(after.dirty_bytes, PAGE);
+	assert_int_equal(after.dirty_bytes, LINE);
 	assert_true(page_dirty(fx, 3));
 	assert_false(dtree_get_mark(fx->v->tree, 3, DTREE_TOWRITE));
 	assert_true(durable_zero(fx, 3 * PAGE, PAGE));
@@ -460,7 +512,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 29), 0);
 	assert_int_equal(pattern_write(fx->v, 6 * PAGE, 1, 30), 0);
 	fsync_set_test_hooks(&hooks);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE);
 	fsync_set_test_hooks(NULL);
 	assert_string_equal(log.seq, "tcwf");
 	assert_int_equal(log.nclaimed, 2);
@@ -468,7 +520,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 	assert_int_equal(log.claimed_index[1], 6);
 	/* cleared hooks are not called */
 	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 31), 0);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), LINE);
 	assert_string_equal(log.seq, "tcwf");
 }
 
@@ -487,7 +539,7 @@ static void fsync_set_test_hooks__one_pass_has_no_tag_step(void **state)
 	assert_int_equal(pattern_write(fx->v, 2 * PAGE, 1, 32), 0);
 	assert_int_equal(pattern_write(fx->v, 6 * PAGE, 1, 33), 0);
 	fsync_set_test_hooks(&hooks);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE);
 	fsync_set_test_hooks(NULL);
 	assert_string_equal(log.seq, "cwf");
 	assert_int_equal(log.nclaimed, 2);
@@ -540,7 +592,7 @@ static void fsync_counted(struct fx *fx, uint64_t npages, struct step_count *c)
 	for (uint64_t i = 0; i < npages; i++)
 		assert_int_equal(volume_write(fx->v, 2 * i * PAGE + 5, &b, 1), 0);
 	fsync_set_test_hooks(&hooks);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), npages * LINE);
 	fsync_set_test_hooks(NULL);
 	for (uint64_t i = 0; i < npages; i += 7) {
 		uint8_t got = 0;
@@ -599,7 +651,7 @@ static void fsync_range__one_pass_counts_only_the_range(void **state)
 	};
 	fsync_set_test_hooks(&hooks);
 	/* pages [150, 160): ten entries */
-	assert_int_equal(do_fsync(fx, 150 * PAGE, 10 * PAGE, FLUSH_TRACKED), 10 * PAGE);
+	assert_int_equal(do_fsync(fx, 150 * PAGE, 10 * PAGE, FLUSH_TRACKED), 10 * LINE);
 	fsync_set_test_hooks(NULL);
 	assert_int_equal(c.tags, 0);
 	assert_int_equal(c.claims, 1);
@@ -611,7 +663,7 @@ static void fsync_range__one_pass_counts_only_the_range(void **state)
 	/* the rest, more than one batch: batched */
 	memset(&c, 0, sizeof(c));
 	fsync_set_test_hooks(&hooks);
-	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), (3 * FSYNC_CLAIM_BATCH - 10) * PAGE);
+	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), (3 * FSYNC_CLAIM_BATCH - 10) * LINE);
 	fsync_set_test_hooks(NULL);
 	assert_int_equal(c.tags, 1);
 	assert_int_equal(c.claimed, 3 * FSYNC_CLAIM_BATCH - 10);
@@ -623,6 +675,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
 	    T(fsync_range__one_page_written_back),
+	    T(fsync_range__only_written_lines_written_back),
+	    T(fsync_range__lines_of_several_writes_add_up),
 	    T(fsync_range__unaligned_write_spanning_pages),
 	    T(fsync_range__huge_entry_written_back_whole),
 	    T(fsync_range__partial_range_leaves_rest_dirty),

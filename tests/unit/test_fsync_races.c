@@ -627,6 +627,87 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
 	assert_false(res.dirty_after); /* caught: the mark the design promises is gone */
 }
 
+/*
+ * Race 2 per line: page 4 has line 0 written; A claims it (taking line 0
+ * alone) and is held at @at; a write lands in line 10 of the same page.
+ * Line 10 is in no mask A took, so A never writes it back: it must end up
+ * in the page's new mask, DIRTY, and the next fsync must write back that
+ * line and only it.
+ */
+struct line_during_result {
+	bool write_done_while_a_held;
+	uint64_t a_written, next_written;
+	bool dirty_after;
+	bool line_durable_after_a;
+	bool line_durable_after_next;
+};
+
+static void run_line_write_during_clean(struct fx *fx, enum pause_at at,
+					struct line_during_result *res)
+{
+	const uint64_t page = 4, line = DTREE_LINE_SIZE;
+	const unsigned seed = 54 + (unsigned)at; /* new bytes in each round */
+	static uint8_t newdata[DTREE_LINE_SIZE];
+	pattern_fill(newdata, sizeof(newdata), seed);
+
+	assert_int_equal(pattern_write(fx->v, page * PAGE, line, 53), 0);
+	struct race *r = race_begin(fx, at, 0, 0);
+	race_start_a(r);
+	assert_int_equal(r->nclaimed, 1);
+	assert_int_equal(r->claimed[0].lines, 1);
+
+	r->actor.fn = act_write;
+	r->actor.off = page * PAGE + 10 * line;
+	r->actor.len = line;
+	r->actor.buf = newdata;
+	actor_run_until_done_or_blocked(r);
+	race_release_a(r);
+	race_join_other(r);
+	assert_int_equal(r->a_ret, 0);
+	assert_int_equal(r->actor.ret, 0);
+	res->write_done_while_a_held = r->actor.done_while_a_held;
+	res->a_written = r->a_written;
+	res->dirty_after = page_dirty(fx, page);
+	res->line_durable_after_a =
+	    pattern_durable(fx->fd, fx->v, page * PAGE + 10 * line, line, seed);
+	assert_true(pattern_durable(fx->fd, fx->v, page * PAGE, line, 53));
+	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &res->next_written), 0);
+	res->line_durable_after_next =
+	    pattern_durable(fx->fd, fx->v, page * PAGE + 10 * line, line, seed);
+	race_end(r);
+}
+
+static void fsync_range__line_write_during_clean_stays_dirty(void **state)
+{
+	for (int at = PAUSE_AFTER_CLAIM; at <= PAUSE_AFTER_WRITEBACK; at++) {
+		struct line_during_result res;
+		run_line_write_during_clean(*state, (enum pause_at)at, &res);
+		assert_true(res.write_done_while_a_held); /* a mark never waits for a claim */
+		assert_int_equal(res.a_written, DTREE_LINE_SIZE); /* line 0 alone */
+		assert_false(res.line_durable_after_a);		  /* A never wrote line 10 back */
+		assert_true(res.dirty_after);
+		assert_int_equal(res.next_written, DTREE_LINE_SIZE); /* line 10 alone */
+		assert_true(res.line_durable_after_next);
+		/* the next round starts clean */
+		uint64_t written = 1;
+		assert_int_equal(
+		    fsync_range(((struct fx *)*state)->v, 0, 0, FLUSH_TRACKED, &written), 0);
+		assert_int_equal(written, 0);
+	}
+}
+
+/* control: with DIRTY cleared on release, line 10 is neither DIRTY nor written back */
+static void fsync_range__line_write_during_clean_control_clear_after_writeback(void **state)
+{
+	struct line_during_result res;
+	rdax_faults.clear_after_writeback = true;
+	run_line_write_during_clean(*state, PAUSE_AFTER_CLAIM, &res);
+	rdax_faults.clear_after_writeback = false;
+	assert_true(res.write_done_while_a_held);
+	assert_false(res.dirty_after || res.line_durable_after_a); /* caught: neither */
+	assert_false(res.line_durable_after_next);		   /* and lost for good */
+}
+
 /* ---- race 3: discard during fsync ---------------------------------------- */
 
 /*
@@ -695,12 +776,12 @@ static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, 
 	volume_stats_get(fx->v, &st);
 	assert_int_equal(st.entries[DTREE_SIZE_4K], 1);
 	assert_int_equal(st.entries[DTREE_SIZE_2M], 0);
-	assert_int_equal(st.dirty_bytes, PAGE);
+	assert_int_equal(st.dirty_bytes, DTREE_LINE_SIZE); /* 10 bytes: one line */
 	assert_int_equal(dtree_check(fx->v->tree), 0);
 	assert_true(page_dirty(fx, (off + len) / PAGE + 8));
 	uint64_t written = 0;
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
-	assert_int_equal(written, PAGE);
+	assert_int_equal(written, DTREE_LINE_SIZE);
 	assert_true(pattern_durable(fx->fd, fx->v, off + len + 8 * PAGE, 10, 70));
 }
 
@@ -885,7 +966,7 @@ static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **
 	assert_int_equal(r->a_ret, 0);
 	assert_int_equal(r->actor.ret, 0);
 	assert_false(r->actor.done_while_a_held);
-	assert_int_equal(r->a_written, 2 * PAGE);
+	assert_int_equal(r->a_written, 5 * DTREE_LINE_SIZE + PAGE); /* s1: bytes [5, 305) */
 	race_end(r);
 	/* A made the small writes durable; the conversion came after it */
 	assert_true(pattern_durable(fx->fd, fx->v, s1_off, s1_len, 101));
@@ -953,6 +1034,8 @@ int main(void)
 	    T(fsync_range__write_after_writeback_control_clear_after_writeback),
 	    T(fsync_range__write_after_claim_stays_dirty),
 	    T(fsync_range__write_after_claim_control_clear_after_writeback),
+	    T(fsync_range__line_write_during_clean_stays_dirty),
+	    T(fsync_range__line_write_during_clean_control_clear_after_writeback),
 	    T(volume_discard__waits_for_fsync_holding_small_entries),
 	    T(volume_discard__waits_for_fsync_holding_huge_entry),
 	    T(fsync_range__huge_conversion_of_tagged_entries_is_written_back),
@@ -965,6 +1048,8 @@ int main(void)
 	    TB(fsync_range__write_after_writeback_control_clear_after_writeback),
 	    TB(fsync_range__write_after_claim_stays_dirty),
 	    TB(fsync_range__write_after_claim_control_clear_after_writeback),
+	    TB(fsync_range__line_write_during_clean_stays_dirty),
+	    TB(fsync_range__line_write_during_clean_control_clear_after_writeback),
 	    TB(volume_discard__waits_for_fsync_holding_small_entries),
 	    TB(volume_discard__waits_for_fsync_holding_huge_entry),
 	    T(fsync_range__huge_conversion_of_many_tagged_entries_is_written_back),
