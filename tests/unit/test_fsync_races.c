@@ -536,28 +536,47 @@ struct write_during_result {
 	bool dirty_after;      /* the page is DIRTY after A returned */
 	bool new_data_durable; /* ... or its new data is in the file */
 	bool durable_after_next_fsync;
+	uint64_t a_written, next_written; /* bytes A and the next fsync wrote back */
 };
 
 /*
- * run_write_during_clean -- page 4 is dirty; A claims it and is held at
+ * What is written: bytes [0, first_len) of page 4 before A, then bytes
+ * [new_off, new_off + new_len) of it while A holds the page (seed: of the
+ * new bytes).
+ */
+struct write_shape {
+	uint64_t first_len, new_off, new_len;
+	unsigned seed;
+};
+
+/* the page test: the whole page, then 100 bytes inside it */
+static const struct write_shape shape_page = {PAGE, 200, 100, 52};
+
+/*
+ * run_write_during -- page 4 is dirty (@shape); A claims it and is held at
  * @at (before or after its write-back); a write to page 4 lands; A is
  * released. The write must end up DIRTY or written back, never neither.
  */
-static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write_during_result *res)
+static void run_write_during(struct fx *fx, enum pause_at at, const struct write_shape *shape,
+			     struct write_during_result *res)
 {
 	const uint64_t page = 4;
-	static uint8_t newdata[100];
-	pattern_fill(newdata, sizeof(newdata), 52);
+	static uint8_t newdata[PAGE];
+	const uint64_t first_lines = (shape->first_len + DTREE_LINE_SIZE - 1) / DTREE_LINE_SIZE;
+	pattern_fill(newdata, shape->new_len, shape->seed);
 
-	assert_int_equal(pattern_write(fx->v, page * PAGE, PAGE, 51), 0);
+	assert_int_equal(pattern_write(fx->v, page * PAGE, shape->first_len, 51), 0);
 	struct race *r = race_begin(fx, at, 0, 0);
 	race_start_a(r);
 	assert_int_equal(r->nclaimed, 1);
 	assert_int_equal(r->claimed[0].index, page);
+	/* A took the lines written before it, and only those */
+	assert_int_equal(r->claimed[0].lines,
+			 first_lines == 64 ? DTREE_LINES_ALL : (1ULL << first_lines) - 1);
 
 	r->actor.fn = act_write;
-	r->actor.off = page * PAGE + 200;
-	r->actor.len = sizeof(newdata);
+	r->actor.off = page * PAGE + shape->new_off;
+	r->actor.len = shape->new_len;
 	r->actor.buf = newdata;
 	/* either outcome is allowed here: a write may wait for the entry lock or not */
 	actor_run_until_done_or_blocked(r);
@@ -565,17 +584,23 @@ static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write
 	race_join_other(r);
 	assert_int_equal(r->a_ret, 0);
 	assert_int_equal(r->actor.ret, 0);
-	assert_int_equal(r->a_written, PAGE);
 
 	res->write_done_while_a_held = r->actor.done_while_a_held;
+	res->a_written = r->a_written;
 	res->dirty_after = page_dirty(fx, page);
-	res->new_data_durable =
-	    pattern_durable(fx->fd, fx->v, page * PAGE + 200, sizeof(newdata), 52);
-	uint64_t written = 0;
-	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &written), 0);
-	res->durable_after_next_fsync =
-	    pattern_durable(fx->fd, fx->v, page * PAGE + 200, sizeof(newdata), 52);
+	res->new_data_durable = pattern_durable(fx->fd, fx->v, page * PAGE + shape->new_off,
+						shape->new_len, shape->seed);
+	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &res->next_written), 0);
+	res->durable_after_next_fsync = pattern_durable(fx->fd, fx->v, page * PAGE + shape->new_off,
+							shape->new_len, shape->seed);
 	race_end(r);
+}
+
+/* run_write_during_clean -- run_write_during() of the page test */
+static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write_during_result *res)
+{
+	run_write_during(fx, at, &shape_page, res);
+	assert_int_equal(res->a_written, PAGE);
 }
 
 /*
@@ -629,83 +654,44 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
 
 /*
  * Race 2 per line: page 4 has line 0 written; A claims it (taking line 0
- * alone) and is held at @at; a write lands in line 10 of the same page.
- * Line 10 is in no mask A took, so A never writes it back: it must end up
- * in the page's new mask, DIRTY, and the next fsync must write back that
- * line and only it.
+ * alone) and is held; a write lands in line 10 of the same page. Line 10
+ * is in no mask A took, so A never writes it back: it must end up in the
+ * page's new mask, DIRTY, and the next fsync must write back that line and
+ * only it. @at: where A is held; the new bytes differ per round.
  */
-struct line_during_result {
-	bool write_done_while_a_held;
-	uint64_t a_written, next_written;
-	bool dirty_after;
-	bool line_durable_after_a;
-	bool line_durable_after_next;
-};
-
 static void run_line_write_during_clean(struct fx *fx, enum pause_at at,
-					struct line_during_result *res)
+					struct write_during_result *res)
 {
-	const uint64_t page = 4, line = DTREE_LINE_SIZE;
-	const unsigned seed = 54 + (unsigned)at; /* new bytes in each round */
-	static uint8_t newdata[DTREE_LINE_SIZE];
-	pattern_fill(newdata, sizeof(newdata), seed);
-
-	assert_int_equal(pattern_write(fx->v, page * PAGE, line, 53), 0);
-	struct race *r = race_begin(fx, at, 0, 0);
-	race_start_a(r);
-	assert_int_equal(r->nclaimed, 1);
-	assert_int_equal(r->claimed[0].lines, 1);
-
-	r->actor.fn = act_write;
-	r->actor.off = page * PAGE + 10 * line;
-	r->actor.len = line;
-	r->actor.buf = newdata;
-	actor_run_until_done_or_blocked(r);
-	race_release_a(r);
-	race_join_other(r);
-	assert_int_equal(r->a_ret, 0);
-	assert_int_equal(r->actor.ret, 0);
-	res->write_done_while_a_held = r->actor.done_while_a_held;
-	res->a_written = r->a_written;
-	res->dirty_after = page_dirty(fx, page);
-	res->line_durable_after_a =
-	    pattern_durable(fx->fd, fx->v, page * PAGE + 10 * line, line, seed);
-	assert_true(pattern_durable(fx->fd, fx->v, page * PAGE, line, 53));
-	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, &res->next_written), 0);
-	res->line_durable_after_next =
-	    pattern_durable(fx->fd, fx->v, page * PAGE + 10 * line, line, seed);
-	race_end(r);
+	const struct write_shape shape = {DTREE_LINE_SIZE, 10 * DTREE_LINE_SIZE, DTREE_LINE_SIZE,
+					  54 + (unsigned)at};
+	run_write_during(fx, at, &shape, res);
+	assert_true(pattern_durable(fx->fd, fx->v, 4 * PAGE, DTREE_LINE_SIZE, 51));
 }
 
 static void fsync_range__line_write_during_clean_stays_dirty(void **state)
 {
 	for (int at = PAUSE_AFTER_CLAIM; at <= PAUSE_AFTER_WRITEBACK; at++) {
-		struct line_during_result res;
+		struct write_during_result res;
 		run_line_write_during_clean(*state, (enum pause_at)at, &res);
 		assert_true(res.write_done_while_a_held); /* a mark never waits for a claim */
 		assert_int_equal(res.a_written, DTREE_LINE_SIZE); /* line 0 alone */
-		assert_false(res.line_durable_after_a);		  /* A never wrote line 10 back */
+		assert_false(res.new_data_durable);		  /* A never wrote line 10 back */
 		assert_true(res.dirty_after);
 		assert_int_equal(res.next_written, DTREE_LINE_SIZE); /* line 10 alone */
-		assert_true(res.line_durable_after_next);
-		/* the next round starts clean */
-		uint64_t written = 1;
-		assert_int_equal(
-		    fsync_range(((struct fx *)*state)->v, 0, 0, FLUSH_TRACKED, &written), 0);
-		assert_int_equal(written, 0);
+		assert_true(res.durable_after_next_fsync);
 	}
 }
 
 /* control: with DIRTY cleared on release, line 10 is neither DIRTY nor written back */
 static void fsync_range__line_write_during_clean_control_clear_after_writeback(void **state)
 {
-	struct line_during_result res;
+	struct write_during_result res;
 	rdax_faults.clear_after_writeback = true;
 	run_line_write_during_clean(*state, PAUSE_AFTER_CLAIM, &res);
 	rdax_faults.clear_after_writeback = false;
 	assert_true(res.write_done_while_a_held);
-	assert_false(res.dirty_after || res.line_durable_after_a); /* caught: neither */
-	assert_false(res.line_durable_after_next);		   /* and lost for good */
+	assert_false(res.dirty_after || res.new_data_durable); /* caught: neither */
+	assert_false(res.durable_after_next_fsync);	       /* and lost for good */
 }
 
 /* ---- race 3: discard during fsync ---------------------------------------- */
