@@ -807,8 +807,16 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t bof
 	/* only the first and the last page of a write can be partly written */
 	uint64_t wfirst = page_lines(p, boff, bend);
 	uint64_t wlast = page_lines(stop, boff, bend);
+	uint64_t wmid = DTREE_LINES_ALL;
+	if (rdax_faults.lines_first_only) {
+		/* control: a write records the lowest line it touches in each page alone */
+		wfirst &= -wfirst;
+		wlast &= -wlast;
+		wmid = 1;
+	}
 	if (__lines_wanted(n, p & DTREE_SLOT_MASK, wfirst) ||
-	    __lines_wanted(n, stop & DTREE_SLOT_MASK, wlast)) {
+	    __lines_wanted(n, stop & DTREE_SLOT_MASK, wlast) ||
+	    (wmid != DTREE_LINES_ALL && stop > p + 1 && !n->lines)) {
 		if (t->nlines_cache == 0) {
 			need->lines = 1;
 			return -EAGAIN;
@@ -822,9 +830,7 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t bof
 			n->count++;
 			t->entries[DTREE_SIZE_4K]++;
 		}
-		uint64_t w = q == p ? wfirst : q == stop ? wlast : DTREE_LINES_ALL;
-		if (rdax_faults.lines_first_only)
-			w &= -w; /* control: the lowest line alone */
+		uint64_t w = q == p ? wfirst : q == stop ? wlast : wmid;
 		__entry_dirty_small(t, n, s, w);
 	}
 	*next = stop + 1;

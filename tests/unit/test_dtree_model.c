@@ -1028,6 +1028,8 @@ static void dtree_model__control_lines_first_only_caught(void **state)
 		}
 		check_full(control.t, &control.m);
 	}
+	/* the tree is whole under the fault: only lines are missing */
+	assert_int_equal(dtree_check(control.t), 0);
 	rdax_faults.lines_first_only = false;
 	control_run = false;
 	dtree_delete(&control.t);
