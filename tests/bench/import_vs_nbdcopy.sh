@@ -10,7 +10,8 @@
 # tcp:// and nbd://; a volume of SIZE_MIB (default 512) is copied from a file of
 # random data (dense: every byte is sent by both tools) and from a sparse file (1/8 data),
 # and back into a file. Each copy runs three times; the best time of each tool is used.
-# Ratio > 1: rdax is faster.
+# nbdcopy runs as by default and with one connection and one thread (-C 1 -T 1), the
+# shape of rdax's copy. Ratio > 1: rdax is faster.
 set -euo pipefail
 
 build=${1:-build}
@@ -63,21 +64,28 @@ best() {
 	echo "$b"
 }
 
-report() { # name rdax_seconds nbdcopy_seconds
-	printf '%-28s rdax %7.3f s (%7.1f MiB/s)   nbdcopy %7.3f s (%7.1f MiB/s)   ratio %.2f\n' \
-		"$1" "$2" "$(echo "$mib / $2" | bc -l)" "$3" "$(echo "$mib / $3" | bc -l)" \
-		"$(echo "$3 / $2" | bc -l)"
+report() { # name rdax_seconds nbdcopy_seconds nbdcopy_1_seconds
+	printf '%-22s rdax %6.3f s %7.1f MiB/s | nbdcopy %6.3f s, ratio %.2f | nbdcopy -C1 -T1 %6.3f s, ratio %.2f\n' \
+		"$1" "$2" "$(echo "$mib / $2" | bc -l)" "$3" "$(echo "$3 / $2" | bc -l)" \
+		"$4" "$(echo "$4 / $2" | bc -l)"
 }
 
-echo "rdax import/export vs nbdcopy, ${mib} MiB volume, loopback, best of 3 ($(nproc) CPUs)"
+# nbdcopy twice: as it runs by default (several connections, since rdaxd
+# advertises multi-conn, and several threads), and with one connection and one
+# thread, like rdax import/export
+echo "rdax import/export vs nbdcopy, ${mib} MiB volume, loopback, best of 3 ($(nproc) CPUs," \
+	"load average $(cut -d' ' -f1 /proc/loadavg)); ratio > 1: rdax is faster"
 for kind in dense sparse; do
 	r=$(best "$rdax" --server "$server" import "$dir/$kind.img" bench)
 	n=$(best nbdcopy "$dir/$kind.img" "$nbd/bench")
-	report "import ($kind file)" "$r" "$n"
+	n1=$(best nbdcopy -C 1 -T 1 "$dir/$kind.img" "$nbd/bench")
+	report "import ($kind file)" "$r" "$n" "$n1"
 done
 "$rdax" --server "$server" import "$dir/dense.img" bench
 r=$(best "$rdax" --server "$server" export bench "$dir/out.img")
 n=$(best nbdcopy "$nbd/bench" "$dir/out2.img")
-report "export (dense volume)" "$r" "$n"
-cmp "$dir/out.img" "$dir/dense.img" && cmp "$dir/out2.img" "$dir/dense.img" ||
-	{ echo "the copies differ" >&2; exit 1; }
+n1=$(best nbdcopy -C 1 -T 1 "$nbd/bench" "$dir/out3.img")
+report "export (dense volume)" "$r" "$n" "$n1"
+for f in out out2 out3; do
+	cmp "$dir/$f.img" "$dir/dense.img" || { echo "the copy $f.img differs" >&2; exit 1; }
+done
