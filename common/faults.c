@@ -22,6 +22,7 @@ static const struct {
 	{ "meta-one-copy", &rdax_faults.meta_one_copy },
 	{ "meta-copies-together", &rdax_faults.meta_copies_together },
 	{ "lines-first-only", &rdax_faults.lines_first_only },
+	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
 };
 
 int faults_from_env(void)

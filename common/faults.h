@@ -38,6 +38,8 @@ struct rdax_faults {
 	bool meta_copies_together;
 	/* dtree: a write records only the lowest line it touches in each page */
 	bool lines_first_only;
+	/* rdax crash-states: fsync records make nothing durable (the model forgets them) */
+	bool crash_states_no_fsync;
 };
 
 extern struct rdax_faults rdax_faults;
