@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "crash_cmd.h"
 #include "fdio.h"
 #include "json.h"
 #include "librdax.h"
@@ -47,6 +48,7 @@ enum cmd_opt {
 	OPT_FSYNC = 1 << 0,	/* --fsync */
 	OPT_NAMESPACE = 1 << 1, /* --namespace ID */
 	OPT_JSON = 1 << 2,	/* --json: one JSON object on stdout (docs/cli.md) */
+	OPT_OWN = 1 << 3,	/* the command parses its own arguments and options */
 };
 
 struct command {
@@ -709,6 +711,22 @@ static int cmd_export(struct ctx *ctx, char **args, unsigned nargs)
 	return copy_done(ctx, ret, err, &cs);
 }
 
+/* crash_connect -- crash_cmd_env.connect: the command's one connection */
+static int crash_connect(void *arg, struct rdax_conn **connp)
+{
+	struct ctx *ctx = arg;
+	int ret = ctx->conn ? 0 : connect_server(ctx);
+	*connp = ctx->conn;
+	return ret;
+}
+
+/* cmd_crash_states -- rdax crash-states LOG VOLUME ... (client/crash_cmd.c) */
+static int cmd_crash_states(struct ctx *ctx, char **args, unsigned nargs)
+{
+	struct crash_cmd_env env = {ctx->server, ctx->token_file, crash_connect, ctx};
+	return crash_cmd_run((int)nargs, args, &env);
+}
+
 /* --- the command table and help ----------------------------------------- */
 
 static const struct command commands[] = {
@@ -768,6 +786,7 @@ static const struct command commands[] = {
      "and fsync_bytes (written back by them). --json: one object with those\n"
      "names and name, every value in bytes or a count.\n",
      cmd_stat},
+    {"crash-states", CRASH_CMD_USAGE, 0, 0, OPT_OWN, crash_cmd_help, cmd_crash_states},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -881,6 +900,8 @@ static const struct {
  */
 static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, int argc)
 {
+	if (cmd->options & OPT_OWN)
+		return cmd->run(ctx, argv, (unsigned)argc);
 	struct option longopts[NCMD_OPTIONS + 2];
 	unsigned n = 0;
 	for (unsigned i = 0; i < NCMD_OPTIONS; i++)

@@ -2,7 +2,6 @@
 /* write_log.c -- the write log's format, writer and reader (write_log.h) */
 #include "write_log.h"
 
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -18,6 +17,7 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "le.h"
 
 /* Field offsets, as in the tables of write_log.h. */
 #define H_MAGIC	  0
@@ -42,45 +42,6 @@
 #define R_DCRC	40
 #define R_RES	44
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-	memcpy(&v, p, 2);
-	return le16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
 /* header_crc -- crc32 of the file header's bytes before its crc field */
 static uint32_t header_crc(const uint8_t *h)
 {
@@ -92,7 +53,7 @@ static uint32_t record_hcrc(uint32_t file_crc, const uint8_t *r)
 {
 	uint8_t tmp[WLOG_RECORD_SIZE];
 	memcpy(tmp, r, sizeof(tmp));
-	put32(tmp + R_HCRC, 0);
+	le_put32(tmp + R_HCRC, 0);
 	return (uint32_t)crc32_z(file_crc, tmp, sizeof(tmp));
 }
 
@@ -170,14 +131,14 @@ static int __append(struct write_log *wl, enum wlog_type type, unsigned flags, u
 {
 	uint8_t r[WLOG_RECORD_SIZE] = {0};
 	uint64_t plen = type == WLOG_WRITE ? len : 0;
-	put16(r + R_TYPE, (uint16_t)type);
-	put16(r + R_FLAGS, (uint16_t)flags);
-	put64(r + R_SEQ, wl->next_seq);
-	put64(r + R_OFF, off);
-	put64(r + R_LEN, len);
-	put64(r + R_MARK, mark);
-	put32(r + R_DCRC, plen ? (uint32_t)crc32_z(0, data, plen) : 0);
-	put32(r + R_HCRC, record_hcrc(wl->file_crc, r));
+	le_put16(r + R_TYPE, (uint16_t)type);
+	le_put16(r + R_FLAGS, (uint16_t)flags);
+	le_put64(r + R_SEQ, wl->next_seq);
+	le_put64(r + R_OFF, off);
+	le_put64(r + R_LEN, len);
+	le_put64(r + R_MARK, mark);
+	le_put32(r + R_DCRC, plen ? (uint32_t)crc32_z(0, data, plen) : 0);
+	le_put32(r + R_HCRC, record_hcrc(wl->file_crc, r));
 	struct iovec iov[2] = {{r, sizeof(r)}, {(void *)data, plen}};
 	int ret = write_full(wl->fd, iov, plen ? 2 : 1, wl->size);
 	if (ret) {
@@ -232,15 +193,15 @@ int write_log_create(const char *path, const struct wlog_volume *vol, uint64_t m
 	}
 	uint8_t h[WLOG_HEADER_SIZE] = {0};
 	memcpy(h + H_MAGIC, WLOG_MAGIC, WLOG_MAGIC_LEN);
-	put32(h + H_VERSION, WLOG_VERSION);
-	put32(h + H_HSIZE, WLOG_HEADER_SIZE);
+	le_put32(h + H_VERSION, WLOG_VERSION);
+	le_put32(h + H_HSIZE, WLOG_HEADER_SIZE);
 	memcpy(h + H_UUID, vol->uuid, WLOG_UUID_SIZE);
-	put64(h + H_VSIZE, vol->size);
+	le_put64(h + H_VSIZE, vol->size);
 	memcpy(h + H_NAME, vol->name, strlen(vol->name));
-	put32(h + H_FLAGS, vol->base_zero ? WLOG_F_BASE_ZERO : 0);
-	put64(h + H_LIMIT, max_bytes);
+	le_put32(h + H_FLAGS, vol->base_zero ? WLOG_F_BASE_ZERO : 0);
+	le_put64(h + H_LIMIT, max_bytes);
 	wl->file_crc = header_crc(h);
-	put32(h + H_CRC, wl->file_crc);
+	le_put32(h + H_CRC, wl->file_crc);
 	struct iovec iov = {h, sizeof(h)};
 	ret = write_full(wl->fd, &iov, 1, 0);
 	if (ret)
@@ -353,30 +314,30 @@ static int read_header(struct wlog_view *v, uint32_t *file_crc, char *err, size_
 			    v->map_len, WLOG_HEADER_SIZE);
 		return -EBADMSG;
 	}
-	uint32_t version = get32(h + H_VERSION);
+	uint32_t version = le_get32(h + H_VERSION);
 	if (version != WLOG_VERSION) {
 		rdax_seterr(err, errlen,
 			    "write log format version %" PRIu32 " (this rdax reads version %u)",
 			    version, WLOG_VERSION);
 		return -RDAX_E_VERSION;
 	}
-	if (get32(h + H_CRC) != header_crc(h)) {
+	if (le_get32(h + H_CRC) != header_crc(h)) {
 		rdax_seterr(err, errlen, "header at offset 0: crc mismatch (corrupt)");
 		return -EBADMSG;
 	}
-	uint32_t flags = get32(h + H_FLAGS);
-	if (get32(h + H_HSIZE) != WLOG_HEADER_SIZE || get32(h + H_RES1) || get32(h + H_RES2) ||
-	    (flags & ~WLOG_F_BASE_ZERO) || get64(h + H_VSIZE) == 0 || h[H_NAME] == '\0' ||
-	    memchr(h + H_NAME, '\0', WLOG_NAME_SIZE) == NULL) {
+	uint32_t flags = le_get32(h + H_FLAGS);
+	if (le_get32(h + H_HSIZE) != WLOG_HEADER_SIZE || le_get32(h + H_RES1) ||
+	    le_get32(h + H_RES2) || (flags & ~WLOG_F_BASE_ZERO) || le_get64(h + H_VSIZE) == 0 ||
+	    h[H_NAME] == '\0' || memchr(h + H_NAME, '\0', WLOG_NAME_SIZE) == NULL) {
 		rdax_seterr(err, errlen, "header at offset 0: invalid fields (corrupt)");
 		return -EBADMSG;
 	}
 	memcpy(v->vol.name, h + H_NAME, WLOG_NAME_SIZE);
 	memcpy(v->vol.uuid, h + H_UUID, WLOG_UUID_SIZE);
-	v->vol.size = get64(h + H_VSIZE);
+	v->vol.size = le_get64(h + H_VSIZE);
 	v->vol.base_zero = flags & WLOG_F_BASE_ZERO;
-	v->limit = get64(h + H_LIMIT);
-	*file_crc = get32(h + H_CRC);
+	v->limit = le_get64(h + H_LIMIT);
+	*file_crc = le_get32(h + H_CRC);
 	return 0;
 }
 
@@ -444,7 +405,7 @@ static int read_records(struct wlog_view *v, uint32_t file_crc, char *err, size_
 				    seq, off, left, WLOG_RECORD_SIZE);
 			return -EBADMSG;
 		}
-		if (get32(p + R_HCRC) != record_hcrc(file_crc, p)) {
+		if (le_get32(p + R_HCRC) != record_hcrc(file_crc, p)) {
 			rdax_seterr(err, errlen,
 				    "record %" PRIu64 " at offset %" PRIu64
 				    ": header crc mismatch (corrupt, or a record of another log)",
@@ -452,12 +413,12 @@ static int read_records(struct wlog_view *v, uint32_t file_crc, char *err, size_
 			return -EBADMSG;
 		}
 		struct wlog_record r = {
-		    .type = get16(p + R_TYPE),
-		    .flags = get16(p + R_FLAGS),
-		    .seq = get64(p + R_SEQ),
-		    .off = get64(p + R_OFF),
-		    .len = get64(p + R_LEN),
-		    .mark = get64(p + R_MARK),
+		    .type = le_get16(p + R_TYPE),
+		    .flags = le_get16(p + R_FLAGS),
+		    .seq = le_get64(p + R_SEQ),
+		    .off = le_get64(p + R_OFF),
+		    .len = le_get64(p + R_LEN),
+		    .mark = le_get64(p + R_MARK),
 		    .file_off = off,
 		};
 		if (r.seq != seq) {
@@ -469,7 +430,7 @@ static int read_records(struct wlog_view *v, uint32_t file_crc, char *err, size_
 			return -EBADMSG;
 		}
 		const char *bad = record_invalid(&r, v->vol.size);
-		if (bad || get32(p + R_RES)) {
+		if (bad || le_get32(p + R_RES)) {
 			rdax_seterr(err, errlen,
 				    "record %" PRIu64 " at offset %" PRIu64 " (%s): %s", seq, off,
 				    wlog_type_name(r.type), bad ? bad : "reserved field set");
@@ -486,7 +447,7 @@ static int read_records(struct wlog_view *v, uint32_t file_crc, char *err, size_
 		}
 		if (plen) {
 			r.data = p + WLOG_RECORD_SIZE;
-			if (get32(p + R_DCRC) != (uint32_t)crc32_z(0, r.data, plen)) {
+			if (le_get32(p + R_DCRC) != (uint32_t)crc32_z(0, r.data, plen)) {
 				rdax_seterr(err, errlen,
 					    "record %" PRIu64 " at offset %" PRIu64
 					    " (write of %" PRIu64 " bytes at %" PRIu64
@@ -494,7 +455,7 @@ static int read_records(struct wlog_view *v, uint32_t file_crc, char *err, size_
 					    seq, off, r.len, r.off);
 				return -EBADMSG;
 			}
-		} else if (get32(p + R_DCRC)) {
+		} else if (le_get32(p + R_DCRC)) {
 			rdax_seterr(err, errlen,
 				    "record %" PRIu64 " at offset %" PRIu64
 				    ": data crc without data",

@@ -102,15 +102,34 @@ static void small_log(char *path, size_t len, const struct wlog_volume *v)
 	assert_null(wl);
 }
 
+/* small_log_copy -- small_log's bytes, and a fresh path @bad to write altered copies to */
+static uint8_t *small_log_copy(char *bad, size_t badlen, size_t *len)
+{
+	char path[96];
+	struct wlog_volume v = vol_a();
+	small_log(path, sizeof(path), &v);
+	new_path(bad, badlen);
+	return read_file(path, len);
+}
+
+/* open_ok -- the log at @path must read */
+static struct wlog_view *open_ok(const char *path)
+{
+	struct wlog_view *lv;
+	char err[256] = "";
+	int ret = write_log_open(path, &lv, err, sizeof(err));
+	if (ret)
+		fail_msg("%s: %s", path, err);
+	return lv;
+}
+
 static void write_log__round_trip(void **state)
 {
 	(void)state;
 	char path[96];
 	struct wlog_volume v = vol_a();
 	small_log(path, sizeof(path), &v);
-	struct wlog_view *lv;
-	char err[256] = "";
-	assert_int_equal(write_log_open(path, &lv, err, sizeof(err)), 0);
+	struct wlog_view *lv = open_ok(path);
 	assert_string_equal(lv->vol.name, "vol-a");
 	assert_int_equal(lv->vol.size, 1 << 20);
 	assert_memory_equal(lv->vol.uuid, v.uuid, WLOG_UUID_SIZE);
@@ -134,6 +153,7 @@ static void write_log__round_trip(void **state)
 	assert_int_equal(r[3].flags, WLOG_FSYNC_FUA);
 	for (unsigned i = 0; i < 4; i++)
 		assert_int_equal(r[i].seq, i);
+	char err[256] = "";
 	assert_int_equal(write_log_check_volume(lv, "vol-a", v.uuid, err, sizeof(err)), 0);
 	write_log_view_delete(&lv);
 	assert_null(lv);
@@ -199,9 +219,7 @@ static void write_log__full(void **state)
 	struct stat st;
 	assert_int_equal(stat(path, &st), 0);
 	assert_true((uint64_t)st.st_size <= limit);
-	struct wlog_view *lv;
-	char err[256] = "";
-	assert_int_equal(write_log_open(path, &lv, err, sizeof(err)), 0);
+	struct wlog_view *lv = open_ok(path);
 	assert_true(lv->full);
 	assert_int_equal(lv->count, 10);
 	write_log_view_delete(&lv);
@@ -215,12 +233,9 @@ static void write_log__full(void **state)
 static void write_log__every_corruption_refused(void **state)
 {
 	(void)state;
-	char path[96], bad[96];
-	struct wlog_volume v = vol_a();
-	small_log(path, sizeof(path), &v);
-	new_path(bad, sizeof(bad));
+	char bad[96];
 	size_t len;
-	uint8_t *orig = read_file(path, &len);
+	uint8_t *orig = small_log_copy(bad, sizeof(bad), &len);
 	/* record starts: header, write (48 + 100), then three 48-byte records and END */
 	uint64_t starts[] = {128, 276, 324, 372, 420};
 	assert_int_equal(len, 468);
@@ -255,12 +270,9 @@ static void write_log__every_corruption_refused(void **state)
 static void write_log__every_truncation_refused(void **state)
 {
 	(void)state;
-	char path[96], bad[96];
-	struct wlog_volume v = vol_a();
-	small_log(path, sizeof(path), &v);
-	new_path(bad, sizeof(bad));
+	char bad[96];
 	size_t len;
-	uint8_t *orig = read_file(path, &len);
+	uint8_t *orig = small_log_copy(bad, sizeof(bad), &len);
 	for (size_t cut = 0; cut < len; cut++) {
 		write_file(bad, orig, cut);
 		struct wlog_view *lv = NULL;
@@ -318,9 +330,8 @@ static void write_log__check_volume(void **state)
 	char path[96];
 	struct wlog_volume v = vol_a();
 	small_log(path, sizeof(path), &v);
-	struct wlog_view *lv;
+	struct wlog_view *lv = open_ok(path);
 	char err[256] = "";
-	assert_int_equal(write_log_open(path, &lv, err, sizeof(err)), 0);
 	assert_int_equal(write_log_check_volume(lv, "vol-b", NULL, err, sizeof(err)), -EXDEV);
 	assert_non_null(strstr(err, "'vol-a'"));
 	assert_non_null(strstr(err, "not of 'vol-b'"));
@@ -334,12 +345,9 @@ static void write_log__check_volume(void **state)
 static void write_log__header_refused(void **state)
 {
 	(void)state;
-	char path[96], bad[96];
-	struct wlog_volume v = vol_a();
-	small_log(path, sizeof(path), &v);
-	new_path(bad, sizeof(bad));
+	char bad[96];
 	size_t len;
-	uint8_t *b = read_file(path, &len);
+	uint8_t *b = small_log_copy(bad, sizeof(bad), &len);
 	struct wlog_view *lv = NULL;
 	char err[256] = "";
 	write_file(bad, (const uint8_t *)"hello, world, this is not a log", 31);
@@ -409,9 +417,7 @@ static void write_log__concurrent_writers(void **state)
 		assert_null(r);
 	}
 	assert_int_equal(write_log_close(&wl), 0);
-	struct wlog_view *lv;
-	char err[256] = "";
-	assert_int_equal(write_log_open(path, &lv, err, sizeof(err)), 0);
+	struct wlog_view *lv = open_ok(path);
 	assert_int_equal(lv->count, THREADS * (PER_THREAD + PER_THREAD / 50));
 	unsigned next[THREADS] = {0};
 	for (uint64_t i = 0; i < lv->count; i++) {
