@@ -20,6 +20,7 @@
 
 #include "crash_states.h"
 #include "faults.h"
+#include "json.h"
 #include "librdax.h"
 #include "size.h"
 #include "write_log.h"
@@ -349,21 +350,6 @@ static int write_image(struct cmd *c, const char *name)
 	return ret;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static const char *gran_name(enum cs_granularity g)
 {
 	return g == CS_GRAN_LINE ? "line" : "write";
@@ -374,57 +360,97 @@ static const char *fsync_request(unsigned flags)
 	return flags & WLOG_FSYNC_FLUSH ? "flush" : flags & WLOG_FSYNC_FUA ? "fua" : "fsync";
 }
 
+static const char *op_status(const struct cs_op *op)
+{
+	return op->lines_present == op->lines ? "present"
+	       : op->lines_present == 0	      ? "absent"
+					      : "partial";
+}
+
 struct ranges_out {
-	FILE *f;
+	struct json *j;
 	bool want_present;
-	unsigned n;
 };
 
 static int range_json(uint64_t off, uint64_t len, bool present, void *arg)
 {
 	struct ranges_out *r = arg;
-	if (present == r->want_present)
-		fprintf(r->f, "%s[%" PRIu64 ", %" PRIu64 "]", r->n++ ? ", " : "", off, len);
+	if (present == r->want_present) {
+		json_array(r->j, NULL);
+		json_u64(r->j, NULL, off);
+		json_u64(r->j, NULL, len);
+		json_end(r->j);
+	}
 	return 0;
 }
 
 /* json_ranges -- "key": [[off, len], ...] of op @i's bytes that did (not) reach media */
-static void json_ranges(FILE *f, const struct cs_iter *it, uint64_t i, const char *key,
+static void json_ranges(struct json *j, const struct cs_iter *it, uint64_t i, const char *key,
 			bool present)
 {
-	struct ranges_out r = {f, present, 0};
-	fprintf(f, ", \"%s\": [", key);
+	struct ranges_out r = {j, present};
+	json_array(j, key);
 	cs_state_op_ranges(it, i, range_json, &r);
-	fputc(']', f);
+	json_end(j);
+}
+
+static void json_volume(struct json *j, const struct cmd *c)
+{
+	char uuid[37];
+	json_object(j, "volume");
+	json_str(j, "name", c->log->vol.name);
+	json_u64(j, "size", c->log->vol.size);
+	json_str(j, "uuid", wlog_uuid_format(c->log->vol.uuid, uuid));
+	json_end(j);
 }
 
 /* json_durable -- store records before the cut that are durable whole, as [first, last] runs */
-static void json_durable(FILE *f, const struct cmd *c, const struct cs_state *st)
+static void json_durable(struct json *j, const struct cmd *c, const struct cs_state *st)
 {
-	fputs("  \"durable_stores\": [", f);
-	unsigned n = 0;
+	json_array(j, "durable_stores");
 	int64_t first = -1, last = -1;
-	for (uint64_t r = 0; r < st->acked; r++) {
-		const struct wlog_record *rec = &c->log->records[r];
-		if (rec->type == WLOG_FSYNC)
+	for (uint64_t r = 0; r <= st->acked; r++) {
+		bool durable = false, store = r < st->acked;
+		if (store && c->log->records[r].type == WLOG_FSYNC)
 			continue; /* not a store: neither starts nor breaks a run */
-		bool durable = !cs_state_record_pending(c->it, r);
-		if (durable && first < 0)
-			first = (int64_t)r;
-		if (durable)
+		if (store)
+			durable = !cs_state_record_pending(c->it, r);
+		if (durable) {
+			first = first < 0 ? (int64_t)r : first;
 			last = (int64_t)r;
-		if (!durable && first >= 0) {
-			fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", n++ ? ", " : "", first, last);
+		} else if (first >= 0) {
+			json_array(j, NULL);
+			json_u64(j, NULL, (uint64_t)first);
+			json_u64(j, NULL, (uint64_t)last);
+			json_end(j);
 			first = -1;
 		}
 	}
-	if (first >= 0)
-		fprintf(f, "%s[%" PRId64 ", %" PRId64 "]", n ? ", " : "", first, last);
-	fputs("],\n", f);
+	json_end(j);
+}
+
+/* json_point -- the durability point record @rec (-1: none, null) as member @key */
+static void json_point(struct json *j, const struct cmd *c, const char *key, int64_t rec)
+{
+	if (rec < 0) {
+		json_str(j, key, NULL);
+		return;
+	}
+	const struct wlog_record *p = &c->log->records[rec];
+	json_object(j, key);
+	json_u64(j, "record", (uint64_t)rec);
+	json_str(j, "type", wlog_type_name(p->type));
+	json_u64(j, "offset", p->off);
+	json_u64(j, "length", p->len);
+	if (p->type == WLOG_FSYNC) {
+		json_u64(j, "mark", p->mark);
+		json_str(j, "request", fsync_request(p->flags));
+	}
+	json_end(j);
 }
 
 /*
- * write_manifest -- DIR/@name: the state in JSON, one pending record a line
+ * write_manifest -- DIR/@name: the state as one JSON object
  * (docs/persistence-testing.md, "Manifest")
  */
 static int write_manifest(struct cmd *c, const struct cs_state *st, const char *name,
@@ -438,70 +464,77 @@ static int write_manifest(struct cmd *c, const struct cs_state *st, const char *
 			close(fd);
 		return e;
 	}
-	char uuid[37];
-	fprintf(f, "{\n  \"state\": %" PRIu64 ",\n  \"image\": ", st->index);
-	json_str(f, image);
-	if (volume) {
-		fputs(",\n  \"loaded_volume\": ", f);
-		json_str(f, volume);
-	}
-	fputs(",\n  \"log\": ", f);
-	json_str(f, c->log_path);
-	fputs(",\n  \"volume\": {\"name\": ", f);
-	json_str(f, c->log->vol.name);
-	fprintf(f, ", \"size\": %" PRIu64 ", \"uuid\": \"%s\"},\n", c->log->vol.size,
-		wlog_uuid_format(c->log->vol.uuid, uuid));
-	fprintf(f, "  \"granularity\": \"%s\",\n  \"enumeration\": \"%s\",\n", gran_name(c->gran),
-		st->sampled ? "sampled" : "exhaustive");
-	fprintf(f, "  \"interval\": %" PRIu64 ",\n", st->interval);
-	if (st->after_record >= 0)
-		fprintf(f, "  \"after_record\": %" PRId64 ",\n", st->after_record);
-	else
-		fputs("  \"after_record\": null,\n", f);
-	if (st->before_record >= 0) {
-		const struct wlog_record *p = &c->log->records[st->before_record];
-		fprintf(f,
-			"  \"before_record\": {\"record\": %" PRId64 ", \"type\": \"%s\", "
-			"\"offset\": %" PRIu64 ", \"length\": %" PRIu64,
-			st->before_record, wlog_type_name(p->type), p->off, p->len);
-		if (p->type == WLOG_FSYNC)
-			fprintf(f, ", \"mark\": %" PRIu64 ", \"request\": \"%s\"", p->mark,
-				fsync_request(p->flags));
-		fputs("},\n", f);
-	} else {
-		fputs("  \"before_record\": null,\n", f);
-	}
-	fprintf(f, "  \"acknowledged_records\": %" PRIu64 ",\n", st->acked);
-	json_durable(f, c, st);
-	fputs("  \"pending\": [", f);
+	struct json j;
+	json_begin(&j, f);
+	json_u64(&j, "state", st->index);
+	json_str(&j, "image", image);
+	json_str(&j, "loaded_volume", volume);
+	json_str(&j, "log", c->log_path);
+	json_volume(&j, c);
+	json_str(&j, "granularity", gran_name(c->gran));
+	json_str(&j, "enumeration", st->sampled ? "sampled" : "exhaustive");
+	json_u64(&j, "interval", st->interval);
+	json_point(&j, c, "after_record", st->after_record);
+	json_point(&j, c, "before_record", st->before_record);
+	json_u64(&j, "acknowledged_records", st->acked);
+	json_durable(&j, c, st);
+	json_array(&j, "pending");
 	for (uint64_t i = 0; i < st->nops; i++) {
 		const struct cs_op *op = cs_state_op(c->it, i);
 		const struct wlog_record *r = &c->log->records[op->record];
-		const char *status = op->lines_present == op->lines ? "present"
-				     : op->lines_present == 0	    ? "absent"
-								    : "partial";
-		fprintf(f,
-			"%s\n    {\"record\": %" PRIu64 ", \"type\": \"%s\", \"offset\": %" PRIu64
-			", \"length\": %" PRIu64 ", \"status\": \"%s\", \"lines\": %" PRIu32
-			", \"lines_present\": %" PRIu32,
-			i ? "," : "", op->record, wlog_type_name(r->type), r->off, r->len, status,
-			op->lines, op->lines_present);
+		json_object(&j, NULL);
+		json_u64(&j, "record", op->record);
+		json_str(&j, "type", wlog_type_name(r->type));
+		json_u64(&j, "offset", r->off);
+		json_u64(&j, "length", r->len);
+		json_str(&j, "status", op_status(op));
+		json_u64(&j, "lines", op->lines);
+		json_u64(&j, "lines_present", op->lines_present);
 		if (op->record == st->acked)
-			fputs(", \"in_flight\": true", f);
+			json_bool(&j, "in_flight", true);
 		if (op->lines_present != op->lines)
-			json_ranges(f, c->it, i, "missing", false);
+			json_ranges(&j, c->it, i, "missing", false);
 		if (op->lines_present && op->lines_present != op->lines)
-			json_ranges(f, c->it, i, "present_bytes", true);
-		fputc('}', f);
+			json_ranges(&j, c->it, i, "present_bytes", true);
+		json_end(&j);
 	}
-	fputs(st->nops ? "\n  ]\n}\n" : "]\n}\n", f);
+	json_finish(&j);
 	return fclose(f) == 0 ? 0 : -errno;
 }
 
-/* print_file -- DIR/@name to standard output */
-static void print_file(struct cmd *c, const char *name)
+static int range_text(uint64_t off, uint64_t len, bool present, void *arg)
 {
-	int fd = openat(c->dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (!present)
+		printf(" [%" PRIu64 ", +%" PRIu64 "]", off, len);
+	return 0;
+}
+
+/* describe -- the failing state for people, then its manifest, on standard output */
+static void describe(struct cmd *c, const struct cs_state *st, const char *manifest)
+{
+	printf("state %" PRIu64 " fails the check: a power cut ", st->index);
+	if (st->before_record >= 0)
+		printf("before record %" PRId64 " (%s) completed", st->before_record,
+		       wlog_type_name(c->log->records[st->before_record].type));
+	else
+		printf("at the end of the log");
+	if (st->after_record >= 0)
+		printf(", after record %" PRId64 " (%s)", st->after_record,
+		       wlog_type_name(c->log->records[st->after_record].type));
+	printf("; not yet durable:\n");
+	for (uint64_t i = 0; i < st->nops; i++) {
+		const struct cs_op *op = cs_state_op(c->it, i);
+		const struct wlog_record *r = &c->log->records[op->record];
+		printf("  record %" PRIu64 " %s [%" PRIu64 ", +%" PRIu64 "]: %s", op->record,
+		       wlog_type_name(r->type), r->off, r->len, op_status(op));
+		if (op->lines_present != op->lines) {
+			printf(", missing");
+			cs_state_op_ranges(c->it, i, range_text, NULL);
+		}
+		putchar('\n');
+	}
+	printf("manifest %s/%s:\n", c->out, manifest);
+	int fd = openat(c->dirfd, manifest, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	char buf[4096];
@@ -621,36 +654,30 @@ static int write_summary(struct cmd *c)
 			close(fd);
 		return -errno;
 	}
-	char uuid[37];
-	fputs("{\n  \"log\": ", f);
-	json_str(f, c->log_path);
-	fputs(",\n  \"volume\": {\"name\": ", f);
-	json_str(f, c->log->vol.name);
-	fprintf(f, ", \"size\": %" PRIu64 ", \"uuid\": \"%s\"},\n", c->log->vol.size,
-		wlog_uuid_format(c->log->vol.uuid, uuid));
-	fprintf(f, "  \"log_records\": %" PRIu64 ",\n  \"log_full\": %s,\n", c->log->count,
-		c->log->full ? "true" : "false");
-	fprintf(f,
-		"  \"granularity\": \"%s\",\n  \"seed\": %" PRIu64 ",\n  \"max\": %" PRIu64 ",\n",
-		gran_name(c->gran), c->seed, c->max);
-	fprintf(f, "  \"intervals\": %" PRIu64 ",\n  \"intervals_sampled\": %" PRIu64 ",\n",
-		c->sum.intervals, c->sum.intervals_sampled);
+	struct json j;
+	json_begin(&j, f);
+	json_str(&j, "log", c->log_path);
+	json_volume(&j, c);
+	json_u64(&j, "log_records", c->log->count);
+	json_bool(&j, "log_full", c->log->full);
+	json_str(&j, "granularity", gran_name(c->gran));
+	json_u64(&j, "seed", c->seed);
+	json_u64(&j, "max", c->max);
+	json_u64(&j, "intervals", c->sum.intervals);
+	json_u64(&j, "intervals_sampled", c->sum.intervals_sampled);
 	if (c->sum.total == CS_COUNT_MANY)
-		fputs("  \"total_states\": null,\n", f);
+		json_str(&j, "total_states", NULL); /* more than max: not counted */
 	else
-		fprintf(f, "  \"total_states\": %" PRIu64 ",\n", c->sum.total);
-	fprintf(
-	    f, "  \"exhaustive\": %s,\n  \"planned\": %" PRIu64 ",\n  \"produced\": %" PRIu64 ",\n",
-	    c->sum.exhaustive ? "true" : "false", c->sum.planned, c->produced);
-	fputs("  \"check\": ", f);
-	if (c->check)
-		json_str(f, c->check);
-	else
-		fputs("null", f);
+		json_u64(&j, "total_states", c->sum.total);
+	json_bool(&j, "exhaustive", c->sum.exhaustive);
+	json_u64(&j, "planned", c->sum.planned);
+	json_u64(&j, "produced", c->produced);
+	json_str(&j, "check", c->check);
 	if (c->failed != UINT64_MAX)
-		fprintf(f, ",\n  \"failed_state\": %" PRIu64 "\n}\n", c->failed);
+		json_u64(&j, "failed_state", c->failed);
 	else
-		fputs(",\n  \"failed_state\": null\n}\n", f);
+		json_str(&j, "failed_state", NULL);
+	json_finish(&j);
 	return fclose(f) == 0 ? 0 : -errno;
 }
 
@@ -683,9 +710,7 @@ static int produce(struct cmd *c)
 		ret = run_check(c, st, image, manifest, c->load ? volume : NULL);
 		if (ret) {
 			c->failed = st->index;
-			printf("state %" PRIu64 " fails the check; its manifest (%s/%s):\n",
-			       st->index, c->out, manifest);
-			print_file(c, manifest);
+			describe(c, st, manifest);
 			return EXIT_FAIL;
 		}
 		if (c->load && rdax_volume_delete(c->conn, volume))
