@@ -30,6 +30,7 @@
 #include "crash_states.h"
 #include "faults.h"
 #include "write_log.h"
+#include "tmpdir.h"
 
 #define MAX_RECS  16
 #define MAX_LINES 16
@@ -48,21 +49,21 @@ struct tlog {
 	struct trec r[MAX_RECS];
 };
 
-static char g_dir[] = "/tmp/test_crash_states.XXXXXX";
+static char g_dir[256];
 static unsigned g_seq;
 
 static int group_setup(void **state)
 {
 	(void)state;
-	return mkdtemp(g_dir) ? 0 : -1;
+	tmpdir_make(g_dir, sizeof(g_dir), "crash-states");
+	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
-	return system(cmd) == 0 ? 0 : -1;
+	tmpdir_remove(g_dir);
+	return 0;
 }
 
 static void add_write(struct tlog *t, uint64_t off, uint64_t len, uint8_t fill)
@@ -91,7 +92,7 @@ static void add_fsync(struct tlog *t, uint64_t off, uint64_t len, uint64_t mark)
 /* write_tlog -- the log through the writer API, read back with the reader */
 static struct wlog_view *write_tlog(const struct tlog *t)
 {
-	char path[96];
+	char path[320];
 	snprintf(path, sizeof(path), "%s/log%u", g_dir, g_seq++);
 	struct wlog_volume vol = {.name = "vol", .size = t->vol_size, .base_zero = true};
 	struct write_log *wl;

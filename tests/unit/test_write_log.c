@@ -24,22 +24,23 @@
 
 #include "errors.h"
 #include "write_log.h"
+#include "tmpdir.h"
 
-static char g_dir[] = "/tmp/test_write_log.XXXXXX";
+static char g_dir[256];
 static unsigned g_seq;
 
 static int group_setup(void **state)
 {
 	(void)state;
-	return mkdtemp(g_dir) ? 0 : -1;
+	tmpdir_make(g_dir, sizeof(g_dir), "write-log");
+	return 0;
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	char cmd[128];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
-	return system(cmd) == 0 ? 0 : -1;
+	tmpdir_remove(g_dir);
+	return 0;
 }
 
 static void new_path(char *buf, size_t len)
@@ -105,7 +106,7 @@ static void small_log(char *path, size_t len, const struct wlog_volume *v)
 /* small_log_copy -- small_log's bytes, and a fresh path @bad to write altered copies to */
 static uint8_t *small_log_copy(char *bad, size_t badlen, size_t *len)
 {
-	char path[96];
+	char path[320];
 	struct wlog_volume v = vol_a();
 	small_log(path, sizeof(path), &v);
 	new_path(bad, badlen);
@@ -126,7 +127,7 @@ static struct wlog_view *open_ok(const char *path)
 static void write_log__round_trip(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	struct wlog_volume v = vol_a();
 	small_log(path, sizeof(path), &v);
 	struct wlog_view *lv = open_ok(path);
@@ -162,7 +163,7 @@ static void write_log__round_trip(void **state)
 static void write_log__bad_arguments(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	new_path(path, sizeof(path));
 	struct wlog_volume v = vol_a();
 	struct write_log *wl = NULL;
@@ -197,7 +198,7 @@ static void write_log__bad_arguments(void **state)
 static void write_log__full(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	new_path(path, sizeof(path));
 	struct wlog_volume v = vol_a();
 	struct write_log *wl;
@@ -233,7 +234,7 @@ static void write_log__full(void **state)
 static void write_log__every_corruption_refused(void **state)
 {
 	(void)state;
-	char bad[96];
+	char bad[320];
 	size_t len;
 	uint8_t *orig = small_log_copy(bad, sizeof(bad), &len);
 	/* record starts: header, write (48 + 100), then three 48-byte records and END */
@@ -270,7 +271,7 @@ static void write_log__every_corruption_refused(void **state)
 static void write_log__every_truncation_refused(void **state)
 {
 	(void)state;
-	char bad[96];
+	char bad[320];
 	size_t len;
 	uint8_t *orig = small_log_copy(bad, sizeof(bad), &len);
 	for (size_t cut = 0; cut < len; cut++) {
@@ -305,7 +306,7 @@ static void write_log__every_truncation_refused(void **state)
 static void write_log__record_of_another_log_refused(void **state)
 {
 	(void)state;
-	char a[96], b[96];
+	char a[320], b[320];
 	struct wlog_volume va = vol_a(), vb = vol_a();
 	snprintf(vb.name, sizeof(vb.name), "vol-b");
 	small_log(a, sizeof(a), &va);
@@ -327,7 +328,7 @@ static void write_log__record_of_another_log_refused(void **state)
 static void write_log__check_volume(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	struct wlog_volume v = vol_a();
 	small_log(path, sizeof(path), &v);
 	struct wlog_view *lv = open_ok(path);
@@ -345,7 +346,7 @@ static void write_log__check_volume(void **state)
 static void write_log__header_refused(void **state)
 {
 	(void)state;
-	char bad[96];
+	char bad[320];
 	size_t len;
 	uint8_t *b = small_log_copy(bad, sizeof(bad), &len);
 	struct wlog_view *lv = NULL;
@@ -400,7 +401,7 @@ static void *writer(void *p)
 static void write_log__concurrent_writers(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	new_path(path, sizeof(path));
 	struct wlog_volume v = vol_a();
 	struct write_log *wl;
@@ -444,7 +445,7 @@ static void write_log__concurrent_writers(void **state)
 static void write_log__write_error_stops_the_log(void **state)
 {
 	(void)state;
-	char path[96];
+	char path[320];
 	new_path(path, sizeof(path));
 	struct wlog_volume v = vol_a();
 	struct write_log *wl;
