@@ -161,10 +161,12 @@ int copy_import(struct rdax_conn *conn, struct rdax_volume *vol, int fd, uint64_
 				}
 				if (data == pos)
 					continue;
-				/* a hole: DISCARD once what is in flight has landed */
-				while (!ret && p.inflight > 0)
-					ret = pool_reap(&p, import_done);
-				if (!ret && (ret = rdax_discard(vol, vol_off + pos, data - pos)))
+				/*
+				 * a hole: DISCARD it. A synchronous call queues behind the
+				 * writes in flight, whose completions librdax keeps for
+				 * pool_reap (docs/librdax.md); the ranges do not overlap.
+				 */
+				if ((ret = rdax_discard(vol, vol_off + pos, data - pos)))
 					ret = conn_fail(&p, ret);
 				st->hole_bytes += data - pos;
 				pos = data;
