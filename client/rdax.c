@@ -25,6 +25,7 @@
 #include "fdio.h"
 #include "json.h"
 #include "librdax.h"
+#include "rdax_cluster.h"
 #include "size.h"
 
 #define EXIT_FAIL  1
@@ -37,6 +38,9 @@
 
 struct ctx {
 	const char *server;
+	bool server_given;		/* --server or $RDAX_SERVER */
+	struct rdax_cluster_ctx cluster; /* --cluster: rdax_cluster.h */
+	const char *volume;		/* the command's volume name, if it has one */
 	const char *token_file;
 	int timeout_ms;
 	struct rdax_conn *conn;
@@ -105,9 +109,18 @@ static int parse_size_arg(const char *cmd, const char *what, const char *s, uint
 	return 0;
 }
 
-/* connect_server -- connect per --server / --token-file / --timeout */
+/* connect_server -- connect per --server (or the volume's primary, with --cluster) */
 static int connect_server(struct ctx *ctx)
 {
+	char primary[256], why[512];
+	if (ctx->cluster.etcd && !ctx->server_given && ctx->volume) {
+		if (rdax_cluster_primary_url(&ctx->cluster, ctx->volume, primary, sizeof(primary),
+					     why, sizeof(why))) {
+			fail_msg("%s: %s", ctx->what, why);
+			return EXIT_FAIL;
+		}
+		ctx->server = primary;
+	}
 	struct rdax_conn_opts *opts;
 	int ret = rdax_conn_opts_new(&opts);
 	if (ret) {
@@ -793,8 +806,8 @@ static const struct command commands[] = {
 /* usage -- the overview of rdax --help */
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] COMMAND "
-		   "[ARGS]\n\ncommands:\n");
+	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] "
+		   "[--cluster URL] COMMAND [ARGS]\n\ncommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
 			commands[i].usage);
@@ -808,10 +821,15 @@ static void usage(FILE *f)
 		"                      as the access token (default: $RDAX_TOKEN_FILE)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
 		"                      wait)\n"
+		"  --cluster etcd://HOST:PORT[,...]  the cluster's etcd (default:\n"
+		"                      $RDAX_CLUSTER): cluster commands below\n"
+		"  --cluster-name NAME the cluster's name in etcd (default: $RDAX_CLUSTER_NAME,\n"
+		"                      else default)\n"
 		"  -h, --help          this text; 'rdax help COMMAND' for one command\n"
 		"\nSizes and offsets: bytes, or with a binary suffix K, M, G, T (1K = 1024).\n"
 		"Exit status: 0 success, 1 failure, 2 usage error.\n",
 		RDAX_DEFAULT_URL);
+	rdax_cluster_usage(f);
 }
 
 /* command_help -- rdax help COMMAND */
@@ -950,6 +968,7 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 	}
 	snprintf(ctx->what, sizeof(ctx->what), "%s%s%.256s", cmd->name, nargs ? " " : "",
 		 nargs ? args[0] : "");
+	ctx->volume = nargs && strcmp(cmd->name, "volume create") != 0 ? args[0] : NULL;
 	return cmd->run(ctx, args, nargs);
 }
 
@@ -969,8 +988,13 @@ static int parse_timeout(const char *v, int *ms)
 int main(int argc, char **argv)
 {
 	struct ctx ctx = {.server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE")};
+	ctx.server_given = ctx.server && ctx.server[0];
 	if (!ctx.server || !ctx.server[0])
 		ctx.server = RDAX_DEFAULT_URL;
+	ctx.cluster.etcd = getenv("RDAX_CLUSTER");
+	ctx.cluster.name = getenv("RDAX_CLUSTER_NAME");
+	if (ctx.cluster.etcd && !ctx.cluster.etcd[0])
+		ctx.cluster.etcd = NULL;
 	if (ctx.token_file && !ctx.token_file[0])
 		ctx.token_file = NULL;
 
@@ -978,6 +1002,8 @@ int main(int argc, char **argv)
 	    {"server", required_argument, NULL, 's'},
 	    {"token-file", required_argument, NULL, 't'},
 	    {"timeout", required_argument, NULL, 'T'},
+	    {"cluster", required_argument, NULL, 'C'},
+	    {"cluster-name", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -991,6 +1017,13 @@ int main(int argc, char **argv)
 			return 0;
 		case 's':
 			ctx.server = optarg;
+			ctx.server_given = true;
+			break;
+		case 'C':
+			ctx.cluster.etcd = optarg;
+			break;
+		case 'N':
+			ctx.cluster.name = optarg;
 			break;
 		case 't':
 			ctx.token_file = optarg;
@@ -1018,6 +1051,10 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[i], "help") == 0)
 		return cmd_help(argv + i + 1, argc - i - 1);
+	ctx.cluster.timeout_ms = ctx.timeout_ms;
+	int cluster_rc;
+	if (rdax_cluster_run(&ctx.cluster, argc - i, argv + i, &cluster_rc))
+		return cluster_rc;
 
 	int nwords;
 	bool group;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster_meta.h"
 #include "errors.h"
 #include "frame.h"
 #include "namespace.h"
@@ -30,6 +31,11 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
+	KEY_CLUSTER,
+	KEY_CLUSTER_NAME,
+	KEY_NODE,
+	KEY_ADVERTISE,
+	KEY_ZONE,
 	KEY_CONFIG,
 	KEY_FORMAT,
 	KEY_FORCE,
@@ -58,6 +64,11 @@ static const struct setting {
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
+    [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
+    [KEY_NODE] = {"node", required_argument, IN_FILE},
+    [KEY_ADVERTISE] = {"advertise", required_argument, IN_FILE},
+    [KEY_ZONE] = {"zone", required_argument, IN_FILE},
     [KEY_CONFIG] = {"config", required_argument, 0},
     [KEY_FORMAT] = {"format", required_argument, 0},
     [KEY_FORCE] = {"force", no_argument, 0},
@@ -106,6 +117,13 @@ void config_free(struct config *c)
 	free(c->token_file);
 	free(c->config_path);
 	free(c->format_path);
+	free(c->cluster);
+	free(c->cluster_name);
+	free(c->node_name);
+	free(c->zone);
+	for (unsigned i = 0; i < c->nadvertise; i++)
+		free(c->advertise[i]);
+	free(c->advertise);
 	config_init(c);
 }
 
@@ -343,6 +361,50 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		c->max_payload = (uint32_t)size;
 		return 0;
+	case KEY_CLUSTER:
+		if (strncmp(value, "etcd://", 7) != 0 || value[7] == '\0') {
+			rdax_seterr(err, errlen, "%s%s '%s': not etcd://HOST:PORT[,HOST:PORT...]",
+				    from, name, value);
+			return -EINVAL;
+		}
+		return replace_string(&c->cluster, value);
+	case KEY_CLUSTER_NAME:
+	case KEY_NODE:
+	case KEY_ZONE:
+		if (!cluster_name_valid(value)) {
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not 1 to %d characters of A-Z a-z 0-9 . _ -", from,
+				    name, value, CLUSTER_NAME_MAX);
+			return -EINVAL;
+		}
+		return replace_string(key == KEY_CLUSTER_NAME ? &c->cluster_name
+				      : key == KEY_NODE	      ? &c->node_name
+							      : &c->zone,
+				      value);
+	case KEY_ADVERTISE: {
+		struct url u;
+		if (c->nadvertise >= CONFIG_MAX_ADVERTISE) {
+			rdax_seterr(err, errlen, "%s%s: more than %d addresses", from, name,
+				    CONFIG_MAX_ADVERTISE);
+			return -EINVAL;
+		}
+		ret = url_parse(value, &u, why, sizeof(why));
+		if (ret == 0 && (u.scheme == URL_NBD_UNIX || u.port == 0)) {
+			snprintf(why, sizeof(why), "'%s': not tcp://, rdma:// or nbd://HOST:PORT",
+				 value);
+			ret = -EINVAL;
+		}
+		if (ret)
+			goto err_why;
+		char **a = realloc(c->advertise, (c->nadvertise + 1) * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		c->advertise = a;
+		if (!(a[c->nadvertise] = strdup(value)))
+			return -ENOMEM;
+		c->nadvertise++;
+		return 0;
+	}
 	case KEY_PIDFILE:
 	case KEY_TOKEN_FILE:
 	case KEY_CONFIG:
@@ -560,6 +622,47 @@ int config_default_datadir(char **out)
 	return 0;
 }
 
+/*
+ * config_finish_cluster -- the cluster settings need --cluster; fill in the
+ * cluster name and the node name (the host name, which must then be a valid
+ * node name)
+ */
+static int config_finish_cluster(struct config *c, char *err, size_t errlen)
+{
+	if (!c->cluster) {
+		const char *alone = c->cluster_name ? "--cluster-name"
+				    : c->node_name  ? "--node"
+				    : c->zone	    ? "--zone"
+				    : c->nadvertise ? "--advertise"
+						    : NULL;
+		if (alone) {
+			rdax_seterr(err, errlen, "%s only goes with --cluster etcd://HOST:PORT",
+				    alone);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (!c->cluster_name && replace_string(&c->cluster_name, CONFIG_DEFAULT_CLUSTER_NAME))
+		return -ENOMEM;
+	if (!c->node_name) {
+		char host[256];
+		if (gethostname(host, sizeof(host)) < 0)
+			host[0] = '\0';
+		host[sizeof(host) - 1] = '\0';
+		host[strcspn(host, ".")] = '\0'; /* the short name */
+		if (!cluster_name_valid(host)) {
+			rdax_seterr(err, errlen,
+				    "the host name '%s' is not a node name (1 to %d characters of "
+				    "A-Z a-z 0-9 . _ -): give --node NAME",
+				    host, CLUSTER_NAME_MAX);
+			return -EINVAL;
+		}
+		if (replace_string(&c->node_name, host))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int config_finish(struct config *c, char *err, size_t errlen)
 {
 	if (!c)
@@ -567,7 +670,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	if (c->format_path) {
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us) {
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->cluster ||
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -580,6 +684,9 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		rdax_seterr(err, errlen, "--force only goes with --format PATH");
 		return -EINVAL;
 	}
+	int cluster_ret = config_finish_cluster(c, err, errlen);
+	if (cluster_ret)
+		return cluster_ret;
 	if (c->threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > CONFIG_MAX_THREADS ? CONFIG_MAX_THREADS : (unsigned)n;
@@ -656,6 +763,18 @@ void config_usage(FILE *f)
 		"                        spins on its completion queue this long before it\n"
 		"                        sleeps again: lower latency for a busy CPU\n"
 		"                        (default 0: sleep at once)\n"
+		"  --cluster etcd://HOST:PORT[,HOST:PORT...]  join the cluster whose state\n"
+		"                        this etcd keeps: volumes replicated on several\n"
+		"                        nodes (docs/cluster.md); without it rdaxd is\n"
+		"                        a single node with local volumes only\n"
+		"  --cluster-name NAME   the cluster's key prefix in etcd (default %s)\n"
+		"  --node NAME           this node's name (default: the short host name)\n"
+		"  --advertise URL       where other nodes and clients reach this node:\n"
+		"                        tcp://, rdma:// or nbd://HOST:PORT (repeatable;\n"
+		"                        default: the --listen addresses, loopback ones\n"
+		"                        only if every one is)\n"
+		"  --zone LABEL          failure-domain label; placement puts replicas in\n"
+		"                        distinct zones first\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"
@@ -671,5 +790,5 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_NS_NAME);
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_CLUSTER_NAME, CONFIG_DEFAULT_NS_NAME);
 }

@@ -35,6 +35,8 @@
 #define CONFIG_MAX_BUSY_POLL_US 1000000
 #define CONFIG_MAX_NAMESPACES	256
 #define CONFIG_MAX_LISTENS	64
+#define CONFIG_MAX_ADVERTISE	16
+#define CONFIG_DEFAULT_CLUSTER_NAME "default"
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
 
@@ -76,6 +78,14 @@ struct config {
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
 	char *config_path;	    /* --config, NULL if none */
+
+	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */
+	char *cluster;
+	char *cluster_name; /* config_finish(): CONFIG_DEFAULT_CLUSTER_NAME if not given */
+	char *node_name;    /* config_finish(): the host name if not given */
+	char *zone;	    /* NULL: no zone label */
+	char **advertise;   /* URLs other nodes and clients use; none: the listen ones */
+	unsigned nadvertise;
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
 			      creating) */
 

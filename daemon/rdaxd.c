@@ -33,6 +33,7 @@
 
 #include <ev.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "conn_tcp.h"
 #include "dispatch.h"
@@ -199,6 +200,7 @@ struct daemon {
 	struct server_nbd *nbd; /* NULL without an NBD listener */
 	struct conn_rdma_shared rdma_shared;
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
+	struct cluster *cluster; /* NULL without --cluster */
 	bool served; /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
@@ -407,10 +409,56 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
+	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
 	store_delete(&d->store);
 	if (d->pidfile_written && unlink(cfg->pidfile) < 0)
 		LOG_WARN("remove pidfile %s: %s", cfg->pidfile, strerror(errno));
 	free(d->token);
+}
+
+/* is_loopback -- a listen host only this machine reaches */
+static bool is_loopback(const char *host)
+{
+	return strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
+	       strcmp(host, "localhost") == 0;
+}
+
+/*
+ * daemon_start_cluster -- with --cluster: join (docs/cluster.md), advertising
+ * --advertise or else the listen addresses. A node that cannot reach etcd
+ * says so and does not start. 0 or an exit code.
+ */
+static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
+{
+	if (!cfg->cluster)
+		return 0;
+	const char *addrs[CONFIG_MAX_LISTENS + CONFIG_MAX_ADVERTISE];
+	unsigned n = 0;
+	for (unsigned i = 0; i < cfg->nadvertise; i++)
+		addrs[n++] = cfg->advertise[i];
+	/* by default the listen addresses others can reach: loopback ones only if all are */
+	bool other = false;
+	for (unsigned i = 0; i < cfg->nlistens; i++)
+		other = other || (cfg->listens[i].kind != CONFIG_LISTEN_NBD_UNIX &&
+				  !is_loopback(cfg->listens[i].host));
+	for (unsigned i = 0; cfg->nadvertise == 0 && i < cfg->nlistens; i++)
+		if (cfg->listens[i].kind != CONFIG_LISTEN_NBD_UNIX &&
+		    !(other && is_loopback(cfg->listens[i].host)))
+			addrs[n++] = cfg->listens[i].uri;
+	struct cluster_opts o = {
+	    .etcd = cfg->cluster,
+	    .cluster_name = cfg->cluster_name,
+	    .node = cfg->node_name,
+	    .zone = cfg->zone,
+	    .addrs = addrs,
+	    .naddrs = n,
+	    .store = d->store,
+	    .version = RDAX_VERSION,
+	};
+	char err[CONFIG_ERR_MAX];
+	if (cluster_start(&o, &d->cluster, err, sizeof(err)))
+		return fail(1, "%s", err);
+	return 0;
 }
 
 /* run_daemon -- serve until SIGTERM/SIGINT; the exit code */
@@ -435,6 +483,9 @@ static int run_daemon(const struct config *cfg)
 	if (code)
 		goto out_stop;
 	code = daemon_start(&d, cfg);
+	if (code)
+		goto out_stop;
+	code = daemon_start_cluster(&d, cfg);
 	if (code)
 		goto out_stop;
 

@@ -398,9 +398,7 @@ static int grpc_errno(int64_t code)
 	}
 }
 
-/* json_parse_all -- @len bytes that must be exactly one JSON value (whitespace around it allowed)
- */
-static json_object *json_parse_all(const char *buf, size_t len, const char **why)
+json_object *etcd_json_parse_object(const char *buf, size_t len, const char **why)
 {
 	if (len > INT_MAX) {
 		*why = "too long";
@@ -588,7 +586,7 @@ static int call(struct etcd_client *c, const char *what, const char *path, json_
 			if (nl)
 				b.len = (size_t)(nl - b.data);
 		}
-		json_object *o = b.len ? json_parse_all(b.data, b.len, &perr) : NULL;
+		json_object *o = b.len ? etcd_json_parse_object(b.data, b.len, &perr) : NULL;
 		if (!o) {
 			snprintf(why, sizeof(why),
 				 "%s: HTTP %ld, not the gateway's JSON (%s): %.80s", c->ep[ep].base,
@@ -1201,7 +1199,7 @@ static int watch_events(struct etcd_watch *w, json_object *events, int64_t revis
 static int watch_line(struct etcd_watch *w, const char *line, size_t len, char *msg, size_t msglen)
 {
 	const char *why = NULL;
-	json_object *o = json_parse_all(line, len, &why), *res, *events;
+	json_object *o = etcd_json_parse_object(line, len, &why), *res, *events;
 	if (!o) {
 		snprintf(msg, msglen, "garbage in the watch stream (%s)", why);
 		return -EPROTO;

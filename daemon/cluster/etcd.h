@@ -281,4 +281,13 @@ int etcd_client_poll(struct etcd_client *c, int timeout_ms);
  */
 void etcd_client_wakeup(struct etcd_client *c);
 
+/*
+ * etcd_json_parse_object -- @len bytes that must be exactly one JSON object
+ * (white space around it allowed; nesting at most 32 deep): the gateway's
+ * answers, and the JSON values rdax keeps in etcd (cluster_meta.h). Returns
+ * the object (json_object_put() it), or NULL with *why saying what is wrong.
+ */
+struct json_object;
+struct json_object *etcd_json_parse_object(const char *buf, size_t len, const char **why);
+
 #endif

@@ -44,10 +44,13 @@ static void set_url(struct nx_node *nd)
 static int first_start(struct nx_node *nd)
 {
 	struct hx_daemon_opts o = {.mode = "sim", .ns_size = "64M"};
+	unsigned n = 0;
 	if (nx_node_ns(nd->net, nd->i)) {
-		o.extra_args[0] = "--listen";
-		o.extra_args[1] = nd->listen;
+		o.extra_args[n++] = "--listen";
+		o.extra_args[n++] = nd->listen;
 	}
+	for (unsigned k = 0; k < 6 && nd->args[k][0]; k++)
+		o.extra_args[n++] = nd->args[k];
 	return hx_daemon_start(&nd->d, nd->ns_dir, &o);
 }
 
@@ -58,7 +61,15 @@ static int again(struct nx_node *nd)
 
 int nx_node_start(struct nx_node *nd, struct nx_net *x, unsigned i, const char *dir)
 {
+	return nx_node_start_args(nd, x, i, dir, NULL);
+}
+
+int nx_node_start_args(struct nx_node *nd, struct nx_net *x, unsigned i, const char *dir,
+		       const char *const *args)
+{
 	memset(nd, 0, sizeof(*nd));
+	for (unsigned k = 0; args && k < 6 && args[k]; k++)
+		snprintf(nd->args[k], sizeof(nd->args[k]), "%s", args[k]);
 	nd->net = x;
 	nd->i = i;
 	snprintf(nd->ns_dir, sizeof(nd->ns_dir), "%s", dir);

@@ -35,10 +35,19 @@ struct nx_node {
 	char url[96];	 /* what clients use: tcp://ADDR:7470 (fallback: the harness URL) */
 	char listen[64]; /* the extra --listen */
 	char ns_dir[256];
+	char args[6][256]; /* nx_node_start_args: more rdaxd flags */
 };
 
 /* nx_node_start -- rdaxd for node @i of @x (sim mode, 64M namespace file in @dir); 0 or -errno */
 int nx_node_start(struct nx_node *nd, struct nx_net *x, unsigned i, const char *dir);
+
+/*
+ * nx_node_start_args -- nx_node_start with more rdaxd flags (@args
+ * NULL-terminated, at most 6, each one word such as "--node=n1"; copied),
+ * kept for nx_node_restart
+ */
+int nx_node_start_args(struct nx_node *nd, struct nx_net *x, unsigned i, const char *dir,
+		       const char *const *args);
 
 /* nx_node_restart -- start a killed or stopped node again on the same namespace file */
 int nx_node_restart(struct nx_node *nd);

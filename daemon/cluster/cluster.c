@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* cluster.c -- the cluster thread: this node's membership and its replicas */
+#include "cluster.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "etcd.h"
+#include "log.h"
+#include "namespace.h"
+#include "persist.h"
+
+/* How often the node key's free space is refreshed (also after every local create). */
+#define CLUSTER_REFRESH_MS 5000
+/* Most volume names waiting to be looked at after a watch event. */
+#define CLUSTER_MAX_PENDING 256
+
+struct cluster {
+	struct cluster_opts o;
+	char *etcd_spec, *cluster_name, *node, *zone, *version;
+	char **addrs;
+	struct etcd_client *etcd;
+	struct etcd_watch *watch;
+	int64_t lease;
+	unsigned ttl_s;
+	uint64_t incarnation;
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+	uint64_t next_keepalive_ms, next_refresh_ms;
+	bool refresh_now;
+	char node_json_last[4096]; /* the node key's last value put, to skip equal puts */
+	/* volumes seen in watch events, looked at after etcd_client_poll() returns */
+	char pending[CLUSTER_MAX_PENDING][CLUSTER_NAME_MAX + 1];
+	unsigned npending;
+	bool rescan; /* a watch restarted or the pending list overflowed: look at every volume */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* key -- a key under this cluster's prefix into @buf (CLUSTER_KEY_MAX) */
+#define KEY(c, buf, ...) cluster_key((buf), sizeof(buf), (c)->cluster_name, __VA_ARGS__, NULL)
+
+uint64_t cluster_incarnation(const struct cluster *c)
+{
+	return c->incarnation;
+}
+
+/* node_record -- this node's key as it is now: addresses, namespaces and free space */
+static void node_record(struct cluster *c, struct cluster_node_rec *r)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->node, sizeof(r->node), "%s", c->node);
+	snprintf(r->zone, sizeof(r->zone), "%s", c->zone ? c->zone : "");
+	snprintf(r->version, sizeof(r->version), "%s", c->version ? c->version : "");
+	r->incarnation = c->incarnation;
+	for (unsigned i = 0; i < c->o.naddrs && r->naddrs < CLUSTER_MAX_ADDRS; i++)
+		snprintf(r->addrs[r->naddrs++], CLUSTER_URL_MAX + 1, "%s", c->addrs[i]);
+	unsigned count = store_namespace_count(c->o.store);
+	for (unsigned i = 0; i < count && r->nnamespaces < CLUSTER_MAX_NAMESPACES; i++) {
+		struct ns *ns = store_namespace(c->o.store, i);
+		struct cluster_ns_rec *n = &r->namespaces[r->nnamespaces++];
+		n->id = ns->id;
+		n->size = ns->data_size;
+		ns_free_bytes(ns, NULL, &n->free);
+		snprintf(n->persist_method, sizeof(n->persist_method), "%s",
+			 persist_method_name(ns->persist.method));
+	}
+}
+
+/* put_node -- put the node key on the lease if it changed (or @force); 0 or an etcd code */
+static int put_node(struct cluster *c, bool force)
+{
+	struct cluster_node_rec r;
+	char key[CLUSTER_KEY_MAX], *json;
+	node_record(c, &r);
+	int ret = cluster_node_encode(&r, &json);
+	if (ret)
+		return ret;
+	if (!force && strcmp(json, c->node_json_last) == 0) {
+		free(json);
+		return 0;
+	}
+	KEY(c, key, "nodes", c->node);
+	ret = etcd_put(c->etcd, key, json, strlen(json), c->lease, NULL);
+	if (ret == 0)
+		snprintf(c->node_json_last, sizeof(c->node_json_last), "%s", json);
+	free(json);
+	return ret;
+}
+
+/* join -- a new lease and the node key on it */
+static int join(struct cluster *c)
+{
+	int64_t granted;
+	int ret = etcd_lease_grant(c->etcd, c->ttl_s, &c->lease, &granted);
+	if (ret)
+		return ret;
+	c->next_keepalive_ms = now_ms() + c->ttl_s * 1000 / 3;
+	return put_node(c, true);
+}
+
+/*
+ * become_primary -- a "creating" volume whose primary is this node: once
+ * every replica's member key exists, set it "ready" and take the leader key
+ * on this node's lease, comparing the volume key's mod_revision (@rev) and
+ * the leader key's absence, so a concurrent change makes it fail harmlessly
+ */
+static void become_primary(struct cluster *c, const struct cluster_volume_rec *v, int64_t rev)
+{
+	char prefix[CLUSTER_KEY_MAX], vkey[CLUSTER_KEY_MAX], lkey[CLUSTER_KEY_MAX];
+	KEY(c, prefix, "volumes", v->name, "members", "");
+	KEY(c, vkey, "volumes", v->name);
+	KEY(c, lkey, "volumes", v->name, "leader");
+	struct etcd_range_result m;
+	if (etcd_get(c->etcd, prefix, true, &m))
+		return; /* the next event or rescan tries again */
+	unsigned have = 0;
+	for (unsigned i = 0; i < v->nreplicas; i++)
+		for (size_t k = 0; k < m.count; k++)
+			if (strcmp(m.kvs[k].key + strlen(prefix), v->replicas[i]) == 0)
+				have++;
+	etcd_range_result_free(&m);
+	if (have < v->nreplicas)
+		return;
+
+	struct cluster_volume_rec ready = *v;
+	ready.state = CLUSTER_VOL_READY;
+	/*
+	 * No replica link forwards writes yet (docs/cluster.md, "What exists"):
+	 * the other copies would fall behind with the first write, so the ISR
+	 * the volume starts serving with is the primary alone, and volume info
+	 * shows the others out-of-sync, which is what they are.
+	 */
+	ready.nisr = 1;
+	snprintf(ready.isr[0], sizeof(ready.isr[0]), "%s", c->node);
+	char *vjson = NULL, ljson[256], inc[17];
+	snprintf(inc, sizeof(inc), "%016" PRIx64, c->incarnation);
+	snprintf(ljson, sizeof(ljson), "{\"node\":\"%s\",\"epoch\":%" PRIu64 ",\"incarnation\":\"%s\"}",
+		 c->node, v->epoch, inc);
+	if (cluster_volume_encode(&ready, &vjson))
+		return;
+	struct etcd_cmp cmps[] = {
+	    {.key = vkey, .target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .number = rev},
+	    {.key = lkey, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL, .number = 0},
+	};
+	struct etcd_op ops[] = {
+	    {.type = ETCD_OP_PUT, .key = vkey, .value = vjson, .value_len = strlen(vjson)},
+	    {.type = ETCD_OP_PUT, .key = lkey, .value = ljson, .value_len = strlen(ljson),
+	     .lease = c->lease},
+	};
+	struct etcd_txn_result t;
+	int ret = etcd_txn(c->etcd, cmps, 2, ops, 2, NULL, 0, &t);
+	free(vjson);
+	if (ret) {
+		LOG_WARN("volume %s: cannot make it ready: %s", v->name,
+			 etcd_client_last_error(c->etcd));
+		return;
+	}
+	if (t.succeeded)
+		LOG_INFO("volume %s: ready, primary %s, epoch %" PRIu64 ", %u replica%s", v->name,
+			 c->node, v->epoch, v->nreplicas, v->nreplicas == 1 ? "" : "s");
+	etcd_txn_result_free(&t);
+}
+
+/*
+ * local_replica -- make sure this node's copy of @v exists: create it (the
+ * store zeroes a new volume) or check that the one there has the right size;
+ * then put the member key. Returns 0, or a negative code (logged).
+ */
+static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	struct volume_info info;
+	int ret = store_volume_info(c->o.store, v->name, &info);
+	if (ret == -ENOENT) {
+		ret = store_volume_create(c->o.store, v->name, v->size, NULL, NULL);
+		if (ret == 0) {
+			LOG_INFO("volume %s: local replica created (%" PRIu64 " bytes)", v->name,
+				 v->size);
+			c->refresh_now = true;
+		}
+		if (ret == 0)
+			ret = store_volume_info(c->o.store, v->name, &info);
+	}
+	if (ret) {
+		LOG_ERROR("volume %s: cannot create the local replica: %s", v->name,
+			  rdax_strerror(ret));
+		return ret;
+	}
+	if (info.size != v->size) {
+		LOG_ERROR("volume %s: a local volume of that name has %" PRIu64
+			  " bytes, the cluster's has %" PRIu64 ": not used as a replica",
+			  v->name, info.size, v->size);
+		return -EEXIST;
+	}
+	char key[CLUSTER_KEY_MAX], *json;
+	struct cluster_member_rec m = {.ns_id = info.ns_id, .offset = info.ns_offset};
+	KEY(c, key, "volumes", v->name, "members", c->node);
+	if ((ret = cluster_member_encode(&m, &json)))
+		return ret;
+	ret = etcd_put(c->etcd, key, json, strlen(json), 0, NULL);
+	free(json);
+	if (ret)
+		LOG_WARN("volume %s: cannot write the member key: %s", v->name,
+			 etcd_client_last_error(c->etcd));
+	return ret;
+}
+
+/* look_at -- one volume key (@json at @rev): what this node must do for it */
+static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
+{
+	struct cluster_volume_rec v;
+	char why[256];
+	if (cluster_volume_decode(json, len, &v, why, sizeof(why))) {
+		LOG_WARN("a volume key is unusable (%s): left as it is", why);
+		return;
+	}
+	if (!cluster_name_in(v.replicas, v.nreplicas, c->node) || v.state == CLUSTER_VOL_DELETING)
+		return;
+	if (local_replica(c, &v))
+		return;
+	if (v.state == CLUSTER_VOL_CREATING && strcmp(v.primary, c->node) == 0)
+		become_primary(c, &v, rev);
+}
+
+/* look_at_name -- read volumes/<name> and look at it */
+static void look_at_name(struct cluster *c, const char *name)
+{
+	char key[CLUSTER_KEY_MAX];
+	struct etcd_range_result r;
+	KEY(c, key, "volumes", name);
+	if (etcd_get(c->etcd, key, false, &r)) {
+		c->rescan = true; /* etcd away: try every volume again later */
+		return;
+	}
+	if (r.count == 1)
+		look_at(c, r.kvs[0].value, r.kvs[0].value_len, r.kvs[0].mod_revision);
+	etcd_range_result_free(&r);
+}
+
+/*
+ * scan -- look at every volume key; *rev gets the revision read, so a watch
+ * from rev + 1 misses nothing. Returns 0 or an etcd code.
+ */
+static int scan(struct cluster *c, int64_t *rev)
+{
+	char prefix[CLUSTER_KEY_MAX];
+	struct etcd_range_result r;
+	KEY(c, prefix, "volumes", "");
+	int ret = etcd_get(c->etcd, prefix, true, &r);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < r.count; i++) {
+		char kind[CLUSTER_KEY_MAX], name[CLUSTER_KEY_MAX], sub[CLUSTER_KEY_MAX],
+		    leaf[CLUSTER_KEY_MAX];
+		if (cluster_key_parse(r.kvs[i].key, c->cluster_name, kind, name, sub, leaf) == 0 &&
+		    sub[0] == '\0')
+			look_at(c, r.kvs[i].value, r.kvs[i].value_len, r.kvs[i].mod_revision);
+	}
+	if (rev)
+		*rev = r.revision;
+	etcd_range_result_free(&r);
+	return 0;
+}
+
+/* pend -- remember volume @name for after the poll */
+static void pend(struct cluster *c, const char *name)
+{
+	for (unsigned i = 0; i < c->npending; i++)
+		if (strcmp(c->pending[i], name) == 0)
+			return;
+	if (c->npending == CLUSTER_MAX_PENDING || !cluster_name_valid(name)) {
+		c->rescan = c->rescan || c->npending == CLUSTER_MAX_PENDING;
+		return;
+	}
+	snprintf(c->pending[c->npending++], CLUSTER_NAME_MAX + 1, "%s", name);
+}
+
+/* on_watch -- events under volumes/: note the volumes they concern (no etcd call here) */
+static void on_watch(void *arg, const struct etcd_watch_update *u)
+{
+	struct cluster *c = arg;
+	if (u->kind == ETCD_WATCH_CANCELED) {
+		LOG_WARN("the volume watch ended (%s): reading every volume again", u->message);
+		c->rescan = true;
+		return;
+	}
+	if (u->kind != ETCD_WATCH_EVENTS)
+		return;
+	for (size_t i = 0; i < u->count; i++) {
+		char kind[CLUSTER_KEY_MAX], name[CLUSTER_KEY_MAX], sub[CLUSTER_KEY_MAX],
+		    leaf[CLUSTER_KEY_MAX];
+		if (cluster_key_parse(u->events[i].kv.key, c->cluster_name, kind, name, sub,
+				      leaf) == 0 &&
+		    (sub[0] == '\0' || strcmp(sub, "members") == 0))
+			pend(c, name);
+	}
+}
+
+/* start_watch -- watch volumes/ from @from (a canceled watch is replaced) */
+static int start_watch(struct cluster *c, int64_t from)
+{
+	char prefix[CLUSTER_KEY_MAX];
+	KEY(c, prefix, "volumes", "");
+	etcd_watch_cancel(&c->watch);
+	return etcd_watch_start(c->etcd, prefix, true, from, on_watch, c, &c->watch);
+}
+
+/* timers -- lease keepalive and node key refresh, when due */
+static void timers(struct cluster *c)
+{
+	uint64_t now = now_ms();
+	if (now >= c->next_keepalive_ms) {
+		int ret = etcd_lease_keepalive(c->etcd, c->lease, NULL);
+		if (ret == -ENOENT) {
+			LOG_WARN("the node lease expired (etcd was away longer than %u s): "
+				 "joining again",
+				 c->ttl_s);
+			ret = join(c);
+		}
+		if (ret)
+			LOG_WARN("lease keepalive: %s", etcd_client_last_error(c->etcd));
+		/* on failure try again soon: the lease still has most of its TTL */
+		c->next_keepalive_ms = now + (ret ? 300 : c->ttl_s * 1000 / 3);
+	}
+	if (c->refresh_now || now >= c->next_refresh_ms) {
+		if (put_node(c, false) == 0)
+			c->refresh_now = false;
+		c->next_refresh_ms = now + CLUSTER_REFRESH_MS;
+	}
+}
+
+static void *cluster_thread(void *arg)
+{
+	struct cluster *c = arg;
+	while (!atomic_load(&c->stop)) {
+		timers(c);
+		if (c->rescan) {
+			int64_t rev;
+			c->rescan = false;
+			if (scan(c, &rev) == 0)
+				start_watch(c, rev + 1);
+			else
+				c->rescan = true;
+		}
+		unsigned n = c->npending;
+		c->npending = 0;
+		for (unsigned i = 0; i < n && !atomic_load(&c->stop); i++)
+			look_at_name(c, c->pending[i]);
+		uint64_t now = now_ms(), next = c->next_keepalive_ms;
+		next = c->next_refresh_ms < next ? c->next_refresh_ms : next;
+		int wait = next > now ? (int)(next - now) : 0;
+		if (c->rescan)
+			wait = wait > 300 ? 300 : wait;
+		etcd_client_poll(c->etcd, wait);
+	}
+	return NULL;
+}
+
+/* cluster_free -- everything cluster_start allocated */
+static void cluster_free(struct cluster *c)
+{
+	etcd_watch_cancel(&c->watch);
+	etcd_client_delete(&c->etcd);
+	for (unsigned i = 0; i < c->o.naddrs; i++)
+		free(c->addrs[i]);
+	free(c->addrs);
+	free(c->etcd_spec);
+	free(c->cluster_name);
+	free(c->node);
+	free(c->zone);
+	free(c->version);
+	free(c);
+}
+
+/* copy_opts -- the options, with strings of our own */
+static int copy_opts(struct cluster *c, const struct cluster_opts *o)
+{
+	c->o = *o;
+	c->etcd_spec = strdup(o->etcd);
+	c->cluster_name = strdup(o->cluster_name);
+	c->node = strdup(o->node);
+	c->zone = o->zone ? strdup(o->zone) : NULL;
+	c->version = o->version ? strdup(o->version) : NULL;
+	c->addrs = calloc(o->naddrs ? o->naddrs : 1, sizeof(*c->addrs));
+	if (!c->etcd_spec || !c->cluster_name || !c->node || (o->zone && !c->zone) ||
+	    (o->version && !c->version) || !c->addrs)
+		return -ENOMEM;
+	for (unsigned i = 0; i < o->naddrs; i++)
+		if (!(c->addrs[i] = strdup(o->addrs[i])))
+			return -ENOMEM;
+	return 0;
+}
+
+int cluster_start(const struct cluster_opts *o, struct cluster **out, char *err, size_t errlen)
+{
+	struct cluster *c = calloc(1, sizeof(*c));
+	if (!c || copy_opts(c, o)) {
+		if (c)
+			cluster_free(c);
+		rdax_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	c->ttl_s = o->lease_ttl_s ? o->lease_ttl_s : CLUSTER_DEFAULT_LEASE_S;
+	if (getrandom(&c->incarnation, sizeof(c->incarnation), 0) != sizeof(c->incarnation))
+		c->incarnation = ((uint64_t)now_ms() << 20) ^ (uint64_t)getpid();
+	char why[512];
+	int ret = etcd_client_new(o->etcd, NULL, &c->etcd, why, sizeof(why));
+	if (ret) {
+		rdax_seterr(err, errlen, "--cluster %s: %s", o->etcd, why);
+		cluster_free(c);
+		return ret;
+	}
+	int64_t rev = 0;
+	ret = join(c);
+	if (ret == 0)
+		ret = scan(c, &rev);
+	if (ret == 0)
+		ret = start_watch(c, rev + 1);
+	if (ret) {
+		rdax_seterr(err, errlen, "cannot reach etcd at %s: %s", o->etcd,
+			    etcd_client_last_error(c->etcd)[0] ? etcd_client_last_error(c->etcd)
+								: rdax_strerror(ret));
+		if (c->lease)
+			etcd_lease_revoke(c->etcd, c->lease);
+		cluster_free(c);
+		return ret;
+	}
+	c->next_refresh_ms = now_ms() + CLUSTER_REFRESH_MS;
+	/* the thread gets no signals: main handles them */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = -pthread_create(&c->thread, NULL, cluster_thread, c);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		rdax_seterr(err, errlen, "cannot start the cluster thread: %s", strerror(-ret));
+		etcd_lease_revoke(c->etcd, c->lease);
+		cluster_free(c);
+		return ret;
+	}
+	c->started = true;
+	LOG_INFO("cluster %s: node %s (incarnation %016" PRIx64 ") joined via %s, lease %u s",
+		 c->cluster_name, c->node, c->incarnation, etcd_client_endpoint(c->etcd), c->ttl_s);
+	*out = c;
+	return 0;
+}
+
+void cluster_stop(struct cluster **cp)
+{
+	struct cluster *c = cp ? *cp : NULL;
+	if (!c)
+		return;
+	if (c->started) {
+		atomic_store(&c->stop, true);
+		etcd_client_wakeup(c->etcd);
+		pthread_join(c->thread, NULL);
+	}
+	int ret = etcd_lease_revoke(c->etcd, c->lease);
+	if (ret && ret != -ENOENT)
+		LOG_WARN("cannot revoke the node lease (its keys go when it expires): %s",
+			 etcd_client_last_error(c->etcd));
+	cluster_free(c);
+	*cp = NULL;
+}
