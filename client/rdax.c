@@ -38,9 +38,9 @@
 
 struct ctx {
 	const char *server;
-	bool server_given;		/* --server or $RDAX_SERVER */
+	bool server_given;		 /* --server or $RDAX_SERVER */
 	struct rdax_cluster_ctx cluster; /* --cluster: rdax_cluster.h */
-	const char *volume;		/* the command's volume name, if it has one */
+	const char *volume;		 /* the command's volume name, if it has one */
 	const char *token_file;
 	int timeout_ms;
 	struct rdax_conn *conn;

@@ -144,11 +144,13 @@ static int node_list(const struct rdax_cluster_ctx *ctx, struct etcd_client *e)
 			const char *name = v.vols[i].replicas[r];
 			bool listed = find_node(&v, name) != NULL;
 			for (unsigned j = 0; j < i && !listed; j++)
-				listed = cluster_name_in(v.vols[j].replicas, v.vols[j].nreplicas, name);
+				listed =
+				    cluster_name_in(v.vols[j].replicas, v.vols[j].nreplicas, name);
 			for (unsigned q = 0; q < r && !listed; q++)
 				listed = strcmp(v.vols[i].replicas[q], name) == 0;
 			if (!listed)
-				printf("%-16s  %-28s  %-10s  %-10s  %s\n", name, "-", "-", "-", "down");
+				printf("%-16s  %-28s  %-10s  %-10s  %s\n", name, "-", "-", "-",
+				       "down");
 		}
 	view_free(&v);
 	return 0;
@@ -174,9 +176,9 @@ static int wait_ready(const struct rdax_cluster_ctx *ctx, struct etcd_client *e,
 	for (;;) {
 		struct etcd_range_result r;
 		if (etcd_get(e, key, false, &r) == 0) {
-			bool ok = r.count == 1 && cluster_volume_decode(r.kvs[0].value,
-									 r.kvs[0].value_len, &v, why,
-									 sizeof(why)) == 0;
+			bool ok = r.count == 1 &&
+				  cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, &v, why,
+							sizeof(why)) == 0;
 			etcd_range_result_free(&r);
 			if (ok && v.state == CLUSTER_VOL_READY)
 				return 0;
@@ -225,7 +227,8 @@ static int volume_create(const struct rdax_cluster_ctx *ctx, struct etcd_client 
 		else if (opt == 'm')
 			ret = parse_count("--min-replicas", optarg, &min);
 		else {
-			say("volume create: bad option '%s' (with --cluster: NAME SIZE --replicas N "
+			say("volume create: bad option '%s' (with --cluster: NAME SIZE --replicas "
+			    "N "
 			    "[--min-replicas M])",
 			    argv[optind - 1]);
 			ret = EXIT_USAGE;
@@ -292,8 +295,8 @@ static int volume_create(const struct rdax_cluster_ctx *ctx, struct etcd_client 
 		return EXIT_FAIL;
 	}
 	struct etcd_cmp cmp = {.key = key, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL};
-	struct etcd_op put = {.type = ETCD_OP_PUT, .key = key, .value = json,
-			      .value_len = strlen(json)};
+	struct etcd_op put = {
+	    .type = ETCD_OP_PUT, .key = key, .value = json, .value_len = strlen(json)};
 	struct etcd_txn_result t;
 	ret = etcd_txn(e, &cmp, 1, &put, 1, NULL, 0, &t);
 	free(json);
@@ -321,8 +324,8 @@ static void replica_state(const struct cluster_volume_rec *v, const char *node, 
 	else if (have_status)
 		snprintf(out, 16, "%s", st->state);
 	else
-		snprintf(out, 16, "%s", cluster_name_in(v->isr, v->nisr, node) ? "in-sync"
-										: "out-of-sync");
+		snprintf(out, 16, "%s",
+			 cluster_name_in(v->isr, v->nisr, node) ? "in-sync" : "out-of-sync");
 }
 
 static int volume_info(const struct rdax_cluster_ctx *ctx, struct etcd_client *e, int argc,
@@ -379,8 +382,9 @@ static int volume_info(const struct rdax_cluster_ctx *ctx, struct etcd_client *e
 			continue;
 		for (unsigned k = 0; k < v.nreplicas; k++)
 			if (strcmp(v.replicas[k], leaf) == 0)
-				have_st[k] = cluster_status_decode(r.kvs[i].value, r.kvs[i].value_len,
-								   &st[k], why, sizeof(why)) == 0;
+				have_st[k] =
+				    cluster_status_decode(r.kvs[i].value, r.kvs[i].value_len,
+							  &st[k], why, sizeof(why)) == 0;
 	}
 	etcd_range_result_free(&r);
 	if (!found) {
@@ -410,8 +414,8 @@ static int volume_info(const struct rdax_cluster_ctx *ctx, struct etcd_client *e
 		if (!json) {
 			printf("replica: %s state %s link %s resync_bytes_left %" PRIu64
 			       " resync_bytes_total %" PRIu64 " resync_bytes_shipped %" PRIu64 "\n",
-			       v.replicas[k], state, link, s.resync_bytes_left, s.resync_bytes_total,
-			       s.resync_bytes_shipped);
+			       v.replicas[k], state, link, s.resync_bytes_left,
+			       s.resync_bytes_total, s.resync_bytes_shipped);
 			continue;
 		}
 		json_object *e1 = json_object_new_object();
@@ -484,8 +488,9 @@ int rdax_cluster_primary_url(const struct rdax_cluster_ctx *ctx, const char *vol
 		snprintf(buf, len, "%s", cluster_node_addr(&n, "tcp"));
 		ret = 0;
 	} else {
-		rdax_seterr(err, errlen, "the primary of %s, node %s, is down or has no tcp:// address",
-			    volume, v.primary);
+		rdax_seterr(err, errlen,
+			    "the primary of %s, node %s, is down or has no tcp:// address", volume,
+			    v.primary);
 		ret = -ENOENT;
 	}
 out:
@@ -496,7 +501,8 @@ out:
 
 bool rdax_cluster_run(const struct rdax_cluster_ctx *ctx, int argc, char **argv, int *rc)
 {
-	bool node_list_cmd = argc >= 2 && strcmp(argv[0], "node") == 0 && strcmp(argv[1], "list") == 0;
+	bool node_list_cmd =
+	    argc >= 2 && strcmp(argv[0], "node") == 0 && strcmp(argv[1], "list") == 0;
 	bool vol = argc >= 2 && strcmp(argv[0], "volume") == 0;
 	bool create = vol && strcmp(argv[1], "create") == 0;
 	bool info = vol && strcmp(argv[1], "info") == 0;
@@ -518,7 +524,8 @@ bool rdax_cluster_run(const struct rdax_cluster_ctx *ctx, int argc, char **argv,
 		return true;
 	}
 	if (node_list_cmd)
-		*rc = argc == 2 ? node_list(ctx, e) : (say("node list takes no arguments"), EXIT_USAGE);
+		*rc = argc == 2 ? node_list(ctx, e)
+				: (say("node list takes no arguments"), EXIT_USAGE);
 	else if (create)
 		*rc = volume_create(ctx, e, argc - 1, argv + 1);
 	else
@@ -529,13 +536,12 @@ bool rdax_cluster_run(const struct rdax_cluster_ctx *ctx, int argc, char **argv,
 
 void rdax_cluster_usage(FILE *f)
 {
-	fprintf(f,
-		"\ncluster (with --cluster etcd://HOST:PORT[,...] or $RDAX_CLUSTER):\n"
-		"  node list                       nodes, address, zone, free space, up/down\n"
-		"  volume create NAME SIZE --replicas N [--min-replicas M]\n"
-		"                                  place N replicas (distinct zones first)\n"
-		"                                  and wait until every one exists\n"
-		"  volume info NAME [--json]       size, primary, epoch, each replica's state\n"
-		"  any other command naming a volume goes to that volume's primary\n"
-		"  (unless --server is given)\n");
+	fprintf(f, "\ncluster (with --cluster etcd://HOST:PORT[,...] or $RDAX_CLUSTER):\n"
+		   "  node list                       nodes, address, zone, free space, up/down\n"
+		   "  volume create NAME SIZE --replicas N [--min-replicas M]\n"
+		   "                                  place N replicas (distinct zones first)\n"
+		   "                                  and wait until every one exists\n"
+		   "  volume info NAME [--json]       size, primary, epoch, each replica's state\n"
+		   "  any other command naming a volume goes to that volume's primary\n"
+		   "  (unless --server is given)\n");
 }

@@ -790,5 +790,6 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_CLUSTER_NAME, CONFIG_DEFAULT_NS_NAME);
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_CLUSTER_NAME,
+		CONFIG_DEFAULT_NS_NAME);
 }

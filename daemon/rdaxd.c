@@ -200,8 +200,8 @@ struct daemon {
 	struct server_nbd *nbd; /* NULL without an NBD listener */
 	struct conn_rdma_shared rdma_shared;
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
-	struct cluster *cluster; /* NULL without --cluster */
-	bool served; /* the accept loop ran: connections may exist */
+	struct cluster *cluster;  /* NULL without --cluster */
+	bool served;		  /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
 

@@ -152,8 +152,9 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
 	snprintf(ready.isr[0], sizeof(ready.isr[0]), "%s", c->node);
 	char *vjson = NULL, ljson[256], inc[17];
 	snprintf(inc, sizeof(inc), "%016" PRIx64, c->incarnation);
-	snprintf(ljson, sizeof(ljson), "{\"node\":\"%s\",\"epoch\":%" PRIu64 ",\"incarnation\":\"%s\"}",
-		 c->node, v->epoch, inc);
+	snprintf(ljson, sizeof(ljson),
+		 "{\"node\":\"%s\",\"epoch\":%" PRIu64 ",\"incarnation\":\"%s\"}", c->node,
+		 v->epoch, inc);
 	if (cluster_volume_encode(&ready, &vjson))
 		return;
 	struct etcd_cmp cmps[] = {
@@ -162,7 +163,10 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
 	};
 	struct etcd_op ops[] = {
 	    {.type = ETCD_OP_PUT, .key = vkey, .value = vjson, .value_len = strlen(vjson)},
-	    {.type = ETCD_OP_PUT, .key = lkey, .value = ljson, .value_len = strlen(ljson),
+	    {.type = ETCD_OP_PUT,
+	     .key = lkey,
+	     .value = ljson,
+	     .value_len = strlen(ljson),
 	     .lease = c->lease},
 	};
 	struct etcd_txn_result t;
@@ -436,7 +440,7 @@ int cluster_start(const struct cluster_opts *o, struct cluster **out, char *err,
 	if (ret) {
 		rdax_seterr(err, errlen, "cannot reach etcd at %s: %s", o->etcd,
 			    etcd_client_last_error(c->etcd)[0] ? etcd_client_last_error(c->etcd)
-								: rdax_strerror(ret));
+							       : rdax_strerror(ret));
 		if (c->lease)
 			etcd_lease_revoke(c->etcd, c->lease);
 		cluster_free(c);

@@ -192,8 +192,9 @@ int cluster_volume_encode(const struct cluster_volume_rec *r, char **out)
 	bool ok = add_str(o, "name", r->name) && add_u64(o, "size", r->size) &&
 		  add(o, "replicas", names_array(r->replicas, r->nreplicas)) &&
 		  add_u64(o, "min_replicas", r->min_replicas) &&
-		  add(o, "isr", names_array(r->isr, r->nisr)) && add_str(o, "primary", r->primary) &&
-		  add_u64(o, "epoch", r->epoch) && add_str(o, "state", cluster_vol_state_name(r->state));
+		  add(o, "isr", names_array(r->isr, r->nisr)) &&
+		  add_str(o, "primary", r->primary) && add_u64(o, "epoch", r->epoch) &&
+		  add_str(o, "state", cluster_vol_state_name(r->state));
 	return finish(o, ok, out);
 }
 
@@ -272,7 +273,8 @@ static void get_str(struct dec *d, json_object *o, const char *name, char *out, 
 	if (!v)
 		return;
 	const char *s = json_object_get_string(v);
-	if ((size_t)json_object_get_string_len(v) >= cap || strlen(s) != (size_t)json_object_get_string_len(v) ||
+	if ((size_t)json_object_get_string_len(v) >= cap ||
+	    strlen(s) != (size_t)json_object_get_string_len(v) ||
 	    (name_rule && !cluster_name_valid(s))) {
 		rdax_seterr(d->err, d->errlen, "member \"%s\" is not a valid value", name);
 		d->bad = true;
@@ -418,15 +420,17 @@ int cluster_volume_decode(const char *json, size_t len, struct cluster_volume_re
 		else if (strcmp(state, "deleting") == 0)
 			r->state = CLUSTER_VOL_DELETING;
 		else {
-			rdax_seterr(err, errlen, "member \"state\" is not creating, ready or deleting");
+			rdax_seterr(err, errlen,
+				    "member \"state\" is not creating, ready or deleting");
 			d.bad = true;
 		}
 	}
 	/* the rules every writer keeps: the primary is in the ISR, the ISR among the replicas */
 	if (!d.bad && (r->nreplicas == 0 || r->epoch == 0 || min < 1 || min > r->nreplicas ||
 		       !cluster_name_in(r->isr, r->nisr, r->primary))) {
-		rdax_seterr(err, errlen, "inconsistent record (replicas, min_replicas, isr, primary "
-					 "or epoch)");
+		rdax_seterr(err, errlen,
+			    "inconsistent record (replicas, min_replicas, isr, primary "
+			    "or epoch)");
 		d.bad = true;
 	}
 	for (unsigned i = 0; !d.bad && i < r->nisr; i++)

@@ -47,8 +47,8 @@ struct cluster_ns_rec {
 /* nodes/<node> */
 struct cluster_node_rec {
 	char node[CLUSTER_NAME_MAX + 1];
-	char zone[CLUSTER_NAME_MAX + 1]; /* "" if none */
-	uint64_t incarnation;		 /* random at every start of the node */
+	char zone[CLUSTER_NAME_MAX + 1];		    /* "" if none */
+	uint64_t incarnation;				    /* random at every start of the node */
 	char addrs[CLUSTER_MAX_ADDRS][CLUSTER_URL_MAX + 1]; /* tcp://, rdma://, nbd:// URLs */
 	unsigned naddrs;
 	struct cluster_ns_rec namespaces[CLUSTER_MAX_NAMESPACES];
@@ -69,7 +69,7 @@ struct cluster_volume_rec {
 	char replicas[CLUSTER_MAX_REPLICAS][CLUSTER_NAME_MAX + 1]; /* placement order */
 	unsigned nreplicas;
 	unsigned min_replicas; /* the ISR may not shrink below this many */
-	char isr[CLUSTER_MAX_REPLICAS][CLUSTER_NAME_MAX + 1];	   /* always holds primary */
+	char isr[CLUSTER_MAX_REPLICAS][CLUSTER_NAME_MAX + 1]; /* always holds primary */
 	unsigned nisr;
 	char primary[CLUSTER_NAME_MAX + 1];
 	uint64_t epoch; /* 1 at creation; +1 at every change of primary */

@@ -27,8 +27,8 @@ static int by_free(const void *a, const void *b)
 	return strcmp(x->node->node, y->node->node);
 }
 
-int placement_choose(const struct cluster_node_rec *nodes, unsigned n, uint64_t size,
-		     unsigned want, unsigned *chosen, char *err, size_t errlen)
+int placement_choose(const struct cluster_node_rec *nodes, unsigned n, uint64_t size, unsigned want,
+		     unsigned *chosen, char *err, size_t errlen)
 {
 	if (want == 0 || want > CLUSTER_MAX_REPLICAS) {
 		rdax_seterr(err, errlen, "the replica count must be 1 to %d", CLUSTER_MAX_REPLICAS);

@@ -29,7 +29,7 @@
  * says how many nodes there are, how many have room, and the most free
  * space any has), -EINVAL for @want 0 or above CLUSTER_MAX_REPLICAS.
  */
-int placement_choose(const struct cluster_node_rec *nodes, unsigned n, uint64_t size,
-		     unsigned want, unsigned *chosen, char *err, size_t errlen);
+int placement_choose(const struct cluster_node_rec *nodes, unsigned n, uint64_t size, unsigned want,
+		     unsigned *chosen, char *err, size_t errlen);
 
 #endif

@@ -216,8 +216,9 @@ static void test_create_and_info(void **state)
 		json_object *e = json_object_array_get_idx(reps, k);
 		const char *nd = jstr(e, "node");
 		/* no replica link exists yet: the primary alone is in sync (docs/cluster.md) */
-		assert_string_equal(jstr(e, "state"),
-				    strcmp(nd, jstr(o, "primary")) == 0 ? "in-sync" : "out-of-sync");
+		assert_string_equal(jstr(e, "state"), strcmp(nd, jstr(o, "primary")) == 0
+							  ? "in-sync"
+							  : "out-of-sync");
 		assert_int_equal(jint(e, "resync_bytes_left"), 0);
 		assert_int_equal(jint(e, "resync_bytes_total"), 0);
 		assert_true(nd[0] == 'n' && nd[1] >= '1' && nd[1] <= '0' + NODES);
@@ -258,9 +259,9 @@ static void test_placement_errors(void **state)
 	assert_int_equal(cl(&r, "volume", "create", "rv1", "8M", "--replicas", "2", NULL), 1);
 	assert_non_null(strstr(r.err, "exists"));
 	hx_run_free(&r);
-	assert_int_equal(cl(&r, "volume", "create", "rv9", "8M", "--replicas", "2",
-			    "--min-replicas", "3", NULL),
-			 2);
+	assert_int_equal(
+	    cl(&r, "volume", "create", "rv9", "8M", "--replicas", "2", "--min-replicas", "3", NULL),
+	    2);
 	hx_run_free(&r);
 }
 
@@ -273,11 +274,12 @@ static void test_no_etcd(void **state)
 	char spec[64];
 	snprintf(spec, sizeof(spec), "etcd://127.0.0.1:%d", port);
 	snprintf(ns, sizeof(ns), "%s/lonely.ns,size=16M,mode=sim", tmpdir);
-	const char *argv[] = {RDAXD_PATH, "--namespace", ns, "--listen", "tcp://127.0.0.1:0",
-			      "--cluster", spec, "--node", "lonely", NULL};
+	const char *argv[] = {RDAXD_PATH,  "--namespace", ns,	    "--listen", "tcp://127.0.0.1:0",
+			      "--cluster", spec,	  "--node", "lonely",	NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
-	printf("  rdaxd without etcd: exit %d: %s", r.status, r.err + (r.err_len > 200 ? r.err_len - 200 : 0));
+	printf("  rdaxd without etcd: exit %d: %s", r.status,
+	       r.err + (r.err_len > 200 ? r.err_len - 200 : 0));
 	assert_int_not_equal(r.status, 0);
 	assert_non_null(strstr(r.err, "cannot reach etcd"));
 	hx_run_free(&r);
@@ -330,8 +332,8 @@ static void test_primary_routing(void **state)
 	(void)state;
 	/* no --server: rdax asks etcd for rv1's primary and talks to it */
 	static const char data[] = "routed to the primary";
-	const char *w[] = {RDAX_CLI_PATH, "--cluster", etcd.spec, "--timeout", "20", "write",
-			   "rv1", "0", "--fsync", NULL};
+	const char *w[] = {RDAX_CLI_PATH, "--cluster", etcd.spec, "--timeout", "20",
+			   "write",	  "rv1",       "0",	  "--fsync",   NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(w, data, sizeof(data), &r), 0);
 	if (r.status != 0)

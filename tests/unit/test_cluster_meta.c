@@ -27,8 +27,8 @@
 static void test_keys(void **state)
 {
 	(void)state;
-	char k[CLUSTER_KEY_MAX], kind[CLUSTER_KEY_MAX], name[CLUSTER_KEY_MAX],
-	    sub[CLUSTER_KEY_MAX], leaf[CLUSTER_KEY_MAX];
+	char k[CLUSTER_KEY_MAX], kind[CLUSTER_KEY_MAX], name[CLUSTER_KEY_MAX], sub[CLUSTER_KEY_MAX],
+	    leaf[CLUSTER_KEY_MAX];
 	assert_int_equal(cluster_key(k, sizeof(k), "c1", "volumes", "v1", "members", "n2", NULL),
 			 (int)strlen("/rdax/c1/volumes/v1/members/n2"));
 	assert_string_equal(k, "/rdax/c1/volumes/v1/members/n2");
@@ -107,8 +107,8 @@ static void test_volume_refused(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct cluster_volume_rec v;
 		char err[256] = "";
-		assert_int_equal(cluster_volume_decode(bad[i], strlen(bad[i]), &v, err, sizeof(err)),
-				 -EINVAL);
+		assert_int_equal(
+		    cluster_volume_decode(bad[i], strlen(bad[i]), &v, err, sizeof(err)), -EINVAL);
 		assert_true(err[0] != '\0');
 	}
 	/* unknown members are ignored */
@@ -123,8 +123,8 @@ static void test_volume_refused(void **state)
 
 static struct cluster_node_rec sample_node(const char *name, const char *zone, uint64_t free)
 {
-	struct cluster_node_rec n = {.incarnation = 0x9f1c0e5a7d3b2c41ULL, .naddrs = 2,
-				     .nnamespaces = 1};
+	struct cluster_node_rec n = {
+	    .incarnation = 0x9f1c0e5a7d3b2c41ULL, .naddrs = 2, .nnamespaces = 1};
 	snprintf(n.node, sizeof(n.node), "%s", name);
 	snprintf(n.zone, sizeof(n.zone), "%s", zone);
 	strcpy(n.addrs[0], "tcp://192.0.2.11:7470");
@@ -146,7 +146,8 @@ static void test_node_roundtrip(void **state)
 	assert_string_equal(cluster_node_addr(&back, "tcp"), "tcp://192.0.2.11:7470");
 	assert_null(cluster_node_addr(&back, "rdma"));
 	free(json);
-	const char *bad = "{\"node\":\"n1\",\"incarnation\":\"xyz\",\"addrs\":{},\"namespaces\":[]}";
+	const char *bad =
+	    "{\"node\":\"n1\",\"incarnation\":\"xyz\",\"addrs\":{},\"namespaces\":[]}";
 	assert_int_equal(cluster_node_decode(bad, strlen(bad), &back, err, sizeof(err)), -EINVAL);
 	bad = "{\"node\":\"n1\",\"incarnation\":\"0000000000000001\",\"addrs\":{\"tcp\":"
 	      "[\"nbd://x:1\"]},\"namespaces\":[]}";
@@ -156,7 +157,8 @@ static void test_node_roundtrip(void **state)
 static void test_status_member_roundtrip(void **state)
 {
 	(void)state;
-	struct cluster_status_rec s = {.resync_bytes_left = 5, .resync_bytes_total = 9,
+	struct cluster_status_rec s = {.resync_bytes_left = 5,
+				       .resync_bytes_total = 9,
 				       .resync_bytes_shipped = 4},
 				  sb;
 	strcpy(s.state, "resync");
@@ -226,7 +228,8 @@ static void test_config_flags(void **state)
 	setenv("RDAX_DATA_DIR", "/nonexistent-rdax-test", 1);
 	assert_int_equal(parse(&c, err, "--cluster", "etcd://127.0.0.1:2379", "--node", "n1",
 			       "--zone=rack1", "--advertise", "tcp://192.0.2.11:7470",
-			       "--advertise", "rdma://192.0.2.11:7471", "--cluster-name", "c1", NULL),
+			       "--advertise", "rdma://192.0.2.11:7471", "--cluster-name", "c1",
+			       NULL),
 			 0);
 	assert_string_equal(c.cluster, "etcd://127.0.0.1:2379");
 	assert_string_equal(c.node_name, "n1");
@@ -250,9 +253,8 @@ static void test_config_flags(void **state)
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--node", "a/b", NULL), -EINVAL);
 	config_free(&c);
-	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--advertise", "tcp://h:0",
-			       NULL),
-			 -EINVAL);
+	assert_int_equal(
+	    parse(&c, err, "--cluster", "etcd://h:1", "--advertise", "tcp://h:0", NULL), -EINVAL);
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--format", "/x", "--cluster", "etcd://h:1", NULL),
 			 -EINVAL);
