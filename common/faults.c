@@ -23,6 +23,7 @@ static const struct {
 	{ "meta-copies-together", &rdax_faults.meta_copies_together },
 	{ "lines-first-only", &rdax_faults.lines_first_only },
 	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
+	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 };
 
 int faults_from_env(void)

@@ -40,6 +40,8 @@ struct rdax_faults {
 	bool lines_first_only;
 	/* rdax crash-states: fsync records make nothing durable (the model forgets them) */
 	bool crash_states_no_fsync;
+	/* change record: set a region's bit without persisting it (lost after a power cut) */
+	bool change_record_no_persist;
 };
 
 extern struct rdax_faults rdax_faults;
