@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* replica_link.c -- the primary's ordered, pipelined stream to one replica */
+#include "replica_link.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "librdax.h"
+#include "log.h"
+
+#define RLINK_DEFAULT_TIMEOUT_MS 2000
+#define RLINK_DEFAULT_DEPTH	 32
+/* While requests are in flight the thread looks at its queue at least this often. */
+#define RLINK_POLL_MS 1
+
+enum rlink_kind { RLINK_WRITE, RLINK_FSYNC };
+
+struct rlink_op {
+	struct rlink_op *next;
+	enum rlink_kind kind;
+	uint64_t off, len;
+	struct rlink_waiter *w; /* FSYNC */
+	uint64_t cookie;	/* once submitted */
+	uint64_t sent_ms;
+};
+
+struct replica_link {
+	struct rlink_opts o;
+	char *url, *volume;
+	struct rdax_conn *conn;
+	struct rdax_volume *vol;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rlink_op *head, *tail; /* queued, not yet submitted (under lock) */
+	bool stop;		      /* under lock */
+	bool failed;		      /* under lock once set */
+	int code;
+	int fail_asked;		    /* under lock: a caller's failure for the thread to carry out */
+	struct rlink_op **inflight; /* by cookie % depth; link thread only */
+	unsigned ninflight;
+	uint64_t next_cookie;
+	struct rlink_stats stats; /* under lock */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* finish -- an op is over: complete its waiter, free it */
+static void finish(struct rlink_op *op, int status)
+{
+	if (op->w)
+		op->w->done(op->w, status);
+	free(op);
+}
+
+/* fail -- the link is done for: complete everything with @code, tell the owner once */
+static void fail(struct replica_link *l, int code, const char *why)
+{
+	pthread_mutex_lock(&l->lock);
+	bool first = !l->failed;
+	l->failed = true;
+	l->code = code;
+	l->stats.failed = true;
+	l->stats.code = code;
+	struct rlink_op *q = l->head;
+	l->head = l->tail = NULL;
+	pthread_mutex_unlock(&l->lock);
+	for (unsigned i = 0; i < l->o.depth; i++)
+		if (l->inflight[i]) {
+			finish(l->inflight[i], code);
+			l->inflight[i] = NULL;
+		}
+	l->ninflight = 0;
+	while (q) {
+		struct rlink_op *next = q->next;
+		finish(q, code);
+		q = next;
+	}
+	if (first) {
+		LOG_WARN("replica link %s volume %s failed: %s", l->url, l->volume, why);
+		if (l->o.on_fail)
+			l->o.on_fail(l->o.arg, code, why);
+	}
+}
+
+/* submit -- send @op (the thread owns it now); false if the link failed doing so */
+static bool submit(struct replica_link *l, struct rlink_op *op)
+{
+	op->cookie = l->next_cookie++;
+	op->sent_ms = now_ms();
+	int ret;
+	if (op->kind == RLINK_WRITE)
+		ret = rdax_submit_write(l->vol, op->off, l->o.mapping + op->off, op->len, 0,
+					op->cookie);
+	else
+		ret = rdax_submit_fsync(l->vol, op->off, op->len, 0, op->cookie);
+	if (ret) {
+		char why[256];
+		snprintf(why, sizeof(why), "submit: %s", rdax_strerror(ret));
+		finish(op, ret);
+		fail(l, ret, why);
+		return false;
+	}
+	l->inflight[op->cookie % l->o.depth] = op;
+	l->ninflight++;
+	return true;
+}
+
+/* reap -- take completions; false if the link failed */
+static bool reap(struct replica_link *l, int timeout_ms)
+{
+	struct rdax_completion c[16];
+	int n = rdax_wait_completions(l->conn, c, 16, 1, timeout_ms);
+	if (n < 0) {
+		char why[320];
+		snprintf(why, sizeof(why), "connection: %s", rdax_conn_last_error(l->conn));
+		fail(l, n, why);
+		return false;
+	}
+	for (int i = 0; i < n; i++) {
+		struct rlink_op *op = l->inflight[c[i].cookie % l->o.depth];
+		if (!op || op->cookie != c[i].cookie) {
+			fail(l, -RDAX_E_PROTOCOL, "a completion of a request never sent");
+			return false;
+		}
+		l->inflight[c[i].cookie % l->o.depth] = NULL;
+		l->ninflight--;
+		if (c[i].status) {
+			char why[320];
+			snprintf(why, sizeof(why), "%s at %" PRIu64 "+%" PRIu64 ": %s",
+				 op->kind == RLINK_WRITE ? "write" : "fsync", op->off, op->len,
+				 rdax_conn_last_error(l->conn));
+			finish(op, c[i].status);
+			fail(l, c[i].status, why);
+			return false;
+		}
+		pthread_mutex_lock(&l->lock);
+		if (op->kind == RLINK_WRITE) {
+			l->stats.writes++;
+			l->stats.write_bytes += op->len;
+		} else {
+			l->stats.fsyncs++;
+		}
+		pthread_mutex_unlock(&l->lock);
+		finish(op, 0);
+	}
+	return true;
+}
+
+/* stalled -- the oldest request in flight waited longer than the timeout */
+static bool stalled(struct replica_link *l)
+{
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < l->o.depth; i++)
+		if (l->inflight[i] && now - l->inflight[i]->sent_ms > l->o.timeout_ms)
+			return true;
+	return false;
+}
+
+static void *link_thread(void *arg)
+{
+	struct replica_link *l = arg;
+	for (;;) {
+		pthread_mutex_lock(&l->lock);
+		while (!l->stop && !l->failed && !l->fail_asked && !l->head && l->ninflight == 0)
+			pthread_cond_wait(&l->cond, &l->lock);
+		int asked = l->fail_asked;
+		if (l->stop || l->failed || asked) {
+			pthread_mutex_unlock(&l->lock);
+			if (asked && !l->failed)
+				fail(l, asked, "out of memory queueing a write");
+			break;
+		}
+		/* take what fits in the pipeline, in order */
+		struct rlink_op *take = NULL, **tailp = &take;
+		unsigned room = l->o.depth - l->ninflight;
+		while (l->head && room) {
+			struct rlink_op *op = l->head;
+			l->head = op->next;
+			op->next = NULL;
+			*tailp = op;
+			tailp = &op->next;
+			room--;
+		}
+		if (!l->head)
+			l->tail = NULL;
+		pthread_mutex_unlock(&l->lock);
+		bool ok = true;
+		while (take) {
+			struct rlink_op *next = take->next;
+			if (ok)
+				ok = submit(l, take);
+			else
+				finish(take, l->code);
+			take = next;
+		}
+		if (!ok)
+			break;
+		if (l->ninflight && !reap(l, RLINK_POLL_MS))
+			break;
+		if (l->ninflight && stalled(l)) {
+			char why[128];
+			snprintf(why, sizeof(why), "no answer for %u ms (stalled replica)",
+				 l->o.timeout_ms);
+			fail(l, -ETIMEDOUT, why);
+			break;
+		}
+	}
+	return NULL;
+}
+
+/* enqueue -- add @op, or complete it at once if the link failed */
+static void enqueue(struct replica_link *l, struct rlink_op *op)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->failed || l->stop) {
+		int code = l->failed ? l->code : -ECANCELED;
+		pthread_mutex_unlock(&l->lock);
+		finish(op, code);
+		return;
+	}
+	if (l->tail)
+		l->tail->next = op;
+	else
+		l->head = op;
+	l->tail = op;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len)
+{
+	if (len == 0 || off >= l->o.size || len > l->o.size - off)
+		return;
+	struct rlink_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		/* a write that cannot be queued is one the replica would lack: the link fails */
+		pthread_mutex_lock(&l->lock);
+		l->fail_asked = -ENOMEM;
+		pthread_cond_signal(&l->cond);
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	*op = (struct rlink_op){.kind = RLINK_WRITE, .off = off, .len = len};
+	enqueue(l, op);
+}
+
+void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlink_waiter *w)
+{
+	struct rlink_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		w->done(w, -ENOMEM);
+		return;
+	}
+	*op = (struct rlink_op){.kind = RLINK_FSYNC, .off = off, .len = len, .w = w};
+	enqueue(l, op);
+}
+
+void rlink_stats(struct replica_link *l, struct rlink_stats *out)
+{
+	pthread_mutex_lock(&l->lock);
+	*out = l->stats;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/*
+ * drain -- take the completions librdax still owes (a failed link left
+ * requests in flight): the connection's own timeout (the link's) ends a
+ * stalled one, after which every request completes with its error, and the
+ * volume can be closed
+ */
+static void drain(struct replica_link *l)
+{
+	struct rdax_completion c[16];
+	for (unsigned tries = 0; l->conn && rdax_inflight(l->conn) > 0 && tries < 8; tries++)
+		if (rdax_wait_completions(l->conn, c, 16, 1, (int)l->o.timeout_ms) < 0 &&
+		    rdax_inflight(l->conn) > 0)
+			continue;
+}
+
+static void link_free(struct replica_link *l)
+{
+	drain(l);
+	if (l->vol)
+		rdax_volume_close(&l->vol);
+	if (l->conn)
+		rdax_disconnect(&l->conn);
+	pthread_mutex_destroy(&l->lock);
+	pthread_cond_destroy(&l->cond);
+	free(l->inflight);
+	free(l->url);
+	free(l->volume);
+	free(l);
+}
+
+int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err, size_t errlen)
+{
+	struct replica_link *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->o = *o;
+	l->o.timeout_ms = o->timeout_ms ? o->timeout_ms : RLINK_DEFAULT_TIMEOUT_MS;
+	l->o.depth = o->depth ? o->depth : RLINK_DEFAULT_DEPTH;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
+	l->url = strdup(o->url);
+	l->volume = strdup(o->volume);
+	l->inflight = calloc(l->o.depth, sizeof(*l->inflight));
+	l->o.url = l->url;
+	l->o.volume = l->volume;
+	if (!l->url || !l->volume || !l->inflight) {
+		link_free(l);
+		return -ENOMEM;
+	}
+	struct rdax_conn_opts *co;
+	int ret = rdax_conn_opts_new(&co);
+	if (ret) {
+		link_free(l);
+		return ret;
+	}
+	rdax_conn_opts_set_client_name(co, "replica-link");
+	rdax_conn_opts_set_timeout(co, (int)l->o.timeout_ms);
+	rdax_conn_opts_set_queue_depth(co, l->o.depth);
+	if (o->token_file && (ret = rdax_conn_opts_set_token_file(co, o->token_file))) {
+		rdax_seterr(err, errlen, "token file %s: %s", o->token_file, rdax_strerror(ret));
+		rdax_conn_opts_delete(&co);
+		link_free(l);
+		return ret;
+	}
+	ret = rdax_connect(o->url, co, &l->conn);
+	rdax_conn_opts_delete(&co);
+	if (ret) {
+		rdax_seterr(err, errlen, "connect %s: %s", o->url, rdax_connect_last_error());
+		link_free(l);
+		return ret;
+	}
+	ret = rdax_volume_open(l->conn, o->volume, &l->vol);
+	if (ret) {
+		rdax_seterr(err, errlen, "open %s on %s: %s", o->volume, o->url,
+			    rdax_conn_last_error(l->conn));
+		link_free(l);
+		return ret;
+	}
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = -pthread_create(&l->thread, NULL, link_thread, l);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		rdax_seterr(err, errlen, "cannot start the link thread: %s", strerror(-ret));
+		link_free(l);
+		return ret;
+	}
+	*out = l;
+	return 0;
+}
+
+void rlink_stop(struct replica_link **lp)
+{
+	struct replica_link *l = lp ? *lp : NULL;
+	if (!l)
+		return;
+	pthread_mutex_lock(&l->lock);
+	l->stop = true;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	pthread_join(l->thread, NULL);
+	/* what is still in flight or queued never got its answer */
+	for (unsigned i = 0; i < l->o.depth; i++)
+		if (l->inflight[i])
+			finish(l->inflight[i], -ECANCELED);
+	for (struct rlink_op *q = l->head, *next; q; q = next) {
+		next = q->next;
+		finish(q, -ECANCELED);
+	}
+	link_free(l);
+	*lp = NULL;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * replica_link.h -- the primary's ordered, pipelined stream to one replica
+ *
+ * One link per (volume, replica): a connection to the replica node's
+ * rdaxd, speaking the ordinary rdax protocol through librdax's pipelined
+ * calls (rdax_submit_write / _fsync, rdax_wait_completions), on a thread of
+ * its own. The primary hands it, in order:
+ *
+ *   rlink_forward(off, len)  a write that was applied to the primary's
+ *                            mapping; the bytes are read from the mapping
+ *                            when they are sent, not copied when queued
+ *                            (docs/cluster.md, "Data path": the last send
+ *                            covering a byte carries its final value, so a
+ *                            replica applying sends in order converges)
+ *   rlink_fsync(off, len, w) an fsync: sent behind every write queued
+ *                            before it (the protocol's per-connection order
+ *                            makes it cover them); w->done(w, status) runs
+ *                            on the link thread when the replica answered
+ *
+ * A link fails -- once, for good -- when the connection breaks, a request
+ * fails, or a request has had no answer for the timeout (a stalled replica):
+ * every waiter then completes with the error and on_fail(arg, code, why)
+ * runs (link thread). Nothing queued later is sent. The caller decides what
+ * a failure means (docs/cluster.md, "Losing a replica": the replica leaves
+ * the ISR before anything it lacks is acknowledged); the link never retries.
+ *
+ * Thread safety: rlink_forward() and rlink_fsync() from any thread (one
+ * lock, one wakeup); they never block on the network. rlink_stop() from any
+ * thread but the link's.
+ */
+#ifndef RDAXD_REPLICA_LINK_H
+#define RDAXD_REPLICA_LINK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct replica_link;
+
+/* An fsync's completion, embedded in the caller's object. */
+struct rlink_waiter {
+	struct rlink_waiter *next;			  /* the link's own */
+	void (*done)(struct rlink_waiter *w, int status); /* link thread; status 0 or < 0 */
+};
+
+struct rlink_opts {
+	const char *url;	/* the replica node's tcp:// (or rdma://) URL */
+	const char *volume;	/* the volume's name there */
+	const uint8_t *mapping; /* the primary's copy of the volume: what is sent */
+	uint64_t size;		/* its size */
+	const char *token_file; /* NULL: none */
+	unsigned timeout_ms;	/* no answer this long: failed (0: 2000) */
+	unsigned depth;		/* requests in flight (0: 32) */
+	void (*on_fail)(void *arg, int code, const char *why);
+	void *arg;
+};
+
+struct rlink_stats {
+	uint64_t writes, write_bytes, fsyncs;
+	bool failed;
+	int code;
+};
+
+/*
+ * rlink_start -- connect, open the volume and start the link's thread.
+ * Returns 0, or a negative code with @err saying why (nothing runs then).
+ */
+int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err, size_t errlen);
+
+/* rlink_forward -- queue a write of [off, off + len) of the mapping */
+void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len);
+
+/*
+ * rlink_fsync -- queue an fsync of [off, off + len) (len 0: to the end);
+ * @w->done runs once, with 0 or the link's error (at once if it failed).
+ */
+void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlink_waiter *w);
+
+/* rlink_stats -- counters so far */
+void rlink_stats(struct replica_link *l, struct rlink_stats *out);
+
+/*
+ * rlink_stop -- stop the thread, complete what is still waiting with
+ * -ECANCELED, close the connection, free. Accepts NULL; sets *lp = NULL.
+ */
+void rlink_stop(struct replica_link **lp);
+
+#endif
