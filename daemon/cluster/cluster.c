@@ -191,9 +191,11 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
 static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 {
 	struct volume_info info;
+	char why[256] = "";
 	int ret = store_volume_info(c->o.store, v->name, &info);
 	if (ret == -ENOENT) {
-		ret = store_volume_create(c->o.store, v->name, v->size, NULL, NULL);
+		ret = store_volume_create(c->o.store, v->name, v->size, NULL, NULL, why,
+					  sizeof(why));
 		if (ret == 0) {
 			LOG_INFO("volume %s: local replica created (%" PRIu64 " bytes)", v->name,
 				 v->size);
@@ -204,7 +206,7 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	}
 	if (ret) {
 		LOG_ERROR("volume %s: cannot create the local replica: %s", v->name,
-			  rdax_strerror(ret));
+			  why[0] ? why : rdax_strerror(ret));
 		return ret;
 	}
 	if (info.size != v->size) {
