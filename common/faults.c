@@ -24,6 +24,7 @@ static const struct {
 	{ "lines-first-only", &rdax_faults.lines_first_only },
 	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
+	{ "repl-ack-early", &rdax_faults.repl_ack_early },
 };
 
 int faults_from_env(void)

@@ -42,6 +42,8 @@ struct rdax_faults {
 	bool crash_states_no_fsync;
 	/* change record: set a region's bit without persisting it (lost after a power cut) */
 	bool change_record_no_persist;
+	/* replication: an fsync is acknowledged without waiting for the replicas */
+	bool repl_ack_early;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -57,7 +57,23 @@ void ck_fill(const struct ck *ck, unsigned block, uint64_t version, uint8_t *buf
 	}
 }
 
+static int vol_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	return rdax_write(arg, off, buf, len, 0);
+}
+
+static int vol_fsync(void *arg, uint64_t off, uint64_t len)
+{
+	return rdax_fsync(arg, off, len, NULL);
+}
+
 int ck_step(struct ck *ck, struct rdax_volume *vol, unsigned nwrites)
+{
+	struct ck_io io = {.write = vol_write, .fsync = vol_fsync, .arg = vol};
+	return ck_step_with(ck, &io, nwrites);
+}
+
+int ck_step_with(struct ck *ck, const struct ck_io *io, unsigned nwrites)
 {
 	uint8_t buf[CK_BLOCK];
 	unsigned lo = ck->nblocks, hi = 0;
@@ -68,7 +84,7 @@ int ck_step(struct ck *ck, struct rdax_volume *vol, unsigned nwrites)
 		ck_fill(ck, b, v, buf);
 		/* counted written before it is sent: a write that fails may still have landed */
 		ck->written[b] = v;
-		int ret = rdax_write(vol, ck->off + (uint64_t)b * CK_BLOCK, buf, CK_BLOCK, 0);
+		int ret = io->write(io->arg, ck->off + (uint64_t)b * CK_BLOCK, buf, CK_BLOCK);
 		if (ret) {
 			ck->failed_writes++;
 			return ret;
@@ -80,7 +96,7 @@ int ck_step(struct ck *ck, struct rdax_volume *vol, unsigned nwrites)
 	if (lo > hi)
 		return 0;
 	uint64_t len = (uint64_t)(hi - lo + 1) * CK_BLOCK;
-	int ret = rdax_fsync(vol, ck->off + (uint64_t)lo * CK_BLOCK, len, NULL);
+	int ret = io->fsync(io->arg, ck->off + (uint64_t)lo * CK_BLOCK, len);
 	if (ret) {
 		ck->failed_fsyncs++;
 		return ret;

@@ -59,6 +59,16 @@ void ck_free(struct ck *ck);
  */
 int ck_step(struct ck *ck, struct rdax_volume *vol, unsigned nwrites);
 
+/* A write path for ck_step_with(): write @len bytes at @off; fsync a range. 0 or < 0. */
+struct ck_io {
+	int (*write)(void *arg, uint64_t off, const void *buf, size_t len);
+	int (*fsync)(void *arg, uint64_t off, uint64_t len);
+	void *arg;
+};
+
+/* ck_step_with -- ck_step through @io instead of a librdax volume (a primary's own path) */
+int ck_step_with(struct ck *ck, const struct ck_io *io, unsigned nwrites);
+
 /*
  * ck_verify -- read every block back and check it (top of the file).
  * Returns 0, -EIO with ck->why naming the first bad block, or a read error.

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* repl_volume.c -- one volume's replication on its primary */
+#include "repl_volume.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "faults.h"
+#include "log.h"
+
+struct member {
+	char node[CLUSTER_NAME_MAX + 1];
+	char url[CLUSTER_URL_MAX + 1];
+	struct replica_link *link;
+	enum repl_member_state state;
+	uint64_t *last_fwd;  /* per region: sequence of the last write forwarded */
+	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
+	struct repl_wait_part *held; /* waits that need this member's removal */
+	struct repl_volume *rv;
+	unsigned index;
+};
+
+struct repl_volume {
+	struct repl_opts o;
+	char volume[CLUSTER_NAME_MAX + 1];
+	pthread_mutex_t lock;
+	struct member m[CLUSTER_MAX_REPLICAS];
+	unsigned n;
+	uint64_t nregions;
+	uint64_t seq; /* of the last write forwarded */
+};
+
+static uint64_t region_of(uint64_t off)
+{
+	return off >> CHANGE_RECORD_REGION_SHIFT;
+}
+
+/* part_done -- one member's share of a wait is over; the wait completes with the last */
+static void part_done_locked(struct repl_wait *w, int status, bool *complete)
+{
+	if (status && !w->status)
+		w->status = status;
+	*complete = --w->pending == 0;
+}
+
+static void finish(struct repl_wait *w)
+{
+	w->done(w, w->status);
+}
+
+/*
+ * member_failed -- under the lock: the member's link failed. Open its record
+ * slot with every region it has not confirmed, before the shrink is asked
+ * (so a primary that dies now still knows what the member lacks).
+ */
+static void member_failed_locked(struct repl_volume *rv, struct member *m)
+{
+	if (m->state != REPL_LIVE)
+		return;
+	m->state = REPL_FAILED;
+	if (!rv->o.rec)
+		return;
+	int slot = change_record_slot_open(rv->o.rec, m->node, rv->o.epoch);
+	if (slot < 0) {
+		/* no slot: the member will need a full resync; nothing else is at risk */
+		LOG_WARN("volume %s: no change-record slot for %s (%d): its return needs a full "
+			 "resync",
+			 rv->volume, m->node, slot);
+		return;
+	}
+	for (uint64_t r = 0; r < rv->nregions; r++)
+		if (m->last_fwd[r] > m->confirmed[r])
+			change_record_mark_slot(rv->o.rec, slot, r << CHANGE_RECORD_REGION_SHIFT,
+						1);
+}
+
+/* on_member_fsync -- a member answered (or its link failed) for a wait */
+static void on_member_fsync(struct rlink_waiter *lw, int status)
+{
+	struct repl_wait_part *p = (struct repl_wait_part *)lw;
+	struct repl_wait *w = p->w;
+	struct repl_volume *rv = w->rv;
+	struct member *m = &rv->m[p->member];
+	bool complete = false, ask = false;
+	pthread_mutex_lock(&rv->lock);
+	if (status == 0) {
+		/* confirmed: every region wholly inside the range is flushed up to w->seq */
+		uint64_t end = w->len ? w->off + w->len : rv->o.size;
+		uint64_t first = (w->off + CHANGE_RECORD_REGION - 1) >> CHANGE_RECORD_REGION_SHIFT;
+		uint64_t last_excl = end >= rv->o.size ? rv->nregions : region_of(end);
+		for (uint64_t r = first; r < last_excl; r++)
+			if (m->confirmed[r] < w->seq)
+				m->confirmed[r] = w->seq;
+		part_done_locked(w, 0, &complete);
+	} else if (m->state == REPL_REMOVED) {
+		part_done_locked(w, 0, &complete); /* it left the ISR: nothing waits for it */
+	} else {
+		ask = m->state == REPL_LIVE;
+		member_failed_locked(rv, m);
+		p->held_next = m->held; /* released by repl_removed() */
+		m->held = p;
+	}
+	pthread_mutex_unlock(&rv->lock);
+	if (ask && rv->o.shrink)
+		rv->o.shrink(rv->o.arg, rv, m->node);
+	if (complete)
+		finish(w);
+}
+
+/* on_link_fail -- a link's failure (its thread): ask for the shrink at once */
+static void on_link_fail(void *arg, int code, const char *why)
+{
+	struct member *m = arg;
+	struct repl_volume *rv = m->rv;
+	(void)code;
+	pthread_mutex_lock(&rv->lock);
+	bool ask = m->state == REPL_LIVE;
+	member_failed_locked(rv, m);
+	pthread_mutex_unlock(&rv->lock);
+	if (ask) {
+		LOG_WARN("volume %s: replica %s failed (%s): leaving the ISR", rv->volume, m->node,
+			 why);
+		if (rv->o.shrink)
+			rv->o.shrink(rv->o.arg, rv, m->node);
+	}
+}
+
+int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
+	       struct repl_volume **out)
+{
+	if (!o || n > CLUSTER_MAX_REPLICAS || !o->mapping || !o->size)
+		return -EINVAL;
+	struct repl_volume *rv = calloc(1, sizeof(*rv));
+	if (!rv)
+		return -ENOMEM;
+	rv->o = *o;
+	snprintf(rv->volume, sizeof(rv->volume), "%s", o->volume);
+	rv->o.volume = rv->volume;
+	rv->nregions = (o->size + CHANGE_RECORD_REGION - 1) >> CHANGE_RECORD_REGION_SHIFT;
+	pthread_mutex_init(&rv->lock, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct member *m = &rv->m[i];
+		snprintf(m->node, sizeof(m->node), "%s", members[i].node);
+		snprintf(m->url, sizeof(m->url), "%s", members[i].url);
+		m->rv = rv;
+		m->index = i;
+		m->last_fwd = calloc(rv->nregions, sizeof(uint64_t));
+		m->confirmed = calloc(rv->nregions, sizeof(uint64_t));
+		if (!m->last_fwd || !m->confirmed) {
+			rv->n = i + 1;
+			repl_stop(&rv);
+			return -ENOMEM;
+		}
+	}
+	rv->n = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct member *m = &rv->m[i];
+		struct rlink_opts lo = {.url = m->url,
+					.volume = rv->volume,
+					.mapping = o->mapping,
+					.size = o->size,
+					.token_file = o->token_file,
+					.timeout_ms = o->timeout_ms,
+					.on_fail = on_link_fail,
+					.arg = m};
+		char err[512];
+		if (rlink_start(&lo, &m->link, err, sizeof(err)) == 0)
+			continue;
+		LOG_WARN("volume %s: no link to replica %s: %s", rv->volume, m->node, err);
+		pthread_mutex_lock(&rv->lock);
+		member_failed_locked(rv, m);
+		pthread_mutex_unlock(&rv->lock);
+		if (o->shrink)
+			o->shrink(o->arg, rv, m->node);
+	}
+	*out = rv;
+	return 0;
+}
+
+void repl_before_write(struct repl_volume *rv, uint64_t off, uint64_t len)
+{
+	if (rv->o.rec)
+		change_record_mark(rv->o.rec, off, len);
+}
+
+void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
+{
+	if (len == 0 || off >= rv->o.size)
+		return;
+	if (len > rv->o.size - off)
+		len = rv->o.size - off;
+	pthread_mutex_lock(&rv->lock);
+	uint64_t seq = ++rv->seq;
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		if (m->state != REPL_LIVE)
+			continue;
+		for (uint64_t r = region_of(off); r <= region_of(off + len - 1); r++)
+			m->last_fwd[r] = seq;
+		/* under the lock: every link gets the writes in the same order */
+		rlink_forward(m->link, off, len);
+	}
+	pthread_mutex_unlock(&rv->lock);
+}
+
+void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w)
+{
+	w->rv = rv;
+	w->off = off;
+	w->len = len;
+	w->status = 0;
+	if (rdax_faults.repl_ack_early) {
+		/* control: acknowledge before the replicas answered (must be caught) */
+		w->done(w, 0);
+		return;
+	}
+	pthread_mutex_lock(&rv->lock);
+	w->seq = rv->seq;
+	w->pending = 1; /* held until every part is queued */
+	struct replica_link *send[CLUSTER_MAX_REPLICAS];
+	struct repl_wait_part *parts[CLUSTER_MAX_REPLICAS];
+	unsigned nsend = 0;
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		struct repl_wait_part *p = &w->part[i];
+		*p = (struct repl_wait_part){.lw = {.done = on_member_fsync}, .w = w, .member = i};
+		if (m->state == REPL_REMOVED)
+			continue;
+		w->pending++;
+		if (m->state == REPL_FAILED) {
+			p->held_next = m->held;
+			m->held = p;
+			continue;
+		}
+		send[nsend] = m->link;
+		parts[nsend++] = p;
+	}
+	pthread_mutex_unlock(&rv->lock);
+	/*
+	 * Queued after the lock is dropped (a failed link completes at once, and
+	 * its callback takes the lock): a write forwarded meanwhile goes before
+	 * the fsync and is covered too; w->seq, read under the lock, stays a
+	 * lower bound of what the fsync covers.
+	 */
+	for (unsigned i = 0; i < nsend; i++)
+		rlink_fsync(send[i], off, len, &parts[i]->lw);
+	pthread_mutex_lock(&rv->lock);
+	bool complete;
+	part_done_locked(w, 0, &complete);
+	pthread_mutex_unlock(&rv->lock);
+	if (complete)
+		finish(w);
+}
+
+void repl_removed(struct repl_volume *rv, const char *node, int status)
+{
+	struct repl_wait *done = NULL;
+	pthread_mutex_lock(&rv->lock);
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		if (strcmp(m->node, node) != 0 || m->state != REPL_FAILED)
+			continue;
+		if (status == 0)
+			m->state = REPL_REMOVED;
+		for (struct repl_wait_part *p = m->held, *next; p; p = next) {
+			next = p->held_next;
+			bool complete;
+			part_done_locked(p->w, status ? -EIO : 0, &complete);
+			if (complete) {
+				p->w->done_next = done;
+				done = p->w;
+			}
+		}
+		m->held = NULL;
+		if (status)
+			LOG_ERROR(
+			    "volume %s: replica %s cannot leave the ISR (%d): fsyncs that need "
+			    "it fail",
+			    rv->volume, node, status);
+		else
+			LOG_INFO("volume %s: replica %s left the ISR", rv->volume, node);
+	}
+	pthread_mutex_unlock(&rv->lock);
+	while (done) {
+		struct repl_wait *next = done->done_next;
+		finish(done);
+		done = next;
+	}
+}
+
+unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&rv->lock);
+	for (unsigned i = 0; i < rv->n && n < max; i++, n++) {
+		snprintf(out[n].node, sizeof(out[n].node), "%s", rv->m[i].node);
+		out[n].state = rv->m[i].state;
+		memset(&out[n].link, 0, sizeof(out[n].link));
+		if (rv->m[i].link)
+			rlink_stats(rv->m[i].link, &out[n].link);
+	}
+	pthread_mutex_unlock(&rv->lock);
+	return n;
+}
+
+void repl_stop(struct repl_volume **rvp)
+{
+	struct repl_volume *rv = rvp ? *rvp : NULL;
+	if (!rv)
+		return;
+	for (unsigned i = 0; i < rv->n; i++)
+		rlink_stop(&rv->m[i].link); /* completes its waits with -ECANCELED */
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		while (m->held) {
+			struct repl_wait_part *p = m->held;
+			m->held = p->held_next;
+			bool complete;
+			part_done_locked(p->w, -ECANCELED, &complete);
+			if (complete)
+				finish(p->w);
+		}
+		free(m->last_fwd);
+		free(m->confirmed);
+	}
+	pthread_mutex_destroy(&rv->lock);
+	free(rv);
+	*rvp = NULL;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * repl_volume.h -- one volume's replication on its primary
+ *
+ * The primary's side of the data path (docs/cluster.md, "Data path" and
+ * "Losing a replica"), for the protocol layer to call:
+ *
+ *   repl_before_write(off, len)  before a write's bytes reach the mapping:
+ *                                marks the change record for every replica
+ *                                that is away (durable before the bytes land)
+ *   repl_write(off, len)         after they did: forwarded, in this order, on
+ *                                the link of every live ISR member
+ *   repl_fsync(off, len, w)      an fsync (or a durable write) of that range:
+ *                                w->done(w, 0) once every ISR member confirmed
+ *                                it -- or, for a member whose link failed,
+ *                                once that member left the ISR in etcd
+ *                                (invariant 2); the caller also waits for the
+ *                                local flush before it acknowledges
+ *
+ * A member fails when its link does (error, death, stall past the timeout).
+ * Then, before anything it lacks can be acknowledged: the change record's
+ * slot for it is opened with every region it has not confirmed flushed
+ * (per region, the sequence of the last write forwarded against the last
+ * fsync confirmed), later writes mark it, and o->shrink(arg, rv, node) asks
+ * the owner to remove it from the ISR. The owner answers with repl_removed():
+ * 0 releases the waits held for that member; an error (the ISR may not
+ * shrink below min_replicas, or this node is no longer primary) completes
+ * them with -EIO. While no answer comes (etcd unreachable) they stay held:
+ * the primary acknowledges nothing rather than guess.
+ *
+ * Thread safety: every function from any thread; one lock per volume.
+ * w->done and o->shrink run on a link's thread or the caller's, never under
+ * the lock.
+ */
+#ifndef RDAXD_REPL_VOLUME_H
+#define RDAXD_REPL_VOLUME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "change_record.h"
+#include "cluster_meta.h"
+#include "replica_link.h"
+
+struct repl_volume;
+struct repl_wait;
+
+/* One member's part of a wait (the wait's own). */
+struct repl_wait_part {
+	struct rlink_waiter lw;
+	struct repl_wait *w;
+	unsigned member;
+	struct repl_wait_part *held_next; /* the member's held list */
+};
+
+/* An fsync's wait, embedded in the caller's object. */
+struct repl_wait {
+	void (*done)(struct repl_wait *w, int status); /* 0, or -EIO: not acknowledgeable */
+	/* the volume's own: */
+	struct repl_volume *rv;
+	uint64_t off, len, seq;
+	unsigned pending;
+	int status;
+	struct repl_wait *done_next;
+	struct repl_wait_part part[CLUSTER_MAX_REPLICAS];
+};
+
+struct repl_member_spec {
+	const char *node; /* its name (the ISR's spelling) */
+	const char *url;  /* where its rdaxd is */
+};
+
+struct repl_opts {
+	const char *volume;
+	const uint8_t *mapping; /* the primary's copy */
+	uint64_t size;
+	uint64_t epoch;
+	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
+	const char *token_file;
+	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
+	void (*shrink)(void *arg, struct repl_volume *rv, const char *node);
+	void *arg;
+};
+
+enum repl_member_state { REPL_LIVE, REPL_FAILED, REPL_REMOVED };
+
+struct repl_member_info {
+	char node[CLUSTER_NAME_MAX + 1];
+	enum repl_member_state state;
+	struct rlink_stats link;
+};
+
+/*
+ * repl_start -- links to the @n other ISR members. A member whose link
+ * cannot be made fails at once (its slot opened, the shrink asked).
+ * Returns 0, -ENOMEM, -EINVAL.
+ */
+int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
+	       struct repl_volume **out);
+
+void repl_before_write(struct repl_volume *rv, uint64_t off, uint64_t len);
+void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len);
+void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
+
+/* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
+void repl_removed(struct repl_volume *rv, const char *node, int status);
+
+/* repl_members -- up to @max members' states; returns the count */
+unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max);
+
+/* repl_stop -- stop every link; waits still held complete with -ECANCELED. Sets *rvp = NULL. */
+void repl_stop(struct repl_volume **rvp);
+
+#endif

@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_replication.c -- the primary's replication under faults, with the checker
+ *
+ * etcd and three rdaxd nodes (n1, n2, n3) in their network namespaces. The
+ * volume "rep" is placed on the test's own primary "tp" and on n2 and n3
+ * (the test writes its key: replicas [tp, n2, n3], ISR all three, min 1, and
+ * the leader key of tp); the nodes' cluster threads create their local
+ * replicas. The test process is the primary: its mapping is the primary's
+ * copy, repl_volume forwards to n2 and n3 over replica links, and ISR shrinks
+ * run the real transaction (cluster_isr_change) against etcd. The checker
+ * writes 4 KiB blocks from the seed through it and fsyncs.
+ *
+ * What must hold, checked after every acknowledged fsync while a fault is on
+ * and after every heal:
+ *   - invariant 2: when an fsync is acknowledged, every member still in the
+ *     ISR recorded in etcd has confirmed it -- concretely, a replica that is
+ *     down is no longer in etcd's ISR when an fsync after its failure is
+ *     acknowledged;
+ *   - invariant 1 (the checker): every member in etcd's ISR reads back every
+ *     acknowledged block, none older, none invented;
+ *   - a primary that cannot reach etcd acknowledges nothing that needs a
+ *     shrink: with etcd stopped and a replica stalled, the fsync stays
+ *     unacknowledged until etcd is back and the shrink is made.
+ * Faults: delay on n2's link (acks go on), kill -9 of n3 (sim mode: a power
+ * cut), SIGSTOP of n2 with etcd stopped, then etcd restarted.
+ * Control: RDAX_FAULTS' repl-ack-early (an fsync acknowledged without waiting
+ * for the replicas) in the same kill -9 round must be caught by the
+ * invariant-2 check.
+ *
+ *   test_replication [--seed N]   (default: $RDAX_CLUSTER_SEED, else 1)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checker.h"
+#include "cluster_meta.h"
+#include "cluster_txn.h"
+#include "etcd.h"
+#include "etcd_fixture.h"
+#include "faults.h"
+#include "harness.h"
+#include "net.h"
+#include "node.h"
+#include "repl_volume.h"
+
+#define NODES	 3
+#define VOL_SIZE (8ULL << 20)
+#define NBLOCKS	 2048
+#define LINK_MS	 500
+#define CLUSTER	 "default"
+#define PRIMARY	 "tp"
+
+static uint64_t seed = 1;
+static char tmpdir[256];
+static struct nx_net net;
+static struct ef_cluster etcd;
+static struct nx_node node[NODES];
+static uint8_t *mapping;
+static const char *volname = "rep"; /* the control uses a fresh volume */
+
+/* --- the primary's shrink worker: what the cluster thread does for rdaxd --- */
+
+static pthread_mutex_t sh_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sh_cond = PTHREAD_COND_INITIALIZER;
+static char sh_queue[8][CLUSTER_NAME_MAX + 1];
+static unsigned sh_n;
+static bool sh_stop;
+static struct repl_volume *sh_rv;
+static pthread_t sh_thread;
+
+static void on_shrink(void *arg, struct repl_volume *rv, const char *nd)
+{
+	(void)arg;
+	pthread_mutex_lock(&sh_lock);
+	sh_rv = rv;
+	if (sh_n < 8)
+		snprintf(sh_queue[sh_n++], CLUSTER_NAME_MAX + 1, "%s", nd);
+	pthread_cond_signal(&sh_cond);
+	pthread_mutex_unlock(&sh_lock);
+}
+
+/* shrinker -- runs each shrink until etcd gives a definite answer (retrying while unreachable) */
+static void *shrinker(void *arg)
+{
+	(void)arg;
+	struct etcd_client *e;
+	char err[256];
+	if (etcd_client_new(etcd.spec, NULL, &e, err, sizeof(err)))
+		return NULL;
+	pthread_mutex_lock(&sh_lock);
+	while (!sh_stop) {
+		if (sh_n == 0) {
+			pthread_cond_wait(&sh_cond, &sh_lock);
+			continue;
+		}
+		char nd[CLUSTER_NAME_MAX + 1];
+		snprintf(nd, sizeof(nd), "%s", sh_queue[0]);
+		memmove(sh_queue, sh_queue + 1, sizeof(sh_queue[0]) * --sh_n);
+		struct repl_volume *rv = sh_rv;
+		pthread_mutex_unlock(&sh_lock);
+		int ret;
+		for (;;) {
+			ret = cluster_isr_change(e, CLUSTER, volname, PRIMARY, 1, nd, false, NULL,
+						 err, sizeof(err));
+			if (ret != -ENOTCONN && ret != -ETIMEDOUT && ret != -ECONNRESET &&
+			    ret != -EAGAIN)
+				break;
+			usleep(200 * 1000); /* etcd away: nothing is acknowledged meanwhile */
+			pthread_mutex_lock(&sh_lock);
+			bool stop = sh_stop;
+			pthread_mutex_unlock(&sh_lock);
+			if (stop)
+				break;
+		}
+		printf("  shrink %s: %s\n", nd, ret ? err : "left the ISR in etcd");
+		repl_removed(rv, nd, ret);
+		pthread_mutex_lock(&sh_lock);
+	}
+	pthread_mutex_unlock(&sh_lock);
+	etcd_client_delete(&e);
+	return NULL;
+}
+
+/* --- etcd views ------------------------------------------------------------ */
+
+static int read_volume(struct cluster_volume_rec *v)
+{
+	struct etcd_client *e;
+	char err[256], key[CLUSTER_KEY_MAX];
+	if (etcd_client_new(etcd.spec, NULL, &e, err, sizeof(err)))
+		return -1;
+	cluster_key(key, sizeof(key), CLUSTER, "volumes", volname, NULL);
+	struct etcd_range_result r;
+	int ret = etcd_get(e, key, false, &r);
+	if (ret == 0)
+		ret = r.count == 1 ? cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, v,
+							   err, sizeof(err))
+				   : -ENOENT;
+	if (r.count || ret == 0)
+		etcd_range_result_free(&r);
+	etcd_client_delete(&e);
+	return ret;
+}
+
+static bool in_isr(const char *nd)
+{
+	struct cluster_volume_rec v;
+	assert_int_equal(read_volume(&v), 0);
+	return cluster_name_in(v.isr, v.nisr, nd);
+}
+
+/* put -- write a key (no lease) */
+static void put(const char *key, const char *json)
+{
+	struct etcd_client *e;
+	char err[256];
+	assert_int_equal(etcd_client_new(etcd.spec, NULL, &e, err, sizeof(err)), 0);
+	assert_int_equal(etcd_put(e, key, json, strlen(json), 0, NULL), 0);
+	etcd_client_delete(&e);
+}
+
+/* --- the primary's write path, as the checker sees it ------------------------ */
+
+struct fsync_wait {
+	struct repl_wait w;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+};
+
+static void fsync_done(struct repl_wait *w, int status)
+{
+	struct fsync_wait *f = (struct fsync_wait *)w;
+	pthread_mutex_lock(&f->lock);
+	f->done = true;
+	f->status = status;
+	pthread_cond_signal(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static struct repl_volume *rv;
+static const char *down_node; /* a member known down: must be out of etcd's ISR at every ack */
+static unsigned violations;
+static int fsync_wait_ms = 60000;
+
+static int p_write(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	(void)arg;
+	repl_before_write(rv, off, len);
+	memcpy(mapping + off, buf, len);
+	repl_write(rv, off, len);
+	return 0;
+}
+
+/* p_fsync -- the primary's fsync: the local copy is the test's memory, so only the replicas */
+static int p_fsync(void *arg, uint64_t off, uint64_t len)
+{
+	(void)arg;
+	struct fsync_wait f = {.w = {.done = fsync_done}};
+	pthread_mutex_init(&f.lock, NULL);
+	pthread_cond_init(&f.cond, NULL);
+	repl_fsync(rv, off, len, &f.w);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += fsync_wait_ms / 1000;
+	pthread_mutex_lock(&f.lock);
+	while (!f.done && pthread_cond_timedwait(&f.cond, &f.lock, &ts) == 0)
+		;
+	bool done = f.done;
+	int status = f.status;
+	pthread_mutex_unlock(&f.lock);
+	if (!done) {
+		/* the wait belongs to rv still: leave it (the test fails) rather than free it */
+		fail_msg("an fsync neither acknowledged nor failed in %d ms", fsync_wait_ms);
+	}
+	if (status == 0 && down_node && in_isr(down_node)) {
+		violations++;
+		printf("  VIOLATION: fsync acknowledged while down replica %s is in etcd's ISR\n",
+		       down_node);
+	}
+	return status;
+}
+
+static const struct ck_io pio = {.write = p_write, .fsync = p_fsync};
+
+/* verify_isr -- every member of etcd's ISR (but tp) reads back every acknowledged block */
+static void verify_isr(struct ck *ck, const char *when)
+{
+	struct cluster_volume_rec v;
+	assert_int_equal(read_volume(&v), 0);
+	for (unsigned i = 0; i < NODES; i++) {
+		char nd[8];
+		snprintf(nd, sizeof(nd), "n%u", i + 1);
+		if (!cluster_name_in(v.isr, v.nisr, nd))
+			continue;
+		struct rdax_conn *c;
+		struct rdax_volume *vol;
+		assert_int_equal(rdax_connect(node[i].url, NULL, &c), 0);
+		assert_int_equal(rdax_volume_open(c, volname, &vol), 0);
+		int ret = ck_verify(ck, vol);
+		rdax_volume_close(&vol);
+		rdax_disconnect(&c);
+		if (ret)
+			fail_msg("%s: ISR member %s: %s", when, nd, ck->why);
+		printf("  %s: %s (in the ISR) reads back every acknowledged block\n", when, nd);
+	}
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (hx_tmpdir_make("clrep", tmpdir, sizeof(tmpdir)) < 0)
+		return -1;
+	if (nx_net_up(&net, tmpdir, NODES) != 0)
+		return -1;
+	printf("cluster: seed %" PRIu64 ", %s%s%s\n", seed,
+	       net.isolated ? "nodes in network namespaces" : "LOOPBACK FALLBACK",
+	       net.why[0] ? ": " : "", net.why);
+	if (ef_start(&etcd, tmpdir, 1, nx_host_addr(&net)) != 0)
+		return -1;
+	for (unsigned i = 0; i < NODES; i++) {
+		char dir[320], cl[600], nm[32];
+		snprintf(dir, sizeof(dir), "%s/node%u", tmpdir, i + 1);
+		snprintf(cl, sizeof(cl), "--cluster=%s", etcd.spec);
+		snprintf(nm, sizeof(nm), "--node=n%u", i + 1);
+		const char *args[] = {cl, nm, NULL};
+		if (mkdir(dir, 0700) < 0 || nx_node_start_args(&node[i], &net, i, dir, args) != 0)
+			return -1;
+	}
+	mapping = calloc(1, VOL_SIZE);
+	return mapping ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	int bad = 0;
+	for (unsigned i = 0; i < NODES; i++)
+		if (node[i].d.pid > 0 && nx_node_stop(&node[i]) != 0)
+			bad = -1;
+	ef_stop(&etcd);
+	nx_net_down(&net);
+	hx_tmpdir_remove(tmpdir);
+	free(mapping);
+	return bad;
+}
+
+/* place -- the volume key with tp as primary, n2 and n3 as replicas; their copies appear */
+static void place(void)
+{
+	char key[CLUSTER_KEY_MAX], json[512];
+	cluster_key(key, sizeof(key), CLUSTER, "volumes", volname, NULL);
+	snprintf(json, sizeof(json),
+		 "{\"name\":\"%s\",\"size\":%llu,\"replicas\":[\"tp\",\"n2\",\"n3\"],"
+		 "\"min_replicas\":1,\"isr\":[\"tp\",\"n2\",\"n3\"],\"primary\":\"tp\",\"epoch\":1,"
+		 "\"state\":\"ready\"}",
+		 volname, (unsigned long long)VOL_SIZE);
+	put(key, json);
+	cluster_key(key, sizeof(key), CLUSTER, "volumes", volname, "leader", NULL);
+	put(key, "{\"node\":\"tp\",\"epoch\":1,\"incarnation\":\"0000000000000001\"}");
+	for (unsigned i = 1; i < NODES; i++) {
+		bool there = false;
+		for (int t = 0; t < 100 && !there; t++) {
+			struct hx_run r;
+			assert_int_equal(
+			    nx_node_cli(&node[i], 20, NULL, 0, &r, "volume", "info", volname, NULL),
+			    0);
+			there = r.status == 0;
+			hx_run_free(&r);
+			if (!there)
+				usleep(100 * 1000);
+		}
+		assert_true(there);
+	}
+}
+
+static void start_primary(void)
+{
+	struct repl_member_spec m[] = {{"n2", node[1].url}, {"n3", node[2].url}};
+	struct repl_opts o = {.volume = volname,
+			      .mapping = mapping,
+			      .size = VOL_SIZE,
+			      .epoch = 1,
+			      .timeout_ms = LINK_MS,
+			      .shrink = on_shrink};
+	assert_int_equal(repl_start(&o, m, 2, &rv), 0);
+	sh_stop = false;
+	assert_int_equal(pthread_create(&sh_thread, NULL, shrinker, NULL), 0);
+}
+
+static void stop_primary(void)
+{
+	pthread_mutex_lock(&sh_lock);
+	sh_stop = true;
+	pthread_cond_signal(&sh_cond);
+	pthread_mutex_unlock(&sh_lock);
+	pthread_join(sh_thread, NULL);
+	repl_stop(&rv);
+}
+
+/* steps -- @n acknowledged checker steps (each must be acknowledged) */
+static void steps(struct ck *ck, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(ck_step_with(ck, &pio, 1 + (unsigned)(ck->steps % 5)), 0);
+}
+
+/* kill_round -- kill -9 n3 mid-stream; returns the invariant-2 violations seen */
+static unsigned kill_round(struct ck *ck)
+{
+	violations = 0;
+	steps(ck, 30);
+	verify_isr(ck, "before faults");
+	printf("  kill -9 n3\n");
+	assert_int_equal(nx_node_kill(&node[2]), 0);
+	down_node = "n3";
+	steps(ck, 30);
+	down_node = NULL;
+	assert_int_equal(nx_node_restart(&node[2]), 0);
+	return violations;
+}
+
+static void test_replication_faults(void **state)
+{
+	(void)state;
+	place();
+	start_primary();
+	struct ck ck;
+	char log[320];
+	snprintf(log, sizeof(log), "%s/acked.log", tmpdir);
+	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, log), 0);
+
+	/* delay on n2's link: slower, every ack still needs both */
+	uint64_t held = 0;
+	if (net.isolated && nx_delay_start(&net, 1, 20) == 0) {
+		steps(&ck, 20);
+		assert_int_equal(nx_delay_stop(&net, 1, &held), 0);
+		printf("  delay 20 ms on n2: %" PRIu64 " packets held, acks went on\n", held);
+		assert_true(in_isr("n2") && in_isr("n3"));
+	} else {
+		printf("  SKIP delay: %s\n", net.isolated ? "no delayer" : "no namespaces");
+	}
+
+	assert_int_equal(kill_round(&ck), 0);
+	assert_false(in_isr("n3"));
+	verify_isr(&ck, "after kill -9 n3 and its restart");
+
+	/* etcd stopped, then n2 stalls: the fsync that needs n2 gone waits for etcd */
+	printf("  etcd stopped, SIGSTOP n2\n");
+	ef_member_stop(&etcd, 0);
+	assert_int_equal(nx_node_pause(&node[1]), 0);
+	struct fsync_wait f = {.w = {.done = fsync_done}};
+	pthread_mutex_init(&f.lock, NULL);
+	pthread_cond_init(&f.cond, NULL);
+	memset(mapping, 0x5a, 4096);
+	repl_write(rv, 0, 4096);
+	repl_fsync(rv, 0, 4096, &f.w);
+	sleep(3); /* well past the link timeout: n2 is failed, the shrink cannot be made */
+	pthread_mutex_lock(&f.lock);
+	bool early = f.done;
+	pthread_mutex_unlock(&f.lock);
+	printf("  after 3 s without etcd: fsync %s\n",
+	       early ? "ACKNOWLEDGED (wrong)" : "not acknowledged");
+	assert_false(early);
+	assert_int_equal(ef_member_restart(&etcd, 0), 0);
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 30;
+	pthread_mutex_lock(&f.lock);
+	while (!f.done && pthread_cond_timedwait(&f.cond, &f.lock, &ts) == 0)
+		;
+	bool done = f.done;
+	int st = f.status;
+	pthread_mutex_unlock(&f.lock);
+	assert_true(done);
+	assert_int_equal(st, 0);
+	assert_false(in_isr("n2"));
+	printf("  etcd back: n2 left the ISR, then the fsync was acknowledged\n");
+	assert_int_equal(nx_node_resume(&node[1]), 0);
+
+	stop_primary();
+	printf("  %" PRIu64 " fsyncs acknowledged\n", ck.acked_fsyncs);
+	ck_free(&ck);
+}
+
+static void test_control_ack_early(void **state)
+{
+	(void)state;
+	/* a fresh volume: both replicas in the ISR, zeros everywhere */
+	volname = "rep2";
+	place();
+	memset(mapping, 0, VOL_SIZE);
+	start_primary();
+	struct ck ck;
+	assert_int_equal(ck_init(&ck, seed ^ 0xc0, 0, NBLOCKS, NULL), 0);
+	steps(&ck, 5);
+	rdax_faults.repl_ack_early = true;
+	unsigned v = kill_round(&ck);
+	rdax_faults.repl_ack_early = false;
+	printf("  control repl-ack-early: %u invariant-2 violation(s) seen\n", v);
+	assert_true(v > 0);
+	stop_primary();
+	ck_free(&ck);
+}
+
+int main(int argc, char **argv)
+{
+	const char *env = getenv("RDAX_CLUSTER_SEED");
+	if (env)
+		seed = strtoull(env, NULL, 0);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_replication_faults),
+	    cmocka_unit_test(test_control_ack_early),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
