@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "checker.h"
+#include "cluster_fixture.h"
 #include "harness.h"
 #include "librdax.h"
 
@@ -106,12 +107,7 @@ static void test_checker_control(void **state)
 
 int main(int argc, char **argv)
 {
-	const char *env = getenv("RDAX_CLUSTER_SEED");
-	if (env)
-		seed = strtoull(env, NULL, 0);
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
+	seed = nx_seed(argc, argv);
 	printf("checker: seed %" PRIu64 "\n", seed);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_checker_passes),

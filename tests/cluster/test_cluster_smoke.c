@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "etcd.h"
+#include "cluster_fixture.h"
 #include "etcd_fixture.h"
 #include "harness.h"
 #include "net.h"
@@ -40,10 +41,7 @@
 #define PROBE_MS 1000
 
 static uint64_t seed = 1, rng;
-static char tmpdir[256];
-static struct nx_net net;
-static struct ef_cluster etcd;
-static struct nx_node node[NODES];
+static struct nx_cluster cl;
 static uint8_t data[NODES][DATA_LEN];
 static unsigned skipped;
 
@@ -56,36 +54,15 @@ static unsigned pick(unsigned n)
 static int setup(void **state)
 {
 	(void)state;
-	if (hx_tmpdir_make("cluster", tmpdir, sizeof(tmpdir)) < 0)
+	if (nx_cluster_start(&cl, "cluster", NODES, seed, false, NULL) != 0)
 		return -1;
-	if (nx_net_up(&net, tmpdir, NODES) != 0)
-		return -1;
-	printf("cluster: seed %" PRIu64 ", %s%s%s\n", seed,
-	       net.isolated ? "nodes in network namespaces" : "LOOPBACK FALLBACK",
-	       net.why[0] ? ": " : "", net.why);
-	if (ef_start(&etcd, tmpdir, 1, nx_host_addr(&net)) != 0)
-		return -1;
-	for (unsigned i = 0; i < NODES; i++) {
-		char dir[320];
-		snprintf(dir, sizeof(dir), "%s/node%u", tmpdir, i + 1);
-		if (mkdir(dir, 0700) < 0 || nx_node_start(&node[i], &net, i, dir) != 0)
-			return -1;
-		printf("cluster: node %u at %s\n", i + 1, node[i].url);
-	}
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	int bad = 0;
-	for (unsigned i = 0; i < NODES; i++)
-		if (node[i].d.pid > 0 && nx_node_stop(&node[i]) != 0)
-			bad = -1;
-	ef_stop(&etcd);
-	nx_net_down(&net);
-	hx_tmpdir_remove(tmpdir);
-	return bad;
+	return nx_cluster_stop(&cl);
 }
 
 /* cli_ok -- run the rdax command against node @i; asserts exit 0; returns its stdout (malloc'd) */
@@ -93,7 +70,7 @@ static char *cli_ok(unsigned i, const void *in, size_t in_len, const char *a0, c
 		    const char *a2, const char *a3)
 {
 	struct hx_run r;
-	assert_int_equal(nx_node_cli(&node[i], 20, in, in_len, &r, a0, a1, a2, a3, NULL), 0);
+	assert_int_equal(nx_node_cli(&cl.node[i], 20, in, in_len, &r, a0, a1, a2, a3, NULL), 0);
 	char err[512];
 	int status = r.status;
 	snprintf(err, sizeof(err), "%s", r.err);
@@ -103,7 +80,7 @@ static char *cli_ok(unsigned i, const void *in, size_t in_len, const char *a0, c
 	if (status != 0) {
 		free(out);
 		fail_msg("rdax %s %s against node %u (%s): exit %d: %s", a0, a1 ? a1 : "", i + 1,
-			 node[i].url, status, err);
+			 cl.node[i].url, status, err);
 	}
 	return out;
 }
@@ -114,7 +91,7 @@ static void read_back(unsigned i)
 	char len[16];
 	snprintf(len, sizeof(len), "%d", DATA_LEN);
 	struct hx_run r;
-	assert_int_equal(nx_node_cli(&node[i], 20, NULL, 0, &r, "read", "smoke", "0", len, NULL),
+	assert_int_equal(nx_node_cli(&cl.node[i], 20, NULL, 0, &r, "read", "smoke", "0", len, NULL),
 			 0);
 	bool same = r.status == 0 && r.out_len == DATA_LEN && memcmp(r.out, data[i], DATA_LEN) == 0;
 	char err[512];
@@ -156,17 +133,17 @@ static void smoke__etcd_reachable_from_every_node(void **state)
 {
 	(void)state;
 	for (unsigned i = 0; i < NODES; i++) {
-		struct etcd_probe p = {.spec = etcd.spec, .value = nx_node_addr(&net, i)};
+		struct etcd_probe p = {.spec = cl.etcd.spec, .value = nx_node_addr(&cl.net, i)};
 		snprintf(p.key, sizeof(p.key), "/smoke/node%u", i + 1);
-		assert_int_equal(nx_run_in(&net, i, etcd_from_node, &p), 0);
+		assert_int_equal(nx_run_in(&cl.net, i, etcd_from_node, &p), 0);
 	}
 	struct etcd_client *c = NULL;
-	assert_int_equal(etcd_client_new(etcd.spec, NULL, &c, NULL, 0), 0);
+	assert_int_equal(etcd_client_new(cl.etcd.spec, NULL, &c, NULL, 0), 0);
 	struct etcd_range_result r;
 	assert_int_equal(etcd_get(c, "/smoke/node", true, &r), 0);
 	assert_int_equal(r.count, NODES);
 	for (unsigned i = 0; i < NODES; i++)
-		assert_string_equal(r.kvs[i].value, nx_node_addr(&net, i));
+		assert_string_equal(r.kvs[i].value, nx_node_addr(&cl.net, i));
 	etcd_range_result_free(&r);
 	etcd_client_delete(&c);
 }
@@ -180,56 +157,60 @@ static void smoke__rdax_against_every_node(void **state)
 		free(cli_ok(i, data[i], DATA_LEN, "write", "smoke", "0", "--fsync"));
 		read_back(i);
 	}
-	if (net.isolated) {
+	if (cl.net.isolated) {
 		/* the nodes are distinct hosts: node 1's address does not serve node 2's volume
 		 * table */
 		for (unsigned i = 0; i < NODES; i++)
 			assert_int_equal(
-			    nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, PROBE_MS, NULL), 0);
+			    nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, PROBE_MS, NULL),
+			    0);
 		assert_int_not_equal(nx_probe_tcp("192.0.2.99", NX_NODE_PORT, 300, NULL), 0);
 	}
 }
 
 static void fault_kill9(unsigned i)
 {
-	assert_int_equal(nx_node_kill(&node[i]), 0);
-	if (net.isolated)
-		assert_int_equal(nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, PROBE_MS, NULL),
-				 -ECONNREFUSED);
+	assert_int_equal(nx_node_kill(&cl.node[i]), 0);
+	if (cl.net.isolated)
+		assert_int_equal(
+		    nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, PROBE_MS, NULL),
+		    -ECONNREFUSED);
 	/* heal: the node comes back on its namespace file with what was fsynced */
-	assert_int_equal(nx_node_restart(&node[i]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[i]), 0);
 }
 
 static void fault_sigstop(unsigned i)
 {
-	assert_int_equal(nx_node_pause(&node[i]), 0);
-	for (int t = 0; t < 100 && nx_node_state(&node[i]) != 'T'; t++)
+	assert_int_equal(nx_node_pause(&cl.node[i]), 0);
+	for (int t = 0; t < 100 && nx_node_state(&cl.node[i]) != 'T'; t++)
 		usleep(10000);
-	assert_int_equal(nx_node_state(&node[i]), 'T');
+	assert_int_equal(nx_node_state(&cl.node[i]), 'T');
 	struct hx_run r;
-	assert_int_equal(nx_node_cli(&node[i], 2, NULL, 0, &r, "volume", "list", NULL), 0);
+	assert_int_equal(nx_node_cli(&cl.node[i], 2, NULL, 0, &r, "volume", "list", NULL), 0);
 	assert_int_not_equal(r.status, 0); /* hung: no answer within --timeout */
 	hx_run_free(&r);
-	assert_int_equal(nx_node_resume(&node[i]), 0);
+	assert_int_equal(nx_node_resume(&cl.node[i]), 0);
 }
 
 static void fault_link_down(unsigned i)
 {
-	int ret = nx_link_down(&net, i);
+	int ret = nx_link_down(&cl.net, i);
 	if (ret == -EOPNOTSUPP) {
-		printf("SKIP link down: %s\n", net.why);
+		printf("SKIP link down: %s\n", cl.net.why);
 		skipped++;
 		return;
 	}
 	assert_int_equal(ret, 0);
-	assert_int_not_equal(nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, PROBE_MS, NULL), 0);
+	assert_int_not_equal(nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, PROBE_MS, NULL),
+			     0);
 	for (unsigned j = 0; j < NODES; j++) /* the others are not cut off */
 		if (j != i)
 			assert_int_equal(
-			    nx_probe_tcp(nx_node_addr(&net, j), NX_NODE_PORT, PROBE_MS, NULL), 0);
-	assert_int_equal(nx_link_up(&net, i), 0);
+			    nx_probe_tcp(nx_node_addr(&cl.net, j), NX_NODE_PORT, PROBE_MS, NULL),
+			    0);
+	assert_int_equal(nx_link_up(&cl.net, i), 0);
 	int64_t deadline = hx_now_ms() + 10000;
-	while (nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, PROBE_MS, NULL) != 0 &&
+	while (nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, PROBE_MS, NULL) != 0 &&
 	       hx_now_ms() < deadline)
 		usleep(50000);
 }
@@ -238,19 +219,19 @@ static void fault_delay(unsigned i)
 {
 	unsigned ms = 20 + pick(61);
 	int64_t before = 0, during = 0;
-	if (net.isolated)
-		nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, PROBE_MS, &before);
-	int ret = nx_delay_start(&net, i, ms);
+	if (cl.net.isolated)
+		nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, PROBE_MS, &before);
+	int ret = nx_delay_start(&cl.net, i, ms);
 	if (ret == -EOPNOTSUPP) {
-		printf("SKIP delay: %s\n", net.why);
+		printf("SKIP delay: %s\n", cl.net.why);
 		skipped++;
 		return;
 	}
 	assert_int_equal(ret, 0);
-	assert_int_equal(nx_probe_tcp(nx_node_addr(&net, i), NX_NODE_PORT, 5000, &during), 0);
+	assert_int_equal(nx_probe_tcp(nx_node_addr(&cl.net, i), NX_NODE_PORT, 5000, &during), 0);
 	read_back(i); /* slow, but it works */
 	uint64_t held = 0;
-	assert_int_equal(nx_delay_stop(&net, i, &held), 0);
+	assert_int_equal(nx_delay_stop(&cl.net, i, &held), 0);
 	printf("cluster: delay %u ms on node %u: connect %" PRId64 " us before, %" PRId64
 	       " us during; %" PRIu64 " packets held\n",
 	       ms, i + 1, before, during, held);
@@ -260,9 +241,9 @@ static void fault_delay(unsigned i)
 static void fault_loss(unsigned i)
 {
 	unsigned every = 3 + pick(6), packet = pick(every);
-	int ret = nx_loss_start(&net, i, every, packet);
+	int ret = nx_loss_start(&cl.net, i, every, packet);
 	if (ret == -EOPNOTSUPP) {
-		printf("SKIP loss: %s\n", net.why);
+		printf("SKIP loss: %s\n", cl.net.why);
 		skipped++;
 		return;
 	}
@@ -270,7 +251,7 @@ static void fault_loss(unsigned i)
 	for (int k = 0; k < 3; k++)
 		read_back(i); /* TCP retransmits what was dropped */
 	uint64_t dropped = 0;
-	assert_int_equal(nx_loss_stop(&net, i, &dropped), 0);
+	assert_int_equal(nx_loss_stop(&cl.net, i, &dropped), 0);
 	printf("cluster: loss of every %uth packet from #%u on node %u: %" PRIu64 " dropped\n",
 	       every, packet, i + 1, dropped);
 	assert_true(dropped > 0);

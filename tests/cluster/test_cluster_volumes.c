@@ -38,6 +38,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
+#include "cluster_fixture.h"
 #include "etcd_fixture.h"
 #include "harness.h"
 #include "net.h"
@@ -46,55 +47,27 @@
 #define NODES 3
 
 static uint64_t seed = 1;
-static char tmpdir[256];
-static struct nx_net net;
-static struct ef_cluster etcd;
-static struct nx_node node[NODES];
+static struct nx_cluster cl;
 static const char *const zones[NODES] = {"za", "za", "zb"};
 
 static int setup(void **state)
 {
 	(void)state;
-	if (hx_tmpdir_make("clvol", tmpdir, sizeof(tmpdir)) < 0)
+	if (nx_cluster_start(&cl, "clvol", NODES, seed, true, zones) != 0)
 		return -1;
-	if (nx_net_up(&net, tmpdir, NODES) != 0)
-		return -1;
-	printf("cluster: seed %" PRIu64 ", %s%s%s\n", seed,
-	       net.isolated ? "nodes in network namespaces" : "LOOPBACK FALLBACK",
-	       net.why[0] ? ": " : "", net.why);
-	if (ef_start(&etcd, tmpdir, 1, nx_host_addr(&net)) != 0)
-		return -1;
-	for (unsigned i = 0; i < NODES; i++) {
-		char dir[320], cl[600], nm[32], zn[32];
-		snprintf(dir, sizeof(dir), "%s/node%u", tmpdir, i + 1);
-		snprintf(cl, sizeof(cl), "--cluster=%s", etcd.spec);
-		snprintf(nm, sizeof(nm), "--node=n%u", i + 1);
-		snprintf(zn, sizeof(zn), "--zone=%s", zones[i]);
-		const char *args[] = {cl, nm, zn, NULL};
-		if (mkdir(dir, 0700) < 0 || nx_node_start_args(&node[i], &net, i, dir, args) != 0)
-			return -1;
-		printf("cluster: node n%u at %s, zone %s\n", i + 1, node[i].url, zones[i]);
-	}
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	int bad = 0;
-	for (unsigned i = 0; i < NODES; i++)
-		if (node[i].d.pid > 0 && nx_node_stop(&node[i]) != 0)
-			bad = -1;
-	ef_stop(&etcd);
-	nx_net_down(&net);
-	hx_tmpdir_remove(tmpdir);
-	return bad;
+	return nx_cluster_stop(&cl);
 }
 
-/* cl -- "rdax --cluster SPEC --timeout 20 ARGS..." into @r; returns the exit status */
-static int cl(struct hx_run *r, ...)
+/* rdax_cl -- "rdax --cluster SPEC --timeout 20 ARGS..." into @r; returns the exit status */
+static int rdax_cl(struct hx_run *r, ...)
 {
-	const char *argv[24] = {RDAX_CLI_PATH, "--cluster", etcd.spec, "--timeout", "20"};
+	const char *argv[24] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "--timeout", "20"};
 	int n = 5;
 	va_list ap;
 	va_start(ap, r);
@@ -111,7 +84,7 @@ static int cl(struct hx_run *r, ...)
 static json_object *info_json(const char *name)
 {
 	struct hx_run r;
-	int st = cl(&r, "volume", "info", name, "--json", NULL);
+	int st = rdax_cl(&r, "volume", "info", name, "--json", NULL);
 	if (st != 0)
 		fail_msg("volume info %s --json: exit %d: %s", name, st, r.err);
 	json_object *o = json_tokener_parse(r.out);
@@ -155,7 +128,8 @@ static char *replica_state(const char *vol, const char *nd)
 static bool has_volume(unsigned i, const char *name)
 {
 	struct hx_run r;
-	assert_int_equal(nx_node_cli(&node[i], 20, NULL, 0, &r, "volume", "info", name, NULL), 0);
+	assert_int_equal(nx_node_cli(&cl.node[i], 20, NULL, 0, &r, "volume", "info", name, NULL),
+			 0);
 	bool yes = r.status == 0;
 	hx_run_free(&r);
 	return yes;
@@ -166,7 +140,7 @@ static const char *node_line(const char *name)
 {
 	static char line[512];
 	struct hx_run r;
-	assert_int_equal(cl(&r, "node", "list", NULL), 0);
+	assert_int_equal(rdax_cl(&r, "node", "list", NULL), 0);
 	const char *found = NULL;
 	for (char *p = r.out, *save = NULL, *l; (l = strtok_r(p, "\n", &save)); p = NULL) {
 		size_t n = strlen(name);
@@ -189,7 +163,7 @@ static void test_node_list(void **state)
 		if (!l)
 			fail_msg("node list has no line for %s", name);
 		printf("  %s\n", l);
-		assert_non_null(strstr(l, node[i].listen));
+		assert_non_null(strstr(l, cl.node[i].listen));
 		assert_non_null(strstr(l, zones[i]));
 		assert_non_null(strstr(l, " up"));
 	}
@@ -199,7 +173,7 @@ static void test_create_and_info(void **state)
 {
 	(void)state;
 	struct hx_run r;
-	int st = cl(&r, "volume", "create", "rv1", "8M", "--replicas", "2", NULL);
+	int st = rdax_cl(&r, "volume", "create", "rv1", "8M", "--replicas", "2", NULL);
 	if (st != 0)
 		fail_msg("volume create: exit %d: %s", st, r.err);
 	hx_run_free(&r);
@@ -234,7 +208,7 @@ static void test_create_and_info(void **state)
 		assert_int_equal(has_volume(i, "rv1"), chosen[i]);
 
 	/* the text form names the same things */
-	assert_int_equal(cl(&r, "volume", "info", "rv1", NULL), 0);
+	assert_int_equal(rdax_cl(&r, "volume", "info", "rv1", NULL), 0);
 	assert_non_null(strstr(r.out, "name: rv1\n"));
 	assert_non_null(strstr(r.out, "epoch: 1\n"));
 	assert_non_null(strstr(r.out, "primary: "));
@@ -245,23 +219,23 @@ static void test_placement_errors(void **state)
 {
 	(void)state;
 	struct hx_run r;
-	assert_int_equal(cl(&r, "volume", "create", "big", "8M", "--replicas", "4", NULL), 1);
+	assert_int_equal(rdax_cl(&r, "volume", "create", "big", "8M", "--replicas", "4", NULL), 1);
 	printf("  4 replicas: %s", r.err);
 	assert_non_null(strstr(r.err, "cannot place 4 replicas"));
 	hx_run_free(&r);
-	assert_int_equal(cl(&r, "volume", "create", "big", "1G", "--replicas", "1", NULL), 1);
+	assert_int_equal(rdax_cl(&r, "volume", "create", "big", "1G", "--replicas", "1", NULL), 1);
 	printf("  1G: %s", r.err);
 	assert_non_null(strstr(r.err, "cannot place"));
 	hx_run_free(&r);
-	assert_int_equal(cl(&r, "volume", "info", "big", NULL), 1);
+	assert_int_equal(rdax_cl(&r, "volume", "info", "big", NULL), 1);
 	assert_non_null(strstr(r.err, "no such volume"));
 	hx_run_free(&r);
-	assert_int_equal(cl(&r, "volume", "create", "rv1", "8M", "--replicas", "2", NULL), 1);
+	assert_int_equal(rdax_cl(&r, "volume", "create", "rv1", "8M", "--replicas", "2", NULL), 1);
 	assert_non_null(strstr(r.err, "exists"));
 	hx_run_free(&r);
-	assert_int_equal(
-	    cl(&r, "volume", "create", "rv9", "8M", "--replicas", "2", "--min-replicas", "3", NULL),
-	    2);
+	assert_int_equal(rdax_cl(&r, "volume", "create", "rv9", "8M", "--replicas", "2",
+				 "--min-replicas", "3", NULL),
+			 2);
 	hx_run_free(&r);
 }
 
@@ -273,7 +247,7 @@ static void test_no_etcd(void **state)
 	assert_true(port > 0);
 	char spec[64];
 	snprintf(spec, sizeof(spec), "etcd://127.0.0.1:%d", port);
-	snprintf(ns, sizeof(ns), "%s/lonely.ns,size=16M,mode=sim", tmpdir);
+	snprintf(ns, sizeof(ns), "%s/lonely.ns,size=16M,mode=sim", cl.dir);
 	const char *argv[] = {RDAXD_PATH,  "--namespace", ns,	    "--listen", "tcp://127.0.0.1:0",
 			      "--cluster", spec,	  "--node", "lonely",	NULL};
 	struct hx_run r;
@@ -314,13 +288,13 @@ static void test_down_and_back(void **state)
 	json_object_put(o);
 	unsigned vi = (unsigned)(victim[1] - '1');
 	printf("  kill -9 %s\n", victim);
-	assert_int_equal(nx_node_kill(&node[vi]), 0);
+	assert_int_equal(nx_node_kill(&cl.node[vi]), 0);
 	/* its lease (5 s) runs out: the node key goes */
 	assert_true(wait_state("rv1", victim, "down", 15000));
 	const char *l = node_line(victim);
 	assert_non_null(l);
 	assert_non_null(strstr(l, "down"));
-	assert_int_equal(nx_node_restart(&node[vi]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[vi]), 0);
 	l = node_line(victim);
 	assert_non_null(l);
 	assert_non_null(strstr(l, " up"));
@@ -332,8 +306,8 @@ static void test_primary_routing(void **state)
 	(void)state;
 	/* no --server: rdax asks etcd for rv1's primary and talks to it */
 	static const char data[] = "routed to the primary";
-	const char *w[] = {RDAX_CLI_PATH, "--cluster", etcd.spec, "--timeout", "20",
-			   "write",	  "rv1",       "0",	  "--fsync",   NULL};
+	const char *w[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "--timeout", "20",
+			   "write",	  "rv1",       "0",	     "--fsync",	  NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(w, data, sizeof(data), &r), 0);
 	if (r.status != 0)
@@ -341,23 +315,18 @@ static void test_primary_routing(void **state)
 	hx_run_free(&r);
 	char len[16];
 	snprintf(len, sizeof(len), "%zu", sizeof(data));
-	assert_int_equal(cl(&r, "read", "rv1", "0", len, NULL), 0);
+	assert_int_equal(rdax_cl(&r, "read", "rv1", "0", len, NULL), 0);
 	assert_int_equal(r.out_len, sizeof(data));
 	assert_memory_equal(r.out, data, sizeof(data));
 	hx_run_free(&r);
-	assert_int_equal(cl(&r, "read", "nosuch", "0", "1", NULL), 1);
+	assert_int_equal(rdax_cl(&r, "read", "nosuch", "0", "1", NULL), 1);
 	assert_non_null(strstr(r.err, "no volume nosuch"));
 	hx_run_free(&r);
 }
 
 int main(int argc, char **argv)
 {
-	const char *env = getenv("RDAX_CLUSTER_SEED");
-	if (env)
-		seed = strtoull(env, NULL, 0);
-	for (int i = 1; i < argc; i++)
-		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
+	seed = nx_seed(argc, argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_node_list),	     cmocka_unit_test(test_create_and_info),
 	    cmocka_unit_test(test_placement_errors), cmocka_unit_test(test_no_etcd),

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* cluster_fixture.c -- a test cluster: the hub network, etcd and N rdaxd nodes */
+#include "cluster_fixture.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+uint64_t nx_seed(int argc, char **argv)
+{
+	uint64_t seed = 1;
+	const char *env = getenv("RDAX_CLUSTER_SEED");
+	if (env && *env)
+		seed = strtoull(env, NULL, 0);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
+	return seed;
+}
+
+int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_t seed, bool join,
+		     const char *const *zones)
+{
+	memset(cl, 0, sizeof(*cl));
+	cl->n = n;
+	if (n > NX_MAX_NODES || hx_tmpdir_make(tag, cl->dir, sizeof(cl->dir)) < 0)
+		return -1;
+	if (nx_net_up(&cl->net, cl->dir, n) != 0)
+		return -1;
+	printf("cluster: seed %" PRIu64 ", %s%s%s\n", seed,
+	       cl->net.isolated ? "nodes in network namespaces" : "LOOPBACK FALLBACK",
+	       cl->net.why[0] ? ": " : "", cl->net.why);
+	if (ef_start(&cl->etcd, cl->dir, 1, nx_host_addr(&cl->net)) != 0)
+		return -1;
+	for (unsigned i = 0; i < n; i++) {
+		char dir[320], spec[600], name[32], zone[96];
+		snprintf(dir, sizeof(dir), "%s/node%u", cl->dir, i + 1);
+		snprintf(spec, sizeof(spec), "--cluster=%s", cl->etcd.spec);
+		snprintf(name, sizeof(name), "--node=n%u", i + 1);
+		snprintf(zone, sizeof(zone), "--zone=%s", zones ? zones[i] : "");
+		const char *args[] = {spec, name, zones ? zone : NULL, NULL};
+		if (mkdir(dir, 0700) < 0 ||
+		    nx_node_start_args(&cl->node[i], &cl->net, i, dir, join ? args : NULL) != 0)
+			return -1;
+		printf("cluster: node %u at %s%s%s\n", i + 1, cl->node[i].url,
+		       zones ? ", zone " : "", zones ? zones[i] : "");
+	}
+	return 0;
+}
+
+int nx_cluster_stop(struct nx_cluster *cl)
+{
+	int bad = 0;
+	for (unsigned i = 0; i < cl->n; i++)
+		if (cl->node[i].d.pid > 0 && nx_node_stop(&cl->node[i]) != 0)
+			bad = -1;
+	ef_stop(&cl->etcd);
+	nx_net_down(&cl->net);
+	hx_tmpdir_remove(cl->dir);
+	return bad;
+}

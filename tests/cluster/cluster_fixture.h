@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster_fixture.h -- a test cluster: the hub network, etcd and N rdaxd nodes
+ *
+ * What every multi-node test starts with (tests/cluster/net.h, node.h,
+ * etcd_fixture.h): a scratch directory, the per-run network (namespaces, or
+ * the loopback fallback, said on one line with the seed), one etcd member
+ * in the hub, and @n nodes in sim mode -- with --cluster, --node=nI (and
+ * --zone=Z when zones are given) if @join, plain otherwise.
+ *
+ * Thread safety: the main thread only.
+ */
+#ifndef RDAX_TEST_CLUSTER_FIXTURE_H
+#define RDAX_TEST_CLUSTER_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd_fixture.h"
+#include "net.h"
+#include "node.h"
+
+struct nx_cluster {
+	char dir[256];
+	struct nx_net net;
+	struct ef_cluster etcd;
+	struct nx_node node[NX_MAX_NODES];
+	unsigned n;
+};
+
+/* nx_seed -- --seed N from argv, else $RDAX_CLUSTER_SEED, else 1 */
+uint64_t nx_seed(int argc, char **argv);
+
+/*
+ * nx_cluster_start -- everything above (@tag names the scratch directory,
+ * @zones may be NULL). Returns 0 or -1 (what failed is printed).
+ */
+int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_t seed, bool join,
+		     const char *const *zones);
+
+/* nx_cluster_stop -- stop the nodes (0 if every one exited 0), etcd, the network; remove the dir */
+int nx_cluster_stop(struct nx_cluster *cl);
+
+#endif
