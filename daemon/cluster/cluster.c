@@ -194,8 +194,8 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	char why[256] = "";
 	int ret = store_volume_info(c->o.store, v->name, &info);
 	if (ret == -ENOENT) {
-		ret = store_volume_create(c->o.store, v->name, v->size, NULL, NULL, why,
-					  sizeof(why));
+		ret =
+		    store_volume_create(c->o.store, v->name, v->size, NULL, NULL, why, sizeof(why));
 		if (ret == 0) {
 			LOG_INFO("volume %s: local replica created (%" PRIu64 " bytes)", v->name,
 				 v->size);

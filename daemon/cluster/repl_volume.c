@@ -3,6 +3,7 @@
 #include "repl_volume.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ struct member {
 	uint64_t *last_fwd;  /* per region: sequence of the last write forwarded */
 	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
 	struct repl_wait_part *held; /* waits that need this member's removal */
+	int slot;		     /* its change-record slot while away, -1: none */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -64,6 +66,7 @@ static void member_failed_locked(struct repl_volume *rv, struct member *m)
 	if (!rv->o.rec)
 		return;
 	int slot = change_record_slot_open(rv->o.rec, m->node, rv->o.epoch);
+	m->slot = slot < 0 ? -1 : slot;
 	if (slot < 0) {
 		/* no slot: the member will need a full resync; nothing else is at risk */
 		LOG_WARN("volume %s: no change-record slot for %s (%d): its return needs a full "
@@ -95,8 +98,10 @@ static void on_member_fsync(struct rlink_waiter *lw, int status)
 			if (m->confirmed[r] < w->seq)
 				m->confirmed[r] = w->seq;
 		part_done_locked(w, 0, &complete);
-	} else if (m->state == REPL_REMOVED) {
-		part_done_locked(w, 0, &complete); /* it left the ISR: nothing waits for it */
+	} else if (m->state == REPL_REMOVED || m->state == REPL_RESYNC) {
+		/* not in etcd's ISR: nothing acknowledged depends on it */
+		m->state = REPL_REMOVED;
+		part_done_locked(w, 0, &complete);
 	} else {
 		ask = m->state == REPL_LIVE;
 		member_failed_locked(rv, m);
@@ -118,6 +123,8 @@ static void on_link_fail(void *arg, int code, const char *why)
 	(void)code;
 	pthread_mutex_lock(&rv->lock);
 	bool ask = m->state == REPL_LIVE;
+	if (m->state == REPL_RESYNC)
+		m->state = REPL_REMOVED; /* a resync that failed: not in the ISR, no shrink */
 	member_failed_locked(rv, m);
 	pthread_mutex_unlock(&rv->lock);
 	if (ask) {
@@ -147,6 +154,7 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 		snprintf(m->url, sizeof(m->url), "%s", members[i].url);
 		m->rv = rv;
 		m->index = i;
+		m->slot = -1;
 		m->last_fwd = calloc(rv->nregions, sizeof(uint64_t));
 		m->confirmed = calloc(rv->nregions, sizeof(uint64_t));
 		if (!m->last_fwd || !m->confirmed) {
@@ -196,8 +204,15 @@ void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
 	uint64_t seq = ++rv->seq;
 	for (unsigned i = 0; i < rv->n; i++) {
 		struct member *m = &rv->m[i];
-		if (m->state != REPL_LIVE)
+		if (m->state != REPL_LIVE && m->state != REPL_RESYNC) {
+			/*
+			 * Away: recorded. repl_before_write() marked it already unless the
+			 * slot was opened between the two calls; this closes that gap.
+			 */
+			if (m->slot >= 0)
+				change_record_mark_slot(rv->o.rec, m->slot, off, len);
 			continue;
+		}
 		for (uint64_t r = region_of(off); r <= region_of(off + len - 1); r++)
 			m->last_fwd[r] = seq;
 		/* under the lock: every link gets the writes in the same order */
@@ -289,6 +304,114 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 		finish(done);
 		done = next;
 	}
+}
+
+/* An fsync waiter of one link, for the resync's own fsync. */
+struct sync_wait {
+	struct rlink_waiter lw;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+};
+
+static void sync_done(struct rlink_waiter *w, int status)
+{
+	struct sync_wait *x = (struct sync_wait *)w;
+	pthread_mutex_lock(&x->lock);
+	x->done = true;
+	x->status = status;
+	pthread_cond_signal(&x->cond);
+	pthread_mutex_unlock(&x->lock);
+}
+
+int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+		int (*grow)(void *arg, const char *node), void *arg, struct repl_resync_result *res)
+{
+	struct member *m = NULL;
+	for (unsigned i = 0; i < rv->n; i++)
+		if (strcmp(rv->m[i].node, node) == 0)
+			m = &rv->m[i];
+	memset(res, 0, sizeof(*res));
+	pthread_mutex_lock(&rv->lock);
+	bool removed = m && m->state == REPL_REMOVED;
+	pthread_mutex_unlock(&rv->lock);
+	if (!removed)
+		return -EINVAL;
+	rlink_stop(&m->link); /* the failed one: its thread is over */
+	struct rlink_opts lo = {.url = url,
+				.volume = rv->volume,
+				.mapping = rv->o.mapping,
+				.size = rv->o.size,
+				.token_file = rv->o.token_file,
+				.timeout_ms = rv->o.timeout_ms,
+				.on_fail = on_link_fail,
+				.arg = m};
+	char err[512];
+	struct replica_link *l;
+	int ret = rlink_start(&lo, &l, err, sizeof(err));
+	if (ret) {
+		LOG_WARN("volume %s: resync of %s: %s", rv->volume, node, err);
+		return ret;
+	}
+	int slot = rv->o.rec ? change_record_slot_find(rv->o.rec, node) : -ENOENT;
+	pthread_mutex_lock(&rv->lock);
+	snprintf(m->url, sizeof(m->url), "%s", url);
+	m->link = l;
+	memset(m->last_fwd, 0, rv->nregions * sizeof(uint64_t));
+	memset(m->confirmed, 0, rv->nregions * sizeof(uint64_t));
+	/* from here on live writes go to it too: every later write is covered by them */
+	m->state = REPL_RESYNC;
+	pthread_mutex_unlock(&rv->lock);
+
+	/* ship what the record marks (everything without one), from the mapping */
+	res->full = slot < 0;
+	for (uint64_t r = 0; r < rv->nregions; r++) {
+		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
+			continue;
+		uint64_t off = r << CHANGE_RECORD_REGION_SHIFT;
+		uint64_t len = rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off
+								       : CHANGE_RECORD_REGION;
+		rlink_forward(l, off, len);
+		res->regions++;
+		res->bytes += len;
+	}
+	struct sync_wait x = {.lw = {.done = sync_done}};
+	pthread_mutex_init(&x.lock, NULL);
+	pthread_cond_init(&x.cond, NULL);
+	rlink_fsync(l, 0, 0, &x.lw);
+	pthread_mutex_lock(&x.lock);
+	while (!x.done)
+		pthread_cond_wait(&x.cond, &x.lock);
+	pthread_mutex_unlock(&x.lock);
+	ret = x.status;
+	pthread_mutex_lock(&rv->lock);
+	if (ret == 0 && m->state != REPL_RESYNC)
+		ret = -EIO; /* its link failed meanwhile */
+	pthread_mutex_unlock(&rv->lock);
+	/* caught up and flushed: it may rejoin the ISR (fsyncs wait for it already) */
+	if (ret == 0)
+		ret = grow(arg, node);
+	pthread_mutex_lock(&rv->lock);
+	if (ret == 0 && m->state == REPL_RESYNC) {
+		m->state = REPL_LIVE;
+	} else {
+		if (m->state == REPL_RESYNC)
+			m->state = REPL_REMOVED;
+		if (ret == 0)
+			ret = -EIO;
+	}
+	pthread_mutex_unlock(&rv->lock);
+	if (ret == 0 && slot >= 0) {
+		change_record_slot_close(rv->o.rec, slot);
+		pthread_mutex_lock(&rv->lock);
+		m->slot = -1;
+		pthread_mutex_unlock(&rv->lock);
+	}
+	LOG_INFO("volume %s: resync of %s %s: %" PRIu64 " region(s), %" PRIu64 " bytes shipped%s",
+		 rv->volume, node, ret ? "failed" : "done, back in the ISR", res->regions,
+		 res->bytes, res->full ? " (no record: everything)" : "");
+	return ret;
 }
 
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max)

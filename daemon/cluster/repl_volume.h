@@ -83,7 +83,12 @@ struct repl_opts {
 	void *arg;
 };
 
-enum repl_member_state { REPL_LIVE, REPL_FAILED, REPL_REMOVED };
+enum repl_member_state {
+	REPL_LIVE,    /* in the ISR, link up */
+	REPL_FAILED,  /* link failed; in etcd's ISR until the shrink is made */
+	REPL_REMOVED, /* out of the ISR; nothing waits for it */
+	REPL_RESYNC,  /* coming back: gets live writes and fsyncs, not yet in the ISR */
+};
 
 struct repl_member_info {
 	char node[CLUSTER_NAME_MAX + 1];
@@ -105,6 +110,28 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 
 /* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
 void repl_removed(struct repl_volume *rv, const char *node, int status);
+
+struct repl_resync_result {
+	uint64_t regions; /* regions shipped */
+	uint64_t bytes;	  /* bytes shipped by the resync (live writes not counted) */
+	bool full;	  /* no usable record: every region was shipped */
+};
+
+/*
+ * repl_resync -- bring back @node (REMOVED), whose rdaxd is at @url: a new
+ * link; from then on live writes are forwarded to it and every fsync waits
+ * for it as for an ISR member (stronger than needed, so safe); the regions
+ * its change-record slot marks (every region without a record) are shipped
+ * from the mapping in the link's order, so the last send of a byte carries
+ * its newest value; an fsync of the whole volume behind them; then
+ * @grow(@arg, @node) must put it back in etcd's ISR (cluster_isr_change),
+ * after which it is LIVE and its slot is closed. Blocks until done.
+ * Returns 0, or a negative code (the member is REMOVED again; its record
+ * is kept). Context: the owner's thread, not a link's.
+ */
+int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+		int (*grow)(void *arg, const char *node), void *arg,
+		struct repl_resync_result *res);
 
 /* repl_members -- up to @max members' states; returns the count */
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max);

@@ -17,6 +17,8 @@
 
 #define RLINK_DEFAULT_TIMEOUT_MS 2000
 #define RLINK_DEFAULT_DEPTH	 32
+/* A forwarded range is sent in pieces of at most this (every rdaxd takes 1 MiB requests). */
+#define RLINK_PIECE (1U << 20)
 /* While requests are in flight the thread looks at its queue at least this often. */
 #define RLINK_POLL_MS 1
 
@@ -244,6 +246,12 @@ void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len)
 {
 	if (len == 0 || off >= l->o.size || len > l->o.size - off)
 		return;
+	/* one request per piece: the pipeline's depth counts requests */
+	while (len > RLINK_PIECE) {
+		rlink_forward(l, off, RLINK_PIECE);
+		off += RLINK_PIECE;
+		len -= RLINK_PIECE;
+	}
 	struct rlink_op *op = calloc(1, sizeof(*op));
 	if (!op) {
 		/* a write that cannot be queued is one the replica would lack: the link fails */

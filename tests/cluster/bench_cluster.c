@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * bench_cluster.c -- replication costs beside their floors, as ratios in one run
+ *
+ * Four rdaxd nodes in network namespaces (tests/cluster/net.h) on one bridge,
+ * and this program in the hub. Measured, in this order, in one run:
+ *
+ *   floor     TCP round trip hub <-> n1 (1-byte ping-pong, TCP_NODELAY), p50,
+ *             and TCP bandwidth hub -> n1 (a sink in n1's namespace)
+ *   unrepl    a client's durable 4 KiB write to n1 (rdax_write RDAX_WRITE_FSYNC),
+ *             p50, and durable 1 MiB writes, MiB/s
+ *   repl k    the replication stage with k = 1, 2, 3 replicas (n2, n3, n4): this
+ *             process plays the primary (its memory is the primary's copy, so no
+ *             local flush), repl_volume forwards the write and waits for every
+ *             replica's fsync: durable 4 KiB p50, durable 1 MiB MiB/s
+ *   ship      a resync's shipping: 192 MiB (four passes over a 48 MiB volume)
+ *             streamed over one replica link from memory, then an fsync, MiB/s
+ *             against the TCP bandwidth
+ *
+ * rdaxd does not call repl_volume yet (docs/cluster.md), so a client's
+ * replicated durable write is not measured end to end; its cost is bounded
+ * by unrepl + repl k (the client's hop and the primary's flush, then the
+ * replication stage), and the report gives that bound against the aim
+ * (within 1.3x of unreplicated + one link round trip).
+ *
+ *   bench_cluster [--iterations N]   (default 2000 for the 4 KiB figures)
+ *
+ * Timings are this machine's at this moment: ratios, never a pass/fail.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster_fixture.h"
+#include "librdax.h"
+#include "repl_volume.h"
+#include "replica_link.h"
+
+#define NODES	   4
+#define VOL_SIZE   (48ULL << 20) /* the nodes' namespaces are 64 MiB */
+#define SINK_PORT  7600
+#define SHIP	   (192ULL << 20) /* four passes over the volume */
+#define MIB_ROUNDS 64
+
+static struct nx_cluster cl;
+static unsigned iters = 2000;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double p50_us(uint64_t *ns, unsigned n)
+{
+	qsort(ns, n, sizeof(*ns), cmp_u64);
+	return (double)ns[n / 2] / 1000.0;
+}
+
+/* --- the floor: a sink / echo server in n1's namespace -------------------- */
+
+struct server {
+	int mode; /* 0 echo, 1 sink */
+	pthread_t thread;
+	int code;
+};
+
+static int serve(void *arg)
+{
+	struct server *s = arg;
+	int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(SINK_PORT)};
+	if (bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(l, 1) < 0)
+		return 1;
+	int c = accept(l, NULL, NULL);
+	if (c < 0)
+		return 2;
+	setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	static char buf[1 << 20];
+	for (;;) {
+		ssize_t n = read(c, buf, s->mode ? sizeof(buf) : 1);
+		if (n <= 0)
+			break;
+		if (!s->mode && write(c, buf, (size_t)n) != n)
+			break;
+	}
+	close(c);
+	close(l);
+	return 0;
+}
+
+static void *server_thread(void *arg)
+{
+	struct server *s = arg;
+	s->code = nx_run_in(&cl.net, 0, serve, s);
+	return NULL;
+}
+
+/* connect_n1 -- to the server, retried while it starts */
+static int connect_n1(void)
+{
+	for (int t = 0; t < 200; t++) {
+		int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(SINK_PORT)};
+		inet_pton(AF_INET, nx_node_addr(&cl.net, 0), &a.sin_addr);
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			return fd;
+		}
+		close(fd);
+		usleep(10000);
+	}
+	return -1;
+}
+
+static double floor_rtt_us(void)
+{
+	struct server s = {.mode = 0};
+	pthread_create(&s.thread, NULL, server_thread, &s);
+	int fd = connect_n1();
+	uint64_t *t = calloc(iters, sizeof(*t));
+	char b = 'x';
+	for (unsigned i = 0; i < iters && fd >= 0; i++) {
+		uint64_t t0 = now_ns();
+		if (write(fd, &b, 1) != 1 || read(fd, &b, 1) != 1)
+			break;
+		t[i] = now_ns() - t0;
+	}
+	close(fd);
+	pthread_join(s.thread, NULL);
+	double r = p50_us(t, iters);
+	free(t);
+	return r;
+}
+
+static double floor_bandwidth_mibs(void)
+{
+	struct server s = {.mode = 1};
+	pthread_create(&s.thread, NULL, server_thread, &s);
+	int fd = connect_n1();
+	static char buf[1 << 20];
+	uint64_t t0 = now_ns(), sent = 0;
+	while (fd >= 0 && sent < SHIP) {
+		ssize_t n = write(fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		sent += (uint64_t)n;
+	}
+	shutdown(fd, SHUT_WR);
+	/* the sink closes after the last byte: the time includes the drain */
+	char c;
+	while (read(fd, &c, 1) > 0)
+		;
+	double secs = (double)(now_ns() - t0) / 1e9;
+	close(fd);
+	pthread_join(s.thread, NULL);
+	return (double)sent / (1 << 20) / secs;
+}
+
+/* --- unreplicated: a client of n1 ------------------------------------------ */
+
+static void unrepl(double *p50, double *mibs)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	if (rdax_connect(cl.node[0].url, NULL, &c) || rdax_volume_open(c, "bench", &v)) {
+		*p50 = *mibs = 0;
+		return;
+	}
+	static uint8_t buf[1 << 20];
+	memset(buf, 0xab, sizeof(buf));
+	uint64_t *t = calloc(iters, sizeof(*t));
+	for (unsigned i = 0; i < iters; i++) {
+		uint64_t t0 = now_ns();
+		rdax_write(v, (uint64_t)(i % 8192) * 4096, buf, 4096, RDAX_WRITE_FSYNC);
+		t[i] = now_ns() - t0;
+	}
+	*p50 = p50_us(t, iters);
+	uint64_t t0 = now_ns();
+	for (unsigned i = 0; i < MIB_ROUNDS; i++)
+		rdax_write(v, (uint64_t)i << 20, buf, sizeof(buf), RDAX_WRITE_FSYNC);
+	*mibs = MIB_ROUNDS / ((double)(now_ns() - t0) / 1e9);
+	free(t);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+}
+
+/* --- replicated: this process as the primary -------------------------------- */
+
+struct wait {
+	struct repl_wait w;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+};
+
+static void wait_done(struct repl_wait *w, int status)
+{
+	struct wait *x = (struct wait *)w;
+	pthread_mutex_lock(&x->lock);
+	x->done = true;
+	x->status = status;
+	pthread_cond_signal(&x->cond);
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* durable -- write @len at @off through @rv and wait for every replica's fsync */
+static int durable(struct repl_volume *rv, uint8_t *mapping, uint64_t off, uint64_t len)
+{
+	struct wait x = {.w = {.done = wait_done}};
+	pthread_mutex_init(&x.lock, NULL);
+	pthread_cond_init(&x.cond, NULL);
+	mapping[off] ^= 1;
+	repl_write(rv, off, len);
+	repl_fsync(rv, off, len, &x.w);
+	pthread_mutex_lock(&x.lock);
+	while (!x.done)
+		pthread_cond_wait(&x.cond, &x.lock);
+	pthread_mutex_unlock(&x.lock);
+	return x.status;
+}
+
+static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
+{
+	struct repl_member_spec m[3];
+	static const char *names[] = {"n2", "n3", "n4"};
+	for (unsigned i = 0; i < k; i++)
+		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url};
+	struct repl_opts o = {.volume = "bench", .mapping = mapping, .size = VOL_SIZE, .epoch = 1};
+	struct repl_volume *rv;
+	*p50 = *mibs = 0;
+	if (repl_start(&o, m, k, &rv))
+		return;
+	uint64_t *t = calloc(iters, sizeof(*t));
+	for (unsigned i = 0; i < iters; i++) {
+		uint64_t t0 = now_ns();
+		if (durable(rv, mapping, (uint64_t)(i % 8192) * 4096, 4096))
+			break;
+		t[i] = now_ns() - t0;
+	}
+	*p50 = p50_us(t, iters);
+	uint64_t t0 = now_ns();
+	for (unsigned i = 0; i < MIB_ROUNDS; i++)
+		durable(rv, mapping, (uint64_t)i << 20, 1 << 20);
+	*mibs = MIB_ROUNDS / ((double)(now_ns() - t0) / 1e9);
+	free(t);
+	repl_stop(&rv);
+}
+
+/* An fsync waiter on one link. */
+struct lwait {
+	struct rlink_waiter lw;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int status;
+};
+
+static void lwait_done(struct rlink_waiter *w, int status)
+{
+	struct lwait *x = (struct lwait *)w;
+	pthread_mutex_lock(&x->lock);
+	x->done = true;
+	x->status = status;
+	pthread_cond_signal(&x->cond);
+	pthread_mutex_unlock(&x->lock);
+}
+
+/* ship -- SHIP bytes over one link, then an fsync: what a resync's shipping costs; MiB/s */
+static double ship(uint8_t *mapping)
+{
+	struct rlink_opts o = {
+	    .url = cl.node[1].url, .volume = "bench", .mapping = mapping, .size = VOL_SIZE};
+	struct replica_link *l;
+	char err[256];
+	if (rlink_start(&o, &l, err, sizeof(err)))
+		return 0;
+	struct lwait x = {.lw = {.done = lwait_done}};
+	pthread_mutex_init(&x.lock, NULL);
+	pthread_cond_init(&x.cond, NULL);
+	uint64_t t0 = now_ns();
+	for (uint64_t sent = 0; sent < SHIP; sent += 4 << 20)
+		rlink_forward(l, sent % VOL_SIZE, 4 << 20);
+	rlink_fsync(l, 0, 0, &x.lw);
+	pthread_mutex_lock(&x.lock);
+	while (!x.done)
+		pthread_cond_wait(&x.cond, &x.lock);
+	pthread_mutex_unlock(&x.lock);
+	double secs = (double)(now_ns() - t0) / 1e9;
+	rlink_stop(&l);
+	return x.status ? 0 : (double)SHIP / (1 << 20) / secs;
+}
+
+int main(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--iterations") == 0 && i + 1 < argc)
+			iters = (unsigned)strtoul(argv[++i], NULL, 0);
+	if (nx_cluster_start(&cl, "bench", NODES, 1, false, NULL) != 0)
+		return 1;
+	if (!cl.net.isolated) {
+		fprintf(stderr, "bench_cluster: needs network namespaces (%s)\n", cl.net.why);
+		nx_cluster_stop(&cl);
+		return 1;
+	}
+	for (unsigned i = 0; i < NODES; i++) {
+		struct hx_run r;
+		nx_node_cli(&cl.node[i], 60, NULL, 0, &r, "volume", "create", "bench", "48M", NULL);
+		hx_run_free(&r);
+	}
+	uint8_t *mapping = calloc(1, VOL_SIZE);
+	double rtt = floor_rtt_us(), bw = floor_bandwidth_mibs();
+	double u4, u1m;
+	unrepl(&u4, &u1m);
+	double r4[4] = {0}, r1m[4] = {0};
+	for (unsigned k = 1; k <= 3; k++)
+		repl(k, mapping, &r4[k], &r1m[k]);
+	double sh = ship(mapping);
+	printf("bench_cluster: %u iterations of 4 KiB, %d x 1 MiB\n", iters, MIB_ROUNDS);
+	printf("  link round trip (TCP ping-pong) p50     %8.1f us\n", rtt);
+	printf("  link bandwidth (TCP stream)             %8.1f MiB/s\n", bw);
+	printf("  unreplicated durable 4 KiB p50           %8.1f us\n", u4);
+	printf("  unreplicated durable 1 MiB               %8.1f MiB/s\n", u1m);
+	for (unsigned k = 1; k <= 3; k++)
+		printf("  replication stage, %u replica%s: 4 KiB p50 %8.1f us (%.2fx RTT), 1 MiB "
+		       "%7.1f MiB/s (%.2fx unreplicated)\n",
+		       k, k == 1 ? " " : "s", r4[k], r4[k] / rtt, r1m[k], r1m[k] / u1m);
+	for (unsigned k = 1; k <= 3; k++)
+		printf("  bound on a replicated durable 4 KiB write, %u: (unrepl + stage) / (1.3 x "
+		       "(unrepl + RTT)) = %.2f (aim: <= 1)\n",
+		       k, (u4 + r4[k]) / (1.3 * (u4 + rtt)));
+	printf("  resync shipping, 192 MiB over one link   %8.1f MiB/s = %.2fx the link (aim >= "
+	       "0.8)\n",
+	       sh, sh / bw);
+	free(mapping);
+	return nx_cluster_stop(&cl) ? 1 : 0;
+}
