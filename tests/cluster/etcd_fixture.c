@@ -226,6 +226,17 @@ int ef_member_pause(struct ef_cluster *e, unsigned i)
 	struct ef_member *m = &e->m[i];
 	if (m->pid <= 0 || kill(m->pid, SIGSTOP) < 0)
 		return -ESRCH;
+	/*
+	 * Wait until it has stopped: kill() returns before every thread of a busy
+	 * member on a loaded machine has, and a request answered meanwhile would
+	 * make "paused" untrue for the caller's next call.
+	 */
+	int st;
+	while (waitpid(m->pid, &st, WUNTRACED) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFSTOPPED(st))
+		return -ECHILD;
 	m->paused = true;
 	return 0;
 }
