@@ -752,11 +752,14 @@ static inline uint64_t __entry_first(const struct dtree_node *n, unsigned off, u
 
 /*
  * page_lines -- the lines of page @q that bytes [off, end) touch (the
- * range overlaps the page): all but at the first and the last page.
+ * range overlaps the page): all but at the first and the last page. A
+ * page the range covers wholly costs two compares (the mark path).
  */
 static inline uint64_t page_lines(uint64_t q, uint64_t off, uint64_t end)
 {
 	uint64_t pb = q << RDAX_PAGE_SHIFT;
+	if (off <= pb && end - pb >= RDAX_PAGE_SIZE)
+		return DTREE_LINES_ALL;
 	uint64_t s = off > pb ? off - pb : 0;
 	uint64_t e = end - pb < RDAX_PAGE_SIZE ? end - pb : RDAX_PAGE_SIZE;
 	unsigned first = (unsigned)(s >> DTREE_LINE_SHIFT);
@@ -806,7 +809,7 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t bof
 		stop = last;
 	/* only the first and the last page of a write can be partly written */
 	uint64_t wfirst = page_lines(p, boff, bend);
-	uint64_t wlast = page_lines(stop, boff, bend);
+	uint64_t wlast = stop == p ? wfirst : page_lines(stop, boff, bend);
 	uint64_t wmid = DTREE_LINES_ALL;
 	if (rdax_faults.lines_first_only) {
 		/* control: a write records the lowest line it touches in each page alone */
@@ -814,9 +817,10 @@ static int __mark_small(struct dtree *t, uint64_t p, uint64_t last, uint64_t bof
 		wlast &= -wlast;
 		wmid = 1;
 	}
-	if (__lines_wanted(n, p & DTREE_SLOT_MASK, wfirst) ||
-	    __lines_wanted(n, stop & DTREE_SLOT_MASK, wlast) ||
-	    (wmid != DTREE_LINES_ALL && stop > p + 1 && !n->lines)) {
+	if ((wfirst & wlast & wmid) != DTREE_LINES_ALL && !n->lines &&
+	    (__lines_wanted(n, p & DTREE_SLOT_MASK, wfirst) ||
+	     __lines_wanted(n, stop & DTREE_SLOT_MASK, wlast) ||
+	     (wmid != DTREE_LINES_ALL && stop > p + 1))) {
 		if (t->nlines_cache == 0) {
 			need->lines = 1;
 			return -EAGAIN;

@@ -166,7 +166,6 @@ struct results {
 	/* huge entries: tree-only walk times (ns) and fsync times */
 	double walk_512x4k_ns, walk_1x2m_ns, fsync_512x4k_ns, fsync_1x2m_ns;
 	double walk_512x2m_ns, walk_1x1g_ns;
-	double bytes_512x4k, bytes_1x2m;
 };
 
 /* dirty_pages -- write every line of each page (the lines are then dirty in the cache) */
@@ -495,7 +494,6 @@ static void measure_huge(struct volume *v, unsigned reps, struct results *res)
 	if (!t || !buf)
 		die("allocation", -ENOMEM);
 	const uint64_t block = RDAX_PMD_SIZE; /* the second 2 MiB block of the volume */
-	struct dtree_stats st;
 	for (int whole = 0; whole < 2; whole++) {
 		for (unsigned r = 0; r < reps; r++) {
 			memset(buf, (int)(r + whole + 9), RDAX_PMD_SIZE);
@@ -505,11 +503,6 @@ static void measure_huge(struct volume *v, unsigned reps, struct results *res)
 						       whole ? RDAX_PMD_SIZE : PAGE);
 				if (ret)
 					die("volume_write", ret);
-			}
-			if (r == 0) {
-				dtree_stats_get(v->tree, &st);
-				(whole ? &res->bytes_1x2m : &res->bytes_512x4k)[0] =
-				    (double)st.tree_bytes;
 			}
 			t[r] = time_fsync(v, FLUSH_TRACKED, RDAX_PMD_SIZE);
 		}
@@ -706,14 +699,14 @@ static void print_results(const struct results *all, unsigned nres, unsigned rep
 
 		printf("\nhuge entries, is promotion worth it? (tree walk: tag, claim, release, no "
 		       "write-back)\n");
-		printf("  2 MiB written 4 KiB at a time (512 entries): fsync %s, tree walk %s, "
-		       "tree %.0f B\n",
-		       format_ns(a, sizeof(a), r->fsync_512x4k_ns),
-		       format_ns(b, sizeof(b), r->walk_512x4k_ns), r->bytes_512x4k);
-		printf("  2 MiB in one write (one 2 MiB entry):        fsync %s, tree walk %s, "
-		       "tree %.0f B\n",
+		printf(
+		    "  2 MiB written 4 KiB at a time (512 entries, 8 leaves of %zu B): fsync %s, "
+		    "tree walk %s\n",
+		    dtree_node_size(), format_ns(a, sizeof(a), r->fsync_512x4k_ns),
+		    format_ns(b, sizeof(b), r->walk_512x4k_ns));
+		printf("  2 MiB in one write (one 2 MiB entry, no leaf):  fsync %s, tree walk %s\n",
 		       format_ns(a, sizeof(a), r->fsync_1x2m_ns),
-		       format_ns(b, sizeof(b), r->walk_1x2m_ns), r->bytes_1x2m);
+		       format_ns(b, sizeof(b), r->walk_1x2m_ns));
 		printf("  -> 512 entries / one entry, whole fsync: %.2fx; the walk is %.1f%% of "
 		       "the fsync\n",
 		       r->fsync_512x4k_ns / r->fsync_1x2m_ns,
