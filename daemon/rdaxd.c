@@ -43,6 +43,7 @@
 #include "fsync_pool.h"
 #include "log.h"
 #include "namespace.h"
+#include "notify.h"
 #include "server_nbd.h"
 #include "server_rdma.h"
 #include "server_tcp.h"
@@ -513,9 +514,11 @@ static int run_daemon(const struct config *cfg)
 		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "");
 	printf("%s\n", line);
 	fflush(stdout);
+	notify_ready(line);
 
 	d.served = true;
 	ev_run(loop, 0);
+	notify_stopping();
 
 	ev_signal_stop(loop, &sigterm);
 	ev_signal_stop(loop, &sigint);

@@ -4,7 +4,9 @@
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
-# pages, mandoc and groff-base: their checks).
+# pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
+# systemd ... file: the unit's checks and the Debian packages' build and test,
+# packaging/).
 # Idempotent; needs root (or sudo).
 set -eu
 
@@ -16,7 +18,8 @@ packages="build-essential cmake pkg-config
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
 	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
-	scdoc mandoc groff-base"
+	scdoc mandoc groff-base
+	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps"
 
 missing=""
 for p in $packages; do
