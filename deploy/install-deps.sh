@@ -5,7 +5,7 @@
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
-# systemd ... file: the unit's checks and the Debian packages' build and test,
+# systemd ... man-db: the unit's checks and the Debian packages' build and test,
 # packaging/).
 # Idempotent; needs root (or sudo).
 set -eu
@@ -19,7 +19,7 @@ packages="build-essential cmake pkg-config
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
 	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
 	scdoc mandoc groff-base
-	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps"
+	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db"
 
 missing=""
 for p in $packages; do

@@ -102,7 +102,10 @@ in_root "dpkg-query -W -f='\${Conffiles}' rdaxd" | grep -q '/etc/rdax/rdaxd.conf
 version=$(in_root "rdaxd --version")
 [ "$version" = "rdaxd $(dpkg-deb -f "$root$debs"/rdaxd_*.deb Version | sed 's/-[^-]*$//')" ] ||
 	fail "rdaxd --version: $version"
-ok "user rdax, conffile, unit enabled, $version"
+for page in man1/rdax.1 man3/librdax.3 man5/rdaxd.conf.5 man8/rdaxd.8; do
+	[ -f "$root/usr/share/man/$page.gz" ] || fail "no manual page $page"
+done
+ok "user rdax, conffile, unit enabled, manual pages, $version"
 
 # -- 2. boot it; the enabled unit starts the daemon
 # CAP_SYS_RESOURCE: as on a host, systemd may raise limits (LimitMEMLOCK=)

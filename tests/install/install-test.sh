@@ -12,7 +12,8 @@
 #                                        that includes only <librdax.h> compiles,
 #                                        links and runs against the installed rdaxd
 #   install-test.sh SRC WORK security    systemd-analyze: the installed unit verifies
-#                                        clean and its exposure is at most 3.0
+#                                        clean (its man pages found in the tree) and
+#                                        its exposure is at most 3.0
 # Each check has a control that shows it can fail (the same check on a broken
 # copy must fail). Environment: CMAKE (default cmake), CC (default cc).
 set -eu
@@ -48,7 +49,7 @@ setup)
 	"$CMAKE" -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTS=OFF \
 		-DBUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX=$prefix >"$work/configure.log" 2>&1 ||
 		{ cat "$work/configure.log"; fail "configure"; }
-	"$CMAKE" --build "$build" -j2 --target rdaxd librdax rdax_cli >"$work/build.log" 2>&1 ||
+	"$CMAKE" --build "$build" -j2 --target rdaxd librdax rdax_cli man >"$work/build.log" 2>&1 ||
 		{ tail -50 "$work/build.log"; fail "build"; }
 	install_tree || { cat "$work/install.log"; fail "install"; }
 	ok "installed for $prefix into $dest"
@@ -201,15 +202,18 @@ pkgconfig)
 security)
 	command -v systemd-analyze >/dev/null || fail "no systemd-analyze (deploy/install-deps.sh installs systemd)"
 	# verify: the unit as installed, its ExecStart pointed into the DESTDIR
-	# (the binary is checked to exist); any message is a failure
+	# (the binary is checked to exist) and its Documentation= man pages
+	# looked up there; any message is a failure
+	command -v man >/dev/null || fail "no man (deploy/install-deps.sh installs man-db)"
 	tmp=$work/unit-check
 	rm -rf "$tmp" && mkdir -p "$tmp"
 	sed "s|^ExecStart=$prefix|ExecStart=$dest$prefix|" "$unit" >"$tmp/rdaxd.service"
-	out=$(systemd-analyze verify "$tmp/rdaxd.service" 2>&1) || fail "verify: $out"
+	out=$(MANPATH=$dest$prefix/share/man systemd-analyze verify "$tmp/rdaxd.service" 2>&1) ||
+		fail "verify: $out"
 	[ -z "$out" ] || fail "systemd-analyze verify: $out"
 	ok "systemd-analyze verify: no message"
 	printf 'BogusKey=1\n' >>"$tmp/rdaxd.service"
-	out=$(systemd-analyze verify "$tmp/rdaxd.service" 2>&1 || true)
+	out=$(MANPATH=$dest$prefix/share/man systemd-analyze verify "$tmp/rdaxd.service" 2>&1 || true)
 	[ -n "$out" ] || fail "control: verify said nothing about an unknown key"
 	ok "control: verify reports an unknown key"
 
