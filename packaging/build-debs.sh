@@ -21,9 +21,11 @@ if [ -z "${SOURCE_DATE_EPOCH:-}" ] && git -C "$src" rev-parse --git-dir >/dev/nu
 fi
 
 # /usr, with the unit and the udev rule where Debian 12 keeps them (/lib);
-# CMAKE_BUILD_TYPE=None: the flags above and nothing else.
+# CMAKE_BUILD_TYPE=None: the flags above and nothing else. No -Werror: like
+# any Debian package build, a new compiler's warning must not stop it
+# (deploy/run-tests.sh's release build is the warnings gate).
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=None -DBUILD_TESTS=OFF -DBUILD_BENCH=OFF \
-	-DDEBUG_WERROR=ON -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_DOCDIR=share/doc/rdaxd \
+	-DDEBUG_WERROR=OFF -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_DOCDIR=share/doc/rdaxd \
 	-DRDAX_SYSTEMD_UNITDIR=/lib/systemd/system -DRDAX_UDEVRULESDIR=/lib/udev/rules.d \
 	-DRDAX_SYSUSERSDIR=/usr/lib/sysusers.d -DBUILD_DEB_DOCS=ON \
 	-DCMAKE_C_FLAGS="$cflags" -DCMAKE_EXE_LINKER_FLAGS="$ldflags" \
