@@ -25,6 +25,10 @@ static const struct {
 	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },
+	{ "no-reserve", &rdax_faults.no_reserve },
+	{ "zero-punches", &rdax_faults.zero_punches },
+	{ "no-media-guard", &rdax_faults.no_media_guard },
+	{ "format-no-lock", &rdax_faults.format_no_lock },
 };
 
 int faults_from_env(void)

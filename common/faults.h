@@ -44,6 +44,14 @@ struct rdax_faults {
 	bool change_record_no_persist;
 	/* replication: an fsync is acknowledged without waiting for the replicas */
 	bool repl_ack_early;
+	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
+	bool no_reserve;
+	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */
+	bool zero_punches;
+	/* media_guard: copies into and out of mappings run unguarded (a SIGBUS kills) */
+	bool no_media_guard;
+	/* ns_format: go ahead on a namespace whose lock another opener holds */
+	bool format_no_lock;
 };
 
 extern struct rdax_faults rdax_faults;

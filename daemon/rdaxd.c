@@ -102,35 +102,16 @@ static int mkdir_p(const char *dir, mode_t mode)
 static int run_format(const struct config *cfg)
 {
 	const char *path = cfg->format_path;
-	int ret = ns_format(path, cfg->force);
-	switch (ret) {
-	case 0: {
-		struct stat st;
-		char size[32] = "?";
-		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-			size_format((uint64_t)st.st_size, size, sizeof(size));
-		printf("rdaxd: formatted %s (%s)\n", path, size);
-		return 0;
-	}
-	case -EEXIST:
-		return fail(1,
-			    "%s holds rdax data; add --force to format it anyway (this destroys "
-			    "all its volumes)",
-			    path);
-	case -ENOENT:
-		return fail(
-		    1,
-		    "%s does not exist; --format needs a devdax device or an existing "
-		    "file (to create an emulated namespace: rdaxd --namespace %s,size=SIZE)",
-		    path, path);
-	case -EINVAL:
-		return fail(1,
-			    "%s cannot be formatted: too small (at least %llu MiB) or not a file "
-			    "or devdax device",
-			    path, NS_MIN_SIZE >> 20);
-	default:
-		return fail(1, "format %s: %s", path, rdax_strerror(ret));
-	}
+	char why[512] = "";
+	int ret = ns_format(path, cfg->force, why, sizeof(why));
+	if (ret) /* the engine says why and what to do */
+		return fail(1, "%s", why[0] ? why : rdax_strerror(ret));
+	struct stat st;
+	char size[32] = "?";
+	if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		size_format((uint64_t)st.st_size, size, sizeof(size));
+	printf("rdaxd: formatted %s (%s)\n", path, size);
+	return 0;
 }
 
 /* pidfile_write -- "PID\n" into @path; 0 or -errno */

@@ -9,15 +9,20 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
 #include "checked.h"
 #include "dirty_tree.h"
 #include "errors.h"
+#include "faults.h"
 #include "fsync.h"
 #include "log.h"
+#include "media_guard.h"
 #include "size.h"
 #include "vol_table.h"
 #include "volume.h"
@@ -27,24 +32,102 @@ int ns_volume_name_valid(const char *name)
 	return vt_name_valid(name);
 }
 
-int ns_format_mode(const char *path, enum persist_mode mode, bool force)
+/*
+ * ns_hold -- check what @path is (backing.h) and take the namespace lock
+ * on it; the reason for a refusal goes to @err, or to the log when @err is
+ * NULL. Returns 0 with
+ * *fd holding the lock, or the codes of backing_check and backing_hold.
+ */
+static int ns_hold(const char *path, enum persist_mode mode, int *fd, char *err, size_t errlen)
 {
-	if (!path)
-		return -EINVAL;
-	struct persist p;
-	int ret = persist_map(path, mode, &p);
-	if (ret)
+	enum backing_kind kind;
+	struct stat st;
+	char why[512];
+	int ret = backing_check(path, mode, &kind, &st, why, sizeof(why));
+	if (ret) {
+		if (ret == -ENOENT)
+			snprintf(why, sizeof(why), "namespace %s does not exist", path);
+		if (err) /* said once: by the caller that asked for the reason, or here */
+			rdax_seterr(err, errlen, "%s", why);
+		else
+			LOG_ERROR("%s", why);
 		return ret;
-	ret = vol_table_format(&p, force);
-	if (ret == 0) /* a failure is logged once, where its reason is known (vol_table.c) */
-		LOG_INFO("formatted %s", path);
-	persist_unmap(&p);
+	}
+	ret = backing_hold(path, &st, fd);
+	if (ret == -EBUSY) {
+		rdax_seterr(err, errlen,
+			    "namespace %s is in use (a running rdaxd, or another process, "
+			    "holds its lock)",
+			    path);
+		if (!err)
+			LOG_ERROR("namespace %s is in use (another opener holds its lock)", path);
+	} else if (ret) {
+		rdax_seterr(err, errlen, "namespace %s: %s", path, rdax_strerror(ret));
+	}
 	return ret;
 }
 
-int ns_format(const char *path, bool force)
+int ns_format_mode(const char *path, enum persist_mode mode, bool force, char *err, size_t errlen)
 {
-	return ns_format_mode(path, PERSIST_AUTO, force);
+	if (!path) {
+		rdax_seterr(err, errlen, "format: no path");
+		return -EINVAL;
+	}
+	int fd = -1;
+	int ret = ns_hold(path, mode, &fd, err, errlen);
+	if (ret == -EBUSY && rdax_faults.format_no_lock)
+		ret = 0; /* control (faults.h): the format that ignored the lock */
+	if (ret == -ENOENT)
+		rdax_seterr(err, errlen,
+			    "%s does not exist; --format needs a devdax device or an existing "
+			    "file (to create an emulated namespace: rdaxd --namespace "
+			    "%s,size=SIZE)",
+			    path, path);
+	else if (ret == -EBUSY)
+		rdax_seterr(err, errlen,
+			    "%s is in use: a running rdaxd (or another process) holds its lock; "
+			    "stop it first (--force does not override this)",
+			    path);
+	if (ret)
+		return ret;
+
+	struct persist p;
+	ret = persist_map(path, mode, &p);
+	if (ret) {
+		if (ret == -ENOSPC)
+			backing_space_error(path, 0, err, errlen);
+		else
+			rdax_seterr(err, errlen, "format %s: %s", path, rdax_strerror(ret));
+		goto out_release;
+	}
+	if (p.size < NS_MIN_SIZE) {
+		char have[SIZE_FORMAT_MAX];
+		rdax_seterr(err, errlen,
+			    "%s cannot be formatted: %s is too small (at least %llu MiB)", path,
+			    size_format(p.size, have, sizeof(have)), NS_MIN_SIZE >> 20);
+		ret = -EINVAL;
+		goto out_unmap;
+	}
+	ret = vol_table_format(&p, force);
+	if (ret == -EEXIST)
+		rdax_seterr(err, errlen,
+			    "%s holds rdax data; add --force to format it anyway (this destroys "
+			    "all its volumes)",
+			    path);
+	else if (ret)
+		rdax_seterr(err, errlen, "format %s: %s", path, rdax_strerror(ret));
+	if (ret == 0) /* a failure is logged once, where its reason is known (vol_table.c) */
+		LOG_INFO("formatted %s", path);
+out_unmap:
+	persist_unmap(&p);
+out_release:
+	backing_release(&fd);
+	return ret;
+}
+
+int ns_format(const char *path, bool force, char *err, size_t errlen)
+{
+	return ns_format_mode(path, PERSIST_AUTO, force, err, errlen);
 }
 
 /* ns_volumes_reserve -- room for one more volume pointer in ns->volumes */
@@ -81,6 +164,7 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 	if (!ns)
 		return -ENOMEM;
 	ns->persist.fd = -1;
+	ns->hold_fd = -1;
 	ns->id = id;
 	ns->path = strdup(path);
 	if (!ns->path) {
@@ -92,9 +176,15 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 		ret = -ret;
 		goto err_free_path;
 	}
-	ret = persist_map(path, mode, &ns->persist);
+	/* stores into the mapping fail with -EIO, not SIGBUS, from here on */
+	media_guard_init();
+	/* what it is, then the lock, then the mapping: a FIFO never reaches an open that blocks */
+	ret = ns_hold(path, mode, &ns->hold_fd, NULL, 0);
 	if (ret)
 		goto err_destroy_lock;
+	ret = persist_map(path, mode, &ns->persist);
+	if (ret)
+		goto err_release;
 	ret = vol_table_load(&ns->persist, &ns->table);
 	if (ret) /* logged by vol_table_load with its reason; the caller names the path */
 		goto err_unmap;
@@ -134,6 +224,8 @@ err_free_volumes:
 	vol_table_delete(&ns->table);
 err_unmap:
 	persist_unmap(&ns->persist);
+err_release:
+	backing_release(&ns->hold_fd);
 err_destroy_lock:
 	pthread_mutex_destroy(&ns->lock);
 err_free_path:
@@ -194,6 +286,7 @@ void ns_close(struct ns **nsp)
 	ns_volumes_free(ns);
 	vol_table_delete(&ns->table);
 	persist_unmap(&ns->persist);
+	backing_release(&ns->hold_fd); /* after the unmap: nobody else maps it before */
 	pthread_mutex_destroy(&ns->lock);
 	LOG_INFO("closed namespace %s", ns->path);
 	free(ns->path);

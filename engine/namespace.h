@@ -35,6 +35,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "persist.h"
@@ -48,6 +49,7 @@ struct vol_table;
 struct ns {
 	char *path;
 	uint32_t id;		/* names the namespace in dirty-tree locations */
+	int hold_fd;		/* holds the namespace lock (backing.h) while open */
 	struct persist persist; /* the mapping and its flush wrapper */
 	uint64_t data_offset;	/* first byte of the data area */
 	uint64_t data_size;
@@ -61,37 +63,48 @@ struct ns {
 /*
  * ns_format -- write fresh metadata (no volumes) to an existing devdax device
  * or file. Refuses (-EEXIST) when the target already holds rdax metadata
- * (either copy has the rdax magic) unless @force.
- * Returns 0, -EEXIST, -EINVAL (too small), -errno.
+ * (either copy has the rdax magic) unless @force, and (-EBUSY) while the
+ * namespace is open anywhere -- it takes the namespace lock like ns_open,
+ * and @force does not override that. @err (may be NULL) gets one line
+ * saying why a format failed and what to do.
+ * Returns 0, -EEXIST, -EBUSY, -ENOENT, -EINVAL (too small), -ENOSPC (a file
+ * that cannot be reserved), the codes of backing_check, -errno.
  */
-int ns_format(const char *path, bool force);
+int ns_format(const char *path, bool force, char *err, size_t errlen);
 
 /* ns_format_mode -- ns_format() through a mapping of the given mode (tests use SIM) */
-int ns_format_mode(const char *path, enum persist_mode mode, bool force);
+int ns_format_mode(const char *path, enum persist_mode mode, bool force, char *err, size_t errlen);
 
 /*
- * ns_create -- create a plain file of @size bytes (emulated PMEM), format it
- * and open it. -EEXIST if @path exists (it is never reformatted).
+ * ns_create -- create a plain file of @size bytes (emulated PMEM, every
+ * block reserved: backing.h), format it and open it. -EEXIST if @path
+ * exists (it is never reformatted); -ENOSPC if its filesystem cannot hold
+ * it (nothing is left behind).
  */
 int ns_create(const char *path, uint64_t size, enum persist_mode mode, uint32_t id,
 	      struct ns **out);
 
 /*
- * ns_open -- map @path and load its metadata. A namespace without rdax
+ * ns_open -- check what @path is, take the namespace lock, reserve its
+ * space (a file: backing.h), map it and load its metadata. A path that
+ * cannot hold a namespace (backing_check's codes), one in use (-EBUSY), a
+ * file whose space cannot be reserved (-ENOSPC), a namespace without rdax
  * metadata (-RDAX_E_NOT_RDAX), with metadata that fails its checks
  * (-RDAX_E_BAD_METADATA) or of an unknown version (-RDAX_E_VERSION) is
- * refused with a logged reason, never formatted. When one metadata copy
- * is invalid (a torn or interrupted update) the other is used and the bad
- * copy is rewritten from it. @id (<= DLOC_NS_MAX) names the namespace in
- * dirty-tree locations; the caller keeps ids unique. Returns 0, the codes
- * above, -EINVAL, -errno of the mapping, -ENOMEM.
+ * refused with a logged reason, never formatted. When the metadata copies
+ * disagree (one torn, damaged or left behind by an interrupted update) the
+ * valid newer one is used and the other is rewritten from it. @id
+ * (<= DLOC_NS_MAX) names the namespace in dirty-tree locations; the caller
+ * keeps ids unique. Returns 0, the codes above, -EINVAL, -errno of the
+ * mapping, -ENOMEM.
  */
 int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **out);
 
 /*
  * ns_close -- write back everything dirty in every volume (tracked fsync),
- * free the volumes and unmap. Volumes still open are closed with a warning:
- * their handles become invalid. Accepts NULL; sets *nsp = NULL.
+ * free the volumes, unmap and release the namespace lock. Volumes still
+ * open are closed with a warning: their handles become invalid. Accepts
+ * NULL; sets *nsp = NULL.
  */
 void ns_close(struct ns **nsp);
 

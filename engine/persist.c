@@ -17,8 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
 #include "checked.h"
+#include "faults.h"
 #include "log.h"
+#include "media_guard.h"
 
 /* The simulator's power budget (persist.h): -1 = unlimited. */
 static atomic_long sim_budget = -1;
@@ -145,33 +148,27 @@ int persist_map(const char *path, enum persist_mode mode, struct persist *out)
 
 	struct persist p = {.fd = -1, .mode = mode};
 	struct stat st;
-	int ret;
-
-	if (stat(path, &st) != 0) {
-		ret = -errno;
-		LOG_ERROR("stat(%s) failed: %s", path, strerror(errno));
+	enum backing_kind kind;
+	char why[512];
+	int ret = backing_check(path, mode, &kind, &st, why, sizeof(why));
+	if (ret) {
+		LOG_ERROR("persist_map: %s", why);
 		return ret;
 	}
-	p.is_devdax = S_ISCHR(st.st_mode);
-	p.is_regular_file = S_ISREG(st.st_mode);
-	if (!p.is_devdax && !p.is_regular_file) {
-		LOG_ERROR("persist_map(%s): neither a regular file nor a device dax", path);
-		return -EINVAL;
-	}
-	if (mode == PERSIST_SIM && !p.is_regular_file) {
-		LOG_ERROR("persist_map(%s): sim mode needs a regular file", path);
-		return -EINVAL;
-	}
+	p.is_devdax = kind == BACKING_DEVDAX;
+	p.is_regular_file = kind == BACKING_FILE;
 	if (p.is_regular_file) {
-		if (st.st_size <= 0) {
-			LOG_ERROR("persist_map(%s): empty file", path);
-			return -EINVAL;
-		}
 		p.fd = open(path, O_RDWR | O_CLOEXEC);
 		if (p.fd < 0) {
 			ret = -errno;
 			LOG_ERROR("open(%s, O_RDWR) failed: %s", path, strerror(errno));
 			return ret;
+		}
+		/* fully provisioned (backing.h): no store into the mapping can find no space */
+		if (!rdax_faults.no_reserve) {
+			ret = backing_reserve(p.fd, path, (uint64_t)st.st_size);
+			if (ret)
+				goto err_close;
 		}
 	}
 
@@ -335,27 +332,52 @@ void persist_range(const struct persist *p, const void *addr, size_t len)
 	persist_drain(p);
 }
 
-/* zero_by_writing -- memset + flush (no fence): devdax, edges, fallbacks */
-static void zero_by_writing(const struct persist *p, uint64_t off, uint64_t len)
+/* pmem_zero_nodrain -- the guarded body of zero_by_writing() on PMEM */
+struct pmem_zero_arg {
+	void *addr;
+	size_t len;
+};
+
+static void pmem_zero_nodrain(void *arg)
 {
-	if (len == 0)
-		return;
-	uint8_t *addr = (uint8_t *)p->base + off;
-	if (p->mode == PERSIST_AUTO && p->is_pmem) {
-		/* non-temporal stores for large ranges, flushed, not fenced */
-		pmem_memset_nodrain(addr, 0, len);
-		return;
-	}
-	memset(addr, 0, len);
-	persist_flush(p, addr, len);
+	struct pmem_zero_arg *z = arg;
+	/* non-temporal stores for large ranges, flushed, not fenced */
+	pmem_memset_nodrain(z->addr, 0, z->len);
 }
 
 /*
- * punch_pages -- punch a hole over the page-aligned [off, off + len) of a
- * regular file and make the mapping read it. Returns 0, or -errno when the
- * filesystem cannot punch (the caller then writes zeros).
+ * zero_by_writing -- memset + flush (no fence): devdax, edges, filesystems
+ * that cannot zero a range. The stores are guarded (media_guard.h): a page
+ * that cannot be written is -EIO, not the end of the process.
  */
-static int punch_pages(const struct persist *p, uint64_t off, uint64_t len)
+static int zero_by_writing(const struct persist *p, uint64_t off, uint64_t len)
+{
+	if (len == 0)
+		return 0;
+	uint8_t *addr = (uint8_t *)p->base + off;
+	if (p->mode == PERSIST_AUTO && p->is_pmem) {
+		struct pmem_zero_arg z = {addr, len};
+		return media_guarded(addr, len, pmem_zero_nodrain, &z);
+	}
+	int ret = media_set(addr, 0, len);
+	if (ret == 0)
+		persist_flush(p, addr, len);
+	return ret;
+}
+
+/*
+ * zero_range_pages -- make the page-aligned [off, off + len) of a regular
+ * file read as zeros without giving its blocks back: FALLOC_FL_ZERO_RANGE
+ * turns them into allocated, unwritten extents (ext4, XFS), and the mapping
+ * reads zeros. A punched hole would hand the blocks to the filesystem, and
+ * the next write into the range could then find none: a SIGBUS, not an
+ * error (backing.h). Measured on 256 MiB: ext4 zero range 0.03 s, writing
+ * zeros + msync 0.35 s; tmpfs has no zero range, and writing is 0.01 s
+ * there. Returns 0, or -errno when the filesystem cannot (the caller
+ * writes zeros; the blocks are re-reserved first, in case a filesystem
+ * that zeroes by punch + allocate stopped half way).
+ */
+static int zero_range_pages(const struct persist *p, uint64_t off, uint64_t len)
 {
 	uint8_t *addr = (uint8_t *)p->base + off;
 
@@ -366,19 +388,26 @@ static int punch_pages(const struct persist *p, uint64_t off, uint64_t len)
 		memset(addr, 0, len);
 		return 0;
 	}
-	if (fallocate(p->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) !=
-	    0) {
+	/* control (faults.h): the old discard, which gave the blocks back */
+	int mode = rdax_faults.zero_punches ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+					    : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+	if (fallocate(p->fd, mode, (off_t)off, (off_t)len) != 0) {
 		int ret = -errno;
-		LOG_DEBUG("fallocate(PUNCH_HOLE, off=%llu, len=%llu) failed: %s",
+		LOG_DEBUG("fallocate(ZERO_RANGE, off=%llu, len=%llu) failed: %s",
 			  (unsigned long long)off, (unsigned long long)len, strerror(errno));
+		if (ret != -EOPNOTSUPP && posix_fallocate(p->fd, (off_t)off, (off_t)len) != 0)
+			LOG_ERROR("re-reserving [%llu, +%llu) after a failed zero range failed: "
+				  "that range may have no blocks",
+				  (unsigned long long)off, (unsigned long long)len);
 		return ret;
 	}
 	if (p->mode == PERSIST_SIM) {
 		/*
 		 * MAP_PRIVATE: the private copies of these pages still hold the
-		 * old data; dropping them makes the pages read the file (the hole)
-		 * again. A shared mapping (AUTO) sees the hole at once: the punch
-		 * removed the pages from the page cache and from every mapping.
+		 * old data; dropping them makes the pages read the file (zeros)
+		 * again. A shared mapping (AUTO) sees the zeros at once: the
+		 * filesystem dropped the pages from the page cache and from every
+		 * mapping.
 		 */
 		if (madvise(addr, len, MADV_DONTNEED) != 0) {
 			LOG_WARN("madvise(DONTNEED, len=%llu) failed: %s", (unsigned long long)len,
@@ -387,9 +416,9 @@ static int punch_pages(const struct persist *p, uint64_t off, uint64_t len)
 		}
 		return 0;
 	}
-	/* AUTO: the punch is a metadata change, durable only once the file is synced */
+	/* AUTO: the extent change is metadata, durable only once the file is synced */
 	if (fdatasync(p->fd) != 0) {
-		LOG_ERROR("fdatasync after hole punch (off=%llu, len=%llu) failed: %s",
+		LOG_ERROR("fdatasync after zero range (off=%llu, len=%llu) failed: %s",
 			  (unsigned long long)off, (unsigned long long)len, strerror(errno));
 		abort();
 	}
@@ -412,13 +441,16 @@ int persist_zero(const struct persist *p, uint64_t off, uint64_t len)
 	uint64_t mid_end = align_down(end, RDAX_PAGE_SIZE);
 
 	if (p->is_regular_file && p->fd >= 0 && mid_start < mid_end) {
-		zero_by_writing(p, off, mid_start - off);
-		if (punch_pages(p, mid_start, mid_end - mid_start) != 0)
-			zero_by_writing(p, mid_start, mid_end - mid_start);
-		zero_by_writing(p, mid_end, end - mid_end);
+		ret = zero_by_writing(p, off, mid_start - off);
+		if (zero_range_pages(p, mid_start, mid_end - mid_start) != 0) {
+			int r = zero_by_writing(p, mid_start, mid_end - mid_start);
+			ret = ret ? ret : r;
+		}
+		int r = zero_by_writing(p, mid_end, end - mid_end);
+		ret = ret ? ret : r;
 	} else {
-		zero_by_writing(p, off, len);
+		ret = zero_by_writing(p, off, len);
 	}
 	persist_drain(p);
-	return 0;
+	return ret;
 }

@@ -46,7 +46,7 @@ struct persist {
 	void *base;  /* start of the mapping */
 	size_t size; /* bytes mapped */
 	int fd;	     /* regular files: open O_RDWR (SIM: written on flush; both
-		      * modes: hole punching, fdatasync); devdax: -1 */
+		      * modes: zero range, fdatasync); devdax: -1 */
 	enum persist_mode mode;
 	enum persist_method method;
 	bool is_pmem;	/* pmem_is_pmem() of the mapping (AUTO only) */
@@ -54,8 +54,9 @@ struct persist {
 	bool is_regular_file;
 	/*
 	 * Registered for RDMA (set before the mapping is shared): a NIC holds
-	 * its pages pinned, so persist_zero() never punches holes or drops
-	 * pages (the NIC would keep writing the old ones), and an msync flush
+	 * its pages pinned, so persist_zero() never zeroes through the
+	 * filesystem or drops pages (the NIC would keep writing the old ones),
+	 * and an msync flush
 	 * first dirties the pages itself (the kernel does not see DMA writes).
 	 */
 	bool pinned;
@@ -68,14 +69,17 @@ const char *persist_method_name(enum persist_method method);
 
 /*
  * persist_map -- map an existing namespace path (devdax, DAX file or plain file)
- * whole, in the given mode. PERSIST_SIM needs a regular file.
- * Returns 0, -errno.
+ * whole, in the given mode. PERSIST_SIM needs a regular file. What the path
+ * may be is backing_check()'s rule; a regular file is reserved first
+ * (backing_reserve: every block allocated).
+ * Returns 0, -ENOSPC (cannot be reserved), the codes of backing_check, -errno.
  */
 int persist_map(const char *path, enum persist_mode mode, struct persist *out);
 
 /*
- * persist_create -- create a plain file of @size bytes (sparse, reads zeros)
- * and map it. Fails with -EEXIST if the path exists.
+ * persist_create -- create a plain file of @size bytes (reads zeros, every
+ * block reserved) and map it. Fails with -EEXIST if the path exists,
+ * -ENOSPC if the filesystem cannot hold it (nothing is left behind).
  */
 int persist_create(const char *path, uint64_t size, enum persist_mode mode, struct persist *out);
 
@@ -98,11 +102,14 @@ void persist_drain(const struct persist *p);
 void persist_range(const struct persist *p, const void *addr, size_t len);
 
 /*
- * persist_zero -- make [off, off + len) of the mapping read as zeros, durably.
- * Regular files punch holes for whole pages (and, in SIM mode, drop the
- * private copies of those pages); everything else, and the unaligned edges,
- * is written with zeros and flushed. Ends with a fence.
- * Returns 0 or -errno (a failed hole punch falls back to writing zeros).
+ * persist_zero -- make [off, off + len) of the mapping read as zeros, durably,
+ * keeping its blocks allocated (a namespace is fully provisioned, backing.h).
+ * Regular files zero whole pages with FALLOC_FL_ZERO_RANGE (and, in SIM
+ * mode, drop the private copies of those pages); everything else, the
+ * unaligned edges, and filesystems without zero range (tmpfs) are written
+ * with zeros (guarded, media_guard.h) and flushed. Ends with a fence.
+ * Returns 0, -EIO (a page could not be written: media error, no block),
+ * -EINVAL, -ERANGE.
  */
 int persist_zero(const struct persist *p, uint64_t off, uint64_t len);
 
@@ -116,9 +123,9 @@ int persist_zero(const struct persist *p, uint64_t off, uint64_t len);
  * persist, the rest do not. -1 (the default) = unlimited. Setting the budget
  * also resets the dropped-lines counter.
  *
- * persist_zero() models a hole punch as one unit of the budget: the whole
- * punched range persists if one unit is left, else none of it does (the
- * mapping still reads zeros, as the volatile copy would). A real punch is a
+ * persist_zero() models a zero range as one unit of the budget: the whole
+ * range persists if one unit is left, else none of it does (the mapping
+ * still reads zeros, as the volatile copy would). A real zero range is a
  * filesystem transaction, all or nothing; its unaligned edges are ordinary
  * flushed lines and count line by line.
  */

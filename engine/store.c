@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backing.h"
 #include "errors.h"
 #include "log.h"
 #include "size.h"
@@ -35,11 +36,8 @@ void store_delete(struct store **sp)
 	if (!sp || !*sp)
 		return;
 	struct store *s = *sp;
-	for (unsigned i = 0; i < s->count; i++) {
-		ns_close(&s->nss[i].ns);
-		if (s->nss[i].lock_fd >= 0)
-			close(s->nss[i].lock_fd);
-	}
+	for (unsigned i = 0; i < s->count; i++)
+		ns_close(&s->nss[i].ns); /* releases its lock */
 	free(s->nss);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -58,25 +56,20 @@ struct ns *store_namespace(const struct store *s, uint32_t id)
 	return s->nss[id].ns;
 }
 
-/* lock_path -- open @path and take an exclusive flock on it; 0 or -EBUSY/-errno */
-static int lock_path(const char *path, int *fd_out)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
-		close(fd);
-		return ret;
-	}
-	*fd_out = fd;
-	return 0;
-}
-
-/* open_error -- the engine's reason for refusing @path, and what to do about it */
-static void open_error(int ret, const char *path, char *err, size_t errlen)
+/*
+ * open_error -- the engine's reason for refusing @path, and what to do about
+ * it; @size is the size asked for (0: the file's own)
+ */
+static void open_error(int ret, const char *path, uint64_t size, char *err, size_t errlen)
 {
 	switch (ret) {
+	case -EBUSY:
+		rdax_seterr(err, errlen,
+			    "namespace %s is in use by another process (another rdaxd?)", path);
+		break;
+	case -ENOSPC:
+		backing_space_error(path, size, err, errlen);
+		break;
 	case -RDAX_E_NOT_RDAX:
 		rdax_seterr(
 		    err, errlen,
@@ -104,10 +97,15 @@ static void open_error(int ret, const char *path, char *err, size_t errlen)
 			    path, strerror(-ret));
 		break;
 	case -EINVAL:
-		rdax_seterr(err, errlen,
-			    "namespace %s: invalid argument (mode=sim needs a regular file; a "
-			    "namespace needs at least %llu MiB)",
-			    path, NS_MIN_SIZE >> 20);
+	case -EISDIR:
+	case -ENODEV:
+		/* what the path is: backing_check's reason, which names it */
+		if (backing_check(path, PERSIST_AUTO, &(enum backing_kind){0}, NULL, err, errlen) ==
+		    0)
+			rdax_seterr(err, errlen,
+				    "namespace %s: invalid argument (a namespace needs at least "
+				    "%llu MiB)",
+				    path, NS_MIN_SIZE >> 20);
 		break;
 	default:
 		rdax_seterr(err, errlen, "namespace %s: %s", path, rdax_strerror(ret));
@@ -196,7 +194,7 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 	if (!s || !path || !*path)
 		return -EINVAL;
 	uint32_t id = s->count;
-	struct store_ns sn = {.lock_fd = -1};
+	struct store_ns sn = {0};
 	struct stat st;
 	int ret;
 
@@ -210,7 +208,7 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 				    "an emulated namespace (a file), or give a devdax device",
 				    path);
 			else
-				open_error(ret, path, err, errlen);
+				open_error(ret, path, create_size, err, errlen);
 			return ret;
 		}
 		ret = ns_create(path, create_size, mode, id, &sn.ns);
@@ -222,18 +220,24 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 				    "again",
 				    path);
 			else
-				open_error(ret, path, err, errlen);
+				open_error(ret, path, create_size, err, errlen);
 			return ret;
 		}
 		if (stat(path, &st) < 0) {
 			ret = -errno;
-			open_error(ret, path, err, errlen);
+			open_error(ret, path, 0, err, errlen);
 			goto err_close_ns;
 		}
-	} else if (create_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != create_size) {
-		LOG_WARN("namespace %s exists (%" PRIu64 " bytes): size=%" PRIu64
-			 " only applies when it is created; serving it as it is",
-			 path, (uint64_t)st.st_size, create_size);
+	} else {
+		/* what it is first: a FIFO or /dev/null is refused before anything opens it */
+		enum backing_kind kind;
+		ret = backing_check(path, mode, &kind, &st, err, errlen);
+		if (ret)
+			return ret;
+		if (create_size && kind == BACKING_FILE && (uint64_t)st.st_size != create_size)
+			LOG_WARN("namespace %s exists (%" PRIu64 " bytes): size=%" PRIu64
+				 " only applies when it is created; serving it as it is",
+				 path, (uint64_t)st.st_size, create_size);
 	}
 
 	for (unsigned i = 0; i < s->count; i++) {
@@ -246,22 +250,12 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 		}
 	}
 
-	ret = lock_path(path, &sn.lock_fd);
-	if (ret) {
-		if (ret == -EBUSY)
-			rdax_seterr(err, errlen,
-				    "namespace %s is in use by another process (another rdaxd?)",
-				    path);
-		else
-			open_error(ret, path, err, errlen);
-		goto err_close_ns;
-	}
-
 	if (!sn.ns) {
+		/* takes the namespace lock (backing.h): -EBUSY while another process serves it */
 		ret = ns_open(path, mode, id, &sn.ns);
 		if (ret) {
-			open_error(ret, path, err, errlen);
-			goto err_unlock;
+			open_error(ret, path, 0, err, errlen);
+			return ret;
 		}
 	}
 
@@ -281,9 +275,6 @@ int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 
 err_close_ns:
 	ns_close(&sn.ns);
-err_unlock:
-	if (sn.lock_fd >= 0)
-		close(sn.lock_fd);
 	return ret;
 }
 

@@ -7,9 +7,9 @@
  * largest free extent unless the request names one. Namespace ids are the
  * positions in the order the namespaces were added (0, 1, ...).
  *
- * Each namespace path is held with an exclusive flock(2) on a separate
- * descriptor for as long as it is served, so a second daemon (or a second
- * --namespace naming the same file) is refused instead of mapping it twice.
+ * Each namespace path is held with the namespace lock (backing.h) for as
+ * long as it is served, so a second daemon, a second --namespace naming the
+ * same file, or rdaxd --format is refused instead of mapping it twice.
  *
  * Thread safety: store_namespace_add() and store_delete() run before and
  * after the namespaces are shared. Every other function may be called from
@@ -30,8 +30,7 @@
 #include "volume.h"
 
 struct store_ns {
-	struct ns *ns;
-	int lock_fd; /* holds the flock; -1 if none */
+	struct ns *ns; /* holds its namespace lock while open */
 };
 
 struct store {
@@ -52,12 +51,15 @@ void store_delete(struct store **sp);
 /*
  * store_namespace_add -- serve the namespace at @path with the next id.
  * A missing @path is created as a file of @create_size bytes and formatted
- * (ns_create) when @create_size > 0; an existing one is opened (ns_open) and
- * never formatted. Refuses a path already served (same file), a namespace
- * held by another process, and a namespace holding a volume whose name
- * another served namespace already has. @err gets one line: the engine's
- * reason and what to do. Returns 0, -ENOENT, -EBUSY, -EEXIST, or the
- * engine's code (-RDAX_E_NOT_RDAX, ...).
+ * (ns_create) when @create_size > 0; an existing one is checked first (what
+ * it is: backing_check, without opening it) and then opened (ns_open), never
+ * formatted. Refuses a path that cannot hold a namespace (a directory, a
+ * FIFO, an empty file, a device that is not device DAX), one already served
+ * (same file), one held by another process, a file whose space cannot be
+ * reserved, and a namespace holding a volume whose name another served
+ * namespace already has. @err gets one line: the engine's reason and what
+ * to do. Returns 0, -ENOENT, -EBUSY, -EEXIST, -ENOSPC, the codes of
+ * backing_check, or the engine's code (-RDAX_E_NOT_RDAX, ...).
  */
 int store_namespace_add(struct store *s, const char *path, uint64_t create_size,
 			enum persist_mode mode, char *err, size_t errlen);

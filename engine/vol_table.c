@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "faults.h"
 #include "log.h"
+#include "media_guard.h"
 
 /* A mapping must hold the metadata area plus one 2 MiB block of data. */
 #define VT_MIN_SIZE (VT_META_SIZE + RDAX_PMD_SIZE)
@@ -79,6 +80,16 @@ struct vol_table {
 	unsigned slot;	   /* 0 (A) or 1 (B): the slot st was loaded from */
 	bool copies_agree; /* the other slot holds st too */
 	struct vt_state st;
+};
+
+/*
+ * A slot as read from the media: every read of a slot goes through one
+ * guarded copy into this (media_guard.h), so a bad page in the metadata makes
+ * that copy invalid instead of killing the process, and both copies can be
+ * compared byte for byte.
+ */
+struct vt_image {
+	uint8_t bytes[VT_HEADER_SIZE + (size_t)VT_CAPACITY * VT_ENTRY_SIZE];
 };
 
 /* What a slot turned out to hold. */
@@ -178,20 +189,32 @@ static void vt_encode(const struct vt_state *s, uint8_t *buf)
 /*
  * vt_slot_write -- write an encoded state into @slot so that the slot never
  * shows the magic unless it is complete (vol_table.h): clear line 0, write
- * and fence the rest, then write and fence line 0.
+ * and fence the rest, then write and fence line 0. The stores are guarded
+ * (media_guard.h). Returns 0, or -EIO: a page of the slot cannot be written,
+ * and the slot is left without its magic or as it was.
  */
-static void vt_slot_write(const struct persist *p, unsigned slot, const uint8_t *buf, size_t len)
+static int vt_slot_write(const struct persist *p, unsigned slot, const uint8_t *buf, size_t len)
 {
 	uint8_t *dst = slot_base(p, slot);
-
-	memset(dst, 0, RDAX_CACHELINE);
+	int ret = media_set(dst, 0, RDAX_CACHELINE);
+	if (ret)
+		goto err;
 	persist_range(p, dst, RDAX_CACHELINE);
 
-	memcpy(dst + RDAX_CACHELINE, buf + RDAX_CACHELINE, len - RDAX_CACHELINE);
+	ret = media_copy_in(dst + RDAX_CACHELINE, buf + RDAX_CACHELINE, len - RDAX_CACHELINE);
+	if (ret)
+		goto err;
 	persist_range(p, dst + RDAX_CACHELINE, len - RDAX_CACHELINE);
 
-	memcpy(dst, buf, RDAX_CACHELINE);
+	ret = media_copy_in(dst, buf, RDAX_CACHELINE);
+	if (ret)
+		goto err;
 	persist_range(p, dst, RDAX_CACHELINE);
+	return 0;
+
+err:
+	LOG_ERROR("writing metadata copy %c failed: media error", slot_name(slot));
+	return ret;
 }
 
 /*
@@ -299,14 +322,20 @@ static bool vt_state_check(const struct vt_state *s, size_t map_size, char *why,
 }
 
 /*
- * vt_slot_check -- decode and check @slot of @p into @s; the reason for
- * anything but VT_SLOT_VALID goes to @why
+ * vt_slot_check -- read @slot of @p into @img (header, then the entries in
+ * use), decode and check it into @s; the reason for anything but
+ * VT_SLOT_VALID goes to @why
  */
-static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot, struct vt_state *s,
-					 char *why, size_t whylen)
+static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
+					 struct vt_image *img, struct vt_state *s, char *why,
+					 size_t whylen)
 {
-	const uint8_t *src = slot_base(p, slot);
+	const uint8_t *src = img->bytes;
 	struct vt_header_media h;
+	if (media_copy_out(img->bytes, slot_base(p, slot), VT_HEADER_SIZE) != 0) {
+		snprintf(why, whylen, "unreadable (media error in its header)");
+		return VT_SLOT_INVALID;
+	}
 	memcpy(&h, src, sizeof(h));
 
 	if (memcmp(h.magic, VT_MAGIC, VT_MAGIC_LEN) != 0) {
@@ -327,6 +356,11 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 			 "bad geometry (header %" PRIu32 " B, entry %" PRIu32
 			 " B, capacity %" PRIu32 ", count %" PRIu32 ")",
 			 header_size, entry_size, capacity, count);
+		return VT_SLOT_INVALID;
+	}
+	if (media_copy_out(img->bytes + VT_HEADER_SIZE, slot_base(p, slot) + VT_HEADER_SIZE,
+			   (size_t)count * VT_ENTRY_SIZE) != 0) {
+		snprintf(why, whylen, "unreadable (media error in its %" PRIu32 " entries)", count);
 		return VT_SLOT_INVALID;
 	}
 
@@ -373,33 +407,54 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 	return VT_SLOT_VALID;
 }
 
-/* vt_has_magic -- whether @slot starts with the rdax magic, valid or not */
+/*
+ * vt_has_magic -- whether @slot starts with the rdax magic, valid or not; an
+ * unreadable slot counts as one (something is there: format needs force)
+ */
 static bool vt_has_magic(const struct persist *p, unsigned slot)
 {
-	return memcmp(slot_base(p, slot), VT_MAGIC, VT_MAGIC_LEN) == 0;
+	uint8_t magic[VT_MAGIC_LEN];
+	if (media_copy_out(magic, slot_base(p, slot), sizeof(magic)) != 0)
+		return true;
+	return memcmp(magic, VT_MAGIC, VT_MAGIC_LEN) == 0;
 }
 
 /*
  * vt_write_state -- encode @s and write it into @first, then, once that is
  * durable, into @second (-1: none) -- the commit order of vol_table.h.
- * Returns 0 or -ENOMEM (nothing written).
+ * *written (may be NULL) gets the number of copies written whole.
+ * Returns 0, -ENOMEM (nothing written), -EIO (a copy could not be written;
+ * a failed first copy stops before the second is touched).
  */
-static int vt_write_state(const struct persist *p, int first, int second, const struct vt_state *s)
+static int vt_write_state(const struct persist *p, int first, int second, const struct vt_state *s,
+			  unsigned *written)
 {
+	if (written)
+		*written = 0;
 	size_t len = vt_encoded_len(s->count);
 	uint8_t *buf = malloc(len);
 	if (!buf)
 		return -ENOMEM;
 	vt_encode(s, buf);
+	int ret = 0;
+	unsigned n = 0;
 	if (second >= 0 && rdax_faults.meta_copies_together) {
 		vt_slots_write_together(p, buf, len);
+		n = 2;
 	} else {
-		vt_slot_write(p, (unsigned)first, buf, len);
-		if (second >= 0)
-			vt_slot_write(p, (unsigned)second, buf, len);
+		ret = vt_slot_write(p, (unsigned)first, buf, len);
+		if (ret == 0)
+			n++;
+		if (ret == 0 && second >= 0) {
+			ret = vt_slot_write(p, (unsigned)second, buf, len);
+			if (ret == 0)
+				n++;
+		}
 	}
 	free(buf);
-	return 0;
+	if (written)
+		*written = n;
+	return ret;
 }
 
 int vol_table_format(const struct persist *p, bool force)
@@ -415,8 +470,11 @@ int vol_table_format(const struct persist *p, bool force)
 
 	int ret;
 	struct vt_state *s = malloc(sizeof(*s));
-	if (!s)
-		return -ENOMEM;
+	struct vt_image *img = malloc(sizeof(*img));
+	if (!s || !img) {
+		ret = -ENOMEM;
+		goto out_free;
+	}
 
 	if (!force && (vt_has_magic(p, 0) || vt_has_magic(p, 1))) {
 		/* the operator's choice to make, not a failure of the daemon: info */
@@ -432,7 +490,7 @@ int vol_table_format(const struct persist *p, bool force)
 	int newest = -1;
 	char why[256];
 	for (unsigned slot = 0; slot < 2; slot++) {
-		if (vt_slot_check(p, slot, s, why, sizeof(why)) == VT_SLOT_VALID &&
+		if (vt_slot_check(p, slot, img, s, why, sizeof(why)) == VT_SLOT_VALID &&
 		    s->generation >= newest_gen) {
 			newest_gen = s->generation;
 			newest = (int)slot;
@@ -450,13 +508,14 @@ int vol_table_format(const struct persist *p, bool force)
 	s->data_offset = VT_META_SIZE;
 	s->data_size = align_down(p->size, RDAX_PAGE_SIZE) - VT_META_SIZE;
 
-	ret = vt_write_state(p, (int)first, (int)(1 - first), s);
+	ret = vt_write_state(p, (int)first, (int)(1 - first), s, NULL);
 	if (ret)
 		goto out_free;
 	LOG_INFO("formatted: size=%zu data_offset=%llu data_size=%llu generation=%" PRIu64 "%s",
 		 p->size, (unsigned long long)VT_META_SIZE, (unsigned long long)s->data_size,
 		 s->generation, force ? " (forced)" : "");
 out_free:
+	free(img);
 	free(s);
 	return ret;
 }
@@ -473,8 +532,9 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 
 	int ret;
 	struct vt_state *s[2] = {malloc(sizeof(struct vt_state)), NULL};
+	struct vt_image *img = malloc(2 * sizeof(*img));
 	struct vol_table *t = malloc(sizeof(*t));
-	if (!s[0] || !t) {
+	if (!s[0] || !img || !t) {
 		ret = -ENOMEM;
 		goto err_free;
 	}
@@ -483,7 +543,7 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 	enum vt_slot_result r[2];
 	char why[2][256];
 	for (unsigned slot = 0; slot < 2; slot++)
-		r[slot] = vt_slot_check(p, slot, s[slot], why[slot], sizeof(why[slot]));
+		r[slot] = vt_slot_check(p, slot, &img[slot], s[slot], why[slot], sizeof(why[slot]));
 
 	if (r[0] == VT_SLOT_NO_MAGIC && r[1] == VT_SLOT_NO_MAGIC) {
 		LOG_ERROR("load: not an rdax namespace (neither metadata copy has the magic)");
@@ -508,8 +568,7 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 	if (r[0] == VT_SLOT_VALID && r[1] == VT_SLOT_VALID) {
 		if (s[0]->generation == s[1]->generation) {
 			/* one generation is one state: both slots must hold the same bytes */
-			if (memcmp(slot_base(p, 0), slot_base(p, 1), vt_encoded_len(s[0]->count)) !=
-			    0) {
+			if (memcmp(img[0].bytes, img[1].bytes, vt_encoded_len(s[0]->count)) != 0) {
 				LOG_ERROR("load: copies A and B both hold generation %" PRIu64
 					  " but differ (%u and %u volumes); refusing to guess "
 					  "which is right",
@@ -540,6 +599,7 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 	t->slot = use;
 	t->copies_agree = agree;
 	free(s[0]);
+	free(img);
 	LOG_INFO("load: copy %c, generation %" PRIu64 ", %u volumes, data area %" PRIu64
 		 " bytes at %" PRIu64,
 		 slot_name(use), t->st.generation, t->st.count, t->st.data_size, t->st.data_offset);
@@ -548,6 +608,7 @@ int vol_table_load(const struct persist *p, struct vol_table **out)
 
 err_free:
 	free(s[0]);
+	free(img);
 	free(t);
 	return ret;
 }
@@ -607,8 +668,12 @@ bool vol_table_copies_agree(const struct vol_table *t)
 
 /*
  * vt_commit -- commit @next, generation + 1, into both slots (vol_table.h):
- * the slot other than t->slot first, t->slot once that is durable.
- * Returns 0, -EOVERFLOW (at the last generation), -ENOMEM (nothing written).
+ * the slot other than t->slot first, t->slot once that is durable. Once the
+ * first copy is whole the change is committed: a second copy that cannot be
+ * written (media error) leaves the namespace running on one copy, said in
+ * the log, and the next open repairs it if it can.
+ * Returns 0, -EOVERFLOW (at the last generation), -ENOMEM (nothing
+ * written), -EIO (the first copy could not be written: not committed).
  */
 static int vt_commit(struct vol_table *t, struct vt_state *next)
 {
@@ -622,9 +687,20 @@ static int vt_commit(struct vol_table *t, struct vt_state *next)
 	unsigned other = 1 - t->slot;
 	next->generation = t->st.generation + 1;
 	bool one_copy = rdax_faults.meta_one_copy; /* control: the alternating order */
-	int ret = vt_write_state(t->p, (int)other, one_copy ? -1 : (int)t->slot, next);
-	if (ret)
+	unsigned written;
+	int ret = vt_write_state(t->p, (int)other, one_copy ? -1 : (int)t->slot, next, &written);
+	if (written == 0) {
+		if (ret == -EIO)
+			t->copies_agree = false; /* the other copy may be torn now */
 		return ret;
+	}
+	if (ret) {
+		LOG_ERROR("commit: generation %" PRIu64 " is in copy %c only; copy %c cannot be "
+			  "written (%s)",
+			  next->generation, slot_name(other), slot_name(t->slot),
+			  rdax_strerror(ret));
+		one_copy = true;
+	}
 	if (one_copy)
 		t->slot = other;
 	t->copies_agree = !one_copy;
@@ -719,7 +795,7 @@ int vol_table_repair(struct vol_table *t)
 	if (t->copies_agree)
 		return 0;
 	unsigned other = 1 - t->slot;
-	int ret = vt_write_state(t->p, (int)other, -1, &t->st);
+	int ret = vt_write_state(t->p, (int)other, -1, &t->st, NULL);
 	if (ret)
 		return ret;
 	t->copies_agree = true;

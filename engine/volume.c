@@ -14,6 +14,7 @@
 
 #include "checked.h"
 #include "log.h"
+#include "media_guard.h"
 
 int volume_new(struct ns *ns, const char *name, uint64_t ns_offset, uint64_t size,
 	       struct volume **out)
@@ -94,7 +95,13 @@ int volume_write(struct volume *v, uint64_t off, const void *buf, uint64_t len)
 	if (!buf)
 		return -EINVAL;
 	/* stores before the mark: an fsync that misses the mark runs after it */
-	memcpy(v->data + off, buf, len);
+	ret = media_copy_in(v->data + off, buf, len);
+	if (ret) {
+		/* a page that cannot be written (media_guard.h): not marked, never flushed */
+		LOG_ERROR("write(\"%s\", off=%" PRIu64 ", len=%" PRIu64 "): media error", v->name,
+			  off, len);
+		return ret;
+	}
 	ret = dtree_mark_dirty(v->tree, off, len);
 	if (ret)
 		LOG_ERROR("write(\"%s\", off=%" PRIu64 ", len=%" PRIu64
@@ -110,8 +117,11 @@ int volume_read(struct volume *v, uint64_t off, void *buf, uint64_t len)
 		return ret;
 	if (!buf)
 		return -EINVAL;
-	memcpy(buf, v->data + off, len);
-	return 0;
+	ret = media_copy_out(buf, v->data + off, len);
+	if (ret)
+		LOG_ERROR("read(\"%s\", off=%" PRIu64 ", len=%" PRIu64 "): media error", v->name,
+			  off, len);
+	return ret;
 }
 
 int volume_mark_written(struct volume *v, uint64_t off, uint64_t len)

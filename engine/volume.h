@@ -70,13 +70,18 @@ void volume_delete(struct volume **vp);
 /*
  * volume_write -- copy @len bytes into the volume at @off (no flush) and mark
  * the range dirty (stores first, then the mark, so an fsync racing the write
- * either sees the mark or runs after it). Returns 0, -EINVAL (NULL, len 0),
- * -ERANGE/-EOVERFLOW, -ENOMEM (the mark failed: the bytes may have landed
- * but are not tracked; the write must be reported as failed).
+ * either sees the mark or runs after it). The copy is guarded
+ * (media_guard.h). Returns 0, -EINVAL (NULL, len 0), -ERANGE/-EOVERFLOW,
+ * -EIO (a page of the range could not be written: bytes before it may have
+ * landed; the range is not marked), -ENOMEM (the mark failed: the bytes may
+ * have landed but are not tracked; the write must be reported as failed).
  */
 int volume_write(struct volume *v, uint64_t off, const void *buf, uint64_t len);
 
-/* volume_read -- copy out; never-written bytes read as zero */
+/*
+ * volume_read -- copy out (guarded, media_guard.h); never-written bytes read
+ * as zero. Returns 0, -EINVAL, -ERANGE/-EOVERFLOW, -EIO (a bad page).
+ */
 int volume_read(struct volume *v, uint64_t off, void *buf, uint64_t len);
 
 /*
@@ -87,10 +92,11 @@ int volume_read(struct volume *v, uint64_t off, void *buf, uint64_t len);
 int volume_mark_written(struct volume *v, uint64_t off, uint64_t len);
 
 /*
- * volume_discard -- hole punch: drop the dirty entries of the range, then
- * make it read as zeros, durably (the zeros are flushed and fenced before
- * return, so a discard survives a power cut without a later fsync).
- * Returns 0, -EINVAL, -ERANGE/-EOVERFLOW.
+ * volume_discard -- drop the dirty entries of the range, then make it read
+ * as zeros, durably, its blocks kept (persist_zero: the zeros are flushed
+ * and fenced before return, so a discard survives a power cut without a
+ * later fsync).
+ * Returns 0, -EINVAL, -ERANGE/-EOVERFLOW, -EIO (a page could not be zeroed).
  */
 int volume_discard(struct volume *v, uint64_t off, uint64_t len);
 

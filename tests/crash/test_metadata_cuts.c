@@ -237,7 +237,7 @@ static uint64_t op_delete_b(struct fx *fx, long budget)
 static uint64_t op_format_force(struct fx *fx, long budget)
 {
 	persist_sim_set_budget(budget);
-	assert_int_equal(ns_format_mode(fx->path, PERSIST_SIM, true), 0);
+	assert_int_equal(ns_format_mode(fx->path, PERSIST_SIM, true, NULL, 0), 0);
 	uint64_t dropped = persist_sim_dropped();
 	persist_sim_set_budget(-1);
 	return dropped;
@@ -246,7 +246,7 @@ static uint64_t op_format_force(struct fx *fx, long budget)
 static uint64_t op_format_fresh(struct fx *fx, long budget)
 {
 	persist_sim_set_budget(budget);
-	assert_int_equal(ns_format_mode(fx->path, PERSIST_SIM, false), 0);
+	assert_int_equal(ns_format_mode(fx->path, PERSIST_SIM, false, NULL, 0), 0);
 	uint64_t dropped = persist_sim_dropped();
 	persist_sim_set_budget(-1);
 	return dropped;

@@ -144,30 +144,30 @@ static void ns_format__refuses_rdax_unless_forced(void **state)
 	assert_int_equal(ns_volume_create(fx->ns, "a", MiB), 0);
 	ns_close(&fx->ns);
 
-	assert_int_equal(ns_format(fx->path, false), -EEXIST);
+	assert_int_equal(ns_format(fx->path, false, NULL, 0), -EEXIST);
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), 0);
 	struct volume_info vi;
 	assert_int_equal(ns_volume_info(fx->ns, "a", &vi), 0); /* untouched */
 	ns_close(&fx->ns);
 
-	assert_int_equal(ns_format(fx->path, true), 0); /* AUTO mode, plain file */
+	assert_int_equal(ns_format(fx->path, true, NULL, 0), 0); /* AUTO mode, plain file */
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), 0);
 	unsigned n;
 	assert_int_equal(ns_volume_list(fx->ns, NULL, 0, &n), 0);
 	assert_int_equal(n, 0);
-	assert_int_equal(ns_format(NULL, false), -EINVAL);
-	assert_int_equal(ns_format(fx->path2, false), -ENOENT);
+	assert_int_equal(ns_format(NULL, false, NULL, 0), -EINVAL);
+	assert_int_equal(ns_format(fx->path2, false, NULL, 0), -ENOENT);
 }
 
 static void ns_format__plain_file_then_open(void **state)
 {
 	struct fx *fx = *state;
 	nsfile_create(fx->path, NS_MIN_SIZE - PAGE);
-	assert_int_equal(ns_format(fx->path, false), -EINVAL); /* too small */
+	assert_int_equal(ns_format(fx->path, false, NULL, 0), -EINVAL); /* too small */
 	assert_int_equal(truncate(fx->path, NS_SIZE), 0);
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_NOT_RDAX);
 	assert_null(fx->ns);
-	assert_int_equal(ns_format(fx->path, false), 0);
+	assert_int_equal(ns_format(fx->path, false, NULL, 0), 0);
 	assert_int_equal(ns_open(fx->path, PERSIST_AUTO, 1, &fx->ns), 0);
 	assert_int_equal(ns_volume_create(fx->ns, "a", MiB), 0);
 }
@@ -206,7 +206,7 @@ static void ns_open__both_copies_corrupt_bad_metadata(void **state)
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &fx->ns), -RDAX_E_BAD_METADATA);
 	assert_null(fx->ns);
 	/* and format without force still refuses it: it is rdax, only damaged */
-	assert_int_equal(ns_format(fx->path, false), -EEXIST);
+	assert_int_equal(ns_format(fx->path, false, NULL, 0), -EEXIST);
 }
 
 static void ns_open__one_copy_corrupt_is_repaired(void **state)
@@ -328,7 +328,7 @@ static void ns_volume_create__enospc_names_largest_extent(void **state)
 static void ns_volume_create__placement_alignment(void **state)
 {
 	struct fx *fx = *state;
-	/* sparse: 3 GiB of address space, a few pages of disk */
+	/* 3 GiB, reserved whole: on ext4 or XFS unwritten extents, quick to allocate */
 	assert_int_equal(ns_create(fx->path, 3 * GiB, PERSIST_SIM, 1, &fx->ns), 0);
 
 	assert_int_equal(ns_volume_create(fx->ns, "s1", PAGE), 0);

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "checked.h"
+#include "faults.h"
 #include "persist.h"
 
 #include "nsfile.h"
@@ -157,6 +158,14 @@ static void check_zeroed(const uint8_t *b, uint64_t lo, uint64_t hi, unsigned se
 	assert_memory_equal(b, expect, sizeof(expect));
 }
 
+/* file_allocated -- bytes of @path's blocks (a fully provisioned file: its size) */
+static uint64_t file_allocated(const char *path)
+{
+	struct stat st;
+	assert_int_equal(stat(path, &st), 0);
+	return (uint64_t)st.st_blocks * 512;
+}
+
 /* zero_edges_and_middle -- persist_zero over unaligned edges and two whole pages */
 static void zero_edges_and_middle(const char *path, enum persist_mode mode)
 {
@@ -174,11 +183,8 @@ static void zero_edges_and_middle(const char *path, enum persist_mode mode)
 	nsfile_read(path, 0, buf, sizeof(buf)); /* and so does the file */
 	check_zeroed(buf, lo, hi, 5);
 
-	/* the whole pages became a hole */
-	int fd = open(path, O_RDONLY);
-	assert_true(fd >= 0);
-	assert_int_equal(lseek(fd, PAGE, SEEK_HOLE), (off_t)PAGE);
-	close(fd);
+	/* the whole pages kept their blocks: nothing was given back to the filesystem */
+	assert_true(file_allocated(path) >= FILE_SIZE);
 	persist_unmap(&p);
 
 	assert_int_equal(persist_map(path, mode, &p), 0);
@@ -196,6 +202,22 @@ static void persist_zero__auto_edges_and_middle(void **state)
 	zero_edges_and_middle(((struct fx *)*state)->path, PERSIST_AUTO);
 }
 
+/*
+ * control (faults.h zero_punches): the old discard punched holes, giving
+ * the blocks back to the filesystem; the check above must see the hole
+ */
+static void persist_zero__control_zero_punches_leaves_a_hole(void **state)
+{
+	struct fx *fx = *state;
+	struct persist p;
+	assert_int_equal(persist_create(fx->path, FILE_SIZE, PERSIST_AUTO, &p), 0);
+	rdax_faults.zero_punches = true;
+	assert_int_equal(persist_zero(&p, PAGE, 2 * PAGE), 0);
+	rdax_faults.zero_punches = false;
+	assert_true(file_allocated(fx->path) < FILE_SIZE); /* the hole gave blocks back */
+	persist_unmap(&p);
+}
+
 static void persist_zero__within_one_page(void **state)
 {
 	struct fx *fx = *state;
@@ -211,7 +233,7 @@ static void persist_zero__within_one_page(void **state)
 	persist_unmap(&p);
 }
 
-static void persist_zero__sim_punch_is_one_budget_unit(void **state)
+static void persist_zero__sim_zero_range_is_one_budget_unit(void **state)
 {
 	struct fx *fx = *state;
 	struct persist p;
@@ -219,7 +241,7 @@ static void persist_zero__sim_punch_is_one_budget_unit(void **state)
 	pattern_fill(p.base, 4 * PAGE, 7);
 	persist_range(&p, p.base, 4 * PAGE);
 
-	/* budget 1: the punch of pages 0-1 persists whole */
+	/* budget 1: the zero range of pages 0-1 persists whole */
 	persist_sim_set_budget(1);
 	assert_int_equal(persist_zero(&p, 0, 2 * PAGE), 0);
 	assert_int_equal(persist_sim_dropped(), 0);
@@ -274,8 +296,11 @@ static void persist_map__bad_input(void **state)
 	assert_int_equal(persist_map(fx->path, PERSIST_SIM, NULL), -EINVAL);
 	assert_int_equal(persist_map(fx->path, (enum persist_mode)7, &p), -EINVAL);
 	assert_int_equal(persist_map(fx->path, PERSIST_SIM, &p), -ENOENT);
-	assert_int_equal(persist_map(fx->dir, PERSIST_SIM, &p), -EINVAL); /* a directory */
-	assert_int_equal(persist_map("/dev/null", PERSIST_SIM, &p), -EINVAL);
+	assert_int_equal(persist_map(fx->dir, PERSIST_SIM, &p), -EISDIR); /* a directory */
+	assert_int_equal(persist_map(fx->dir, PERSIST_AUTO, &p), -EISDIR);
+	/* a character device, but not a device DAX: refused in either mode */
+	assert_int_equal(persist_map("/dev/null", PERSIST_SIM, &p), -ENODEV);
+	assert_int_equal(persist_map("/dev/null", PERSIST_AUTO, &p), -ENODEV);
 	assert_memory_equal(&p, &untouched, sizeof(p));
 
 	int fd = open(fx->path, O_CREAT | O_RDWR, 0600); /* empty file */
@@ -357,8 +382,9 @@ int main(void)
 	    T(persist_sim_set_budget__zero_drops_everything),
 	    T(persist_zero__sim_edges_and_middle),
 	    T(persist_zero__auto_edges_and_middle),
+	    T(persist_zero__control_zero_punches_leaves_a_hole),
 	    T(persist_zero__within_one_page),
-	    T(persist_zero__sim_punch_is_one_budget_unit),
+	    T(persist_zero__sim_zero_range_is_one_budget_unit),
 	    T(persist_map__auto_plain_file),
 	    T(persist_map__bad_input),
 	    T(persist_zero__bad_input),
