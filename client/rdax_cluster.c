@@ -322,7 +322,7 @@ static void replica_state(const struct cluster_volume_rec *v, const char *node, 
 	if (!up)
 		snprintf(out, 16, "down");
 	else if (have_status)
-		snprintf(out, 16, "%s", st->state);
+		snprintf(out, 16, "%.15s", st->state); /* the states are short words */
 	else
 		snprintf(out, 16, "%s",
 			 cluster_name_in(v->isr, v->nisr, node) ? "in-sync" : "out-of-sync");

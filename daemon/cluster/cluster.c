@@ -295,7 +295,8 @@ static void pend(struct cluster *c, const char *name)
 		c->rescan = c->rescan || c->npending == CLUSTER_MAX_PENDING;
 		return;
 	}
-	snprintf(c->pending[c->npending++], CLUSTER_NAME_MAX + 1, "%s", name);
+	/* valid names fit: the precision only tells the compiler */
+	snprintf(c->pending[c->npending++], CLUSTER_NAME_MAX + 1, "%.*s", CLUSTER_NAME_MAX, name);
 }
 
 /* on_watch -- events under volumes/: note the volumes they concern (no etcd call here) */
