@@ -15,10 +15,12 @@
  *    list/info, connection teardown -- everything that takes namespace locks.
  *  Pools hand results back to the connection's worker with ev_async.
  *
- * Shutdown (SIGTERM/SIGINT): stop accepting; every connection stops reading,
- * its requests in flight (fsyncs included) finish and their replies go out;
- * then the pools and workers stop, every namespace is closed (ns_close
- * writes back everything dirty), the pidfile is removed, exit 0.
+ * Shutdown (SIGTERM/SIGINT): stop accepting on every listener; every
+ * connection of every transport stops reading, its requests in flight
+ * (fsyncs included) finish and their replies go out -- one drain for all
+ * transports at once, bounded by one CONN_DRAIN_TIMEOUT (net/conn.h); then
+ * the pools and workers stop, every namespace is closed (ns_close writes
+ * back everything dirty), the pidfile is removed, exit 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,18 +37,19 @@
 
 #include "cluster.h"
 #include "config.h"
-#include "conn_tcp.h"
+#include "conn.h"
 #include "dispatch.h"
 #include "errors.h"
 #include "faults.h"
 #include "frame.h"
 #include "fsync_pool.h"
 #include "log.h"
+#include "listener.h"
 #include "namespace.h"
+#include "native_conn.h"
+#include "nbd_conn.h"
 #include "notify.h"
-#include "server_nbd.h"
-#include "server_rdma.h"
-#include "server_tcp.h"
+#include "rdma_listen.h"
 #include "size.h"
 #include "store.h"
 #include "token.h"
@@ -129,21 +132,11 @@ static int pidfile_write(const char *path)
 }
 
 /* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
-static void ready_line(const struct server_tcp *srv, const struct server_nbd *nbd,
-		       const struct server_rdma *rdma, const struct store *store, char *buf,
-		       size_t len)
+static void ready_line(const struct listener *l, const struct store *store, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
-	const size_t first = n;
-	for (unsigned i = 0; i < srv->nlisteners && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
-				      srv->listeners[i].uri);
-	for (unsigned i = 0; nbd && i < nbd->nlisteners && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", n > first ? ", " : "",
-				      nbd->listeners[i].uri);
-	for (unsigned i = 0; rdma && i < rdma->nlisteners && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", n > first ? ", " : "",
-				      rdma->listeners[i].uri);
+	if (n < len)
+		n += listener_uris(l, buf + n, len - n);
 	unsigned count = store_namespace_count(store);
 	if (n < len)
 		n += (size_t)snprintf(buf + n, len - n, " (%u namespace%s: ", count,
@@ -174,12 +167,12 @@ struct daemon {
 	struct store *store;
 	struct dispatch_env env;
 	struct fsync_pool *pool_fsync, *pool_meta;
-	struct conn_tcp_shared shared;
+	struct native_shared native;
 	struct worker **workers;
 	unsigned nworkers;
-	struct server_tcp *srv;
-	struct conn_nbd_shared nbd_shared;
-	struct server_nbd *nbd; /* NULL without an NBD listener */
+	struct conn_sets *sets;	   /* every worker's connections, of every transport */
+	struct listener *listener; /* every listening endpoint */
+	struct nbd_shared nbd_shared;
 	struct conn_rdma_shared rdma_shared;
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
 	struct cluster *cluster;  /* NULL without --cluster */
@@ -221,9 +214,20 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/* start_native -- an accepted tcp:// socket speaks the native protocol */
+static int start_native(void *arg, struct conn_set *set, int fd, const char *peer)
+{
+	return native_conn_start_socket(set, arg, fd, peer);
+}
+
+/* start_nbd -- an accepted nbd:// or nbd+unix:// socket speaks NBD */
+static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer)
+{
+	return nbd_conn_start(set, arg, fd, peer);
+}
+
 /*
- * daemon_start_nbd -- the NBD server and its listeners, if any --listen asks
- * for NBD (before the workers start: its connection sets hook into them).
+ * daemon_start_nbd -- the NBD listeners, if any --listen asks for NBD.
  * With a token, nbd:// must be loopback-only (docs/nbd.md). 0 or an exit code.
  */
 static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
@@ -235,24 +239,26 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		     cfg->listens[i].kind == CONFIG_LISTEN_NBD_UNIX;
 	if (n == 0)
 		return 0;
-	d->nbd_shared = (struct conn_nbd_shared){
+	d->nbd_shared = (struct nbd_shared){
 	    .store = d->store,
 	    .pool_fsync = d->pool_fsync,
 	    .pool_meta = d->pool_meta,
 	    .flush_mode = cfg->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT,
 	    .max_block = NBD_MAX_BLOCK,
 	};
-	int ret = server_nbd_new(ev_default_loop(0), d->workers, d->nworkers, &d->nbd_shared,
-				 &d->nbd);
-	if (ret)
-		return fail(1, "cannot set up the NBD server: %s", strerror(-ret));
+	int ret = 0;
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind == CONFIG_LISTEN_NBD)
-			ret = server_nbd_listen_tcp(d->nbd, l->host, l->port, d->token != NULL, err,
-						    sizeof(err));
+			ret = listener_add_tcp(
+			    d->listener, "nbd", "nbd:", l->host, l->port, d->token != NULL,
+			    "; NBD has no access token, and this daemon has --token-file: use a "
+			    "loopback address, or nbd+unix:///PATH (guarded by file permissions); "
+			    "see docs/nbd.md",
+			    start_nbd, &d->nbd_shared, err, sizeof(err));
 		else if (l->kind == CONFIG_LISTEN_NBD_UNIX)
-			ret = server_nbd_listen_unix(d->nbd, l->path, l->mode, err, sizeof(err));
+			ret = listener_add_unix(d->listener, "nbd+unix", l->path, l->mode,
+						start_nbd, &d->nbd_shared, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}
@@ -277,13 +283,10 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 		return 0;
 	}
 	d->rdma_shared = (struct conn_rdma_shared){
-	    .env = &d->env,
-	    .pool_fsync = d->pool_fsync,
-	    .pool_meta = d->pool_meta,
+	    .native = d->native,
 	    .busy_poll_us = cfg->rdma_busy_poll_us,
 	};
-	int ret = server_rdma_new(ev_default_loop(0), d->workers, d->nworkers, &d->rdma_shared,
-				  d->store, &d->rdma);
+	int ret = server_rdma_new(d->listener, d->sets, &d->rdma_shared, d->store, &d->rdma);
 	if (ret)
 		return fail(1, "cannot set up the RDMA server: %s%s", strerror(-ret),
 			    ret == -ENODEV ? " (no RDMA device: load rdma_ucm and configure a "
@@ -324,7 +327,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		ret = fsync_pool_new("meta", RDAXD_META_THREADS, &d->pool_meta);
 	if (ret)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
-	d->shared = (struct conn_tcp_shared){
+	d->native = (struct native_shared){
 	    .env = &d->env,
 	    .pool_fsync = d->pool_fsync,
 	    .pool_meta = d->pool_meta,
@@ -338,14 +341,18 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		if (ret)
 			return fail(1, "cannot create worker %u: %s", d->nworkers, strerror(-ret));
 	}
-	ret = server_tcp_new(ev_default_loop(0), d->workers, d->nworkers, &d->shared, &d->srv);
+	/* the connection sets hook into the workers: before they start */
+	ret = conn_sets_new(d->workers, d->nworkers, &d->sets);
+	if (ret == 0)
+		ret = listener_new(ev_default_loop(0), d->sets, &d->listener);
 	if (ret)
-		return fail(1, "cannot set up the TCP server: %s", strerror(-ret));
+		return fail(1, "cannot set up the connection sets: %s", strerror(-ret));
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		if (cfg->listens[i].kind != CONFIG_LISTEN_TCP)
 			continue;
-		ret = server_tcp_listen(d->srv, cfg->listens[i].host, cfg->listens[i].port, err,
-					sizeof(err));
+		ret = listener_add_tcp(d->listener, "tcp", "", cfg->listens[i].host,
+				       cfg->listens[i].port, false, NULL, start_native, &d->native,
+				       err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}
@@ -360,11 +367,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		if (ret)
 			return fail(1, "cannot start worker %u: %s", i, strerror(-ret));
 	}
-	server_tcp_start(d->srv);
-	if (d->nbd)
-		server_nbd_start(d->nbd);
-	if (d->rdma)
-		server_rdma_start(d->rdma);
+	listener_start(d->listener);
 	return 0;
 }
 
@@ -375,19 +378,20 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
  */
 static void daemon_stop(struct daemon *d, const struct config *cfg)
 {
-	if (d->served)
-		server_tcp_shutdown(d->srv);
-	if (d->served && d->nbd)
-		server_nbd_shutdown(d->nbd);
-	if (d->served && d->rdma)
-		server_rdma_shutdown(d->rdma);
+	if (d->served) {
+		/* accept nothing more anywhere, then one drain for every transport at once */
+		listener_close(d->listener);
+		if (d->rdma)
+			server_rdma_close(d->rdma);
+		conn_sets_drain_wait(d->sets);
+	}
 	fsync_pool_delete(&d->pool_fsync);
 	fsync_pool_delete(&d->pool_meta);
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_stop(d->workers[i]);
-	server_tcp_delete(&d->srv);
-	server_nbd_delete(&d->nbd);
+	listener_delete(&d->listener);
 	server_rdma_delete(&d->rdma); /* deregisters the namespaces: before the store closes */
+	conn_sets_delete(&d->sets);
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
@@ -487,7 +491,7 @@ static int run_daemon(const struct config *cfg)
 	ev_signal_start(loop, &sigint);
 
 	char line[2048];
-	ready_line(d.srv, d.nbd, d.rdma, d.store, line, sizeof(line));
+	ready_line(d.listener, d.store, line, sizeof(line));
 	char mp[SIZE_FORMAT_MAX];
 	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line, cfg->threads,
 		 cfg->threads == 1 ? "" : "s",

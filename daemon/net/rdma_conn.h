@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * conn_rdma.h -- one RDMA connection: an RC queue pair on a worker's loop
+ * rdma_conn.h -- one RDMA connection: an RC queue pair on a worker's loop
  *
  * A connection is an RC QP whose receives come from its device's shared
  * receive queue (rdma_dev.h) and whose completions go to its own CQ, which
@@ -10,15 +10,17 @@
  * is accepted, so the worker alone handles it from then on (disconnects
  * included) and the accept loop never touches it again.
  *
- * Bytes: the frames of the TCP protocol travel in SEND_WITH_IMM messages
- * (rdma_proto.h: a byte stream cut into messages, the immediate a credit
- * grant). Received message bytes are copied into a per-connection input
- * buffer and the SRQ buffer is reposted at once; the input is parsed and
- * dispatched exactly like TCP input (dispatch.h). Replies are copied into
- * send buffers of the worker (a registered pool per worker and device) and
- * sent within the client's credits. READ payloads are copied when the reply
- * is queued (a snapshot in request order), so a later request can never
- * change what a queued READ reply returns.
+ * Bytes: the frames of the native protocol travel in SEND_WITH_IMM
+ * messages (rdma_proto.h: a byte stream cut into messages, the immediate a
+ * credit grant). The connection is a stream (stream.h) whose input is
+ * pushed: received message bytes are appended to its input buffer and the
+ * SRQ buffer is reposted at once; the native core (native_conn.h) parses
+ * and dispatches them exactly as it does a socket's. Replies are copied out
+ * of the stream's queue into send buffers of the worker (a registered pool
+ * per worker and device) and sent within the client's credits. READ
+ * payloads are copied when the reply is queued (a snapshot in request
+ * order: native_transport.snapshot_reads), so neither a later request nor
+ * a one-sided write can change what a queued READ reply returns.
  *
  * Write notices: a client's WRITE_WITH_IMM lands in the volume through the
  * memory window of its handle; its receive completion (opcode
@@ -38,9 +40,10 @@
  * the rkey fails the same way: type 2B windows belong to one QP.
  *
  * Backpressure: while the connection cannot take another request (replies
- * plus pool jobs at CONN_RDMA_MAX_PENDING, or a barrier) the grants of
- * messages carrying frame bytes are held back, so a client can have at most
- * CONN_RDMA_CREDITS messages buffered beyond the frame being parsed.
+ * plus pool jobs at NATIVE_MAX_PENDING, or a barrier: native_conn_blocked)
+ * the grants of messages carrying frame bytes are held back, so a client
+ * can have at most CONN_RDMA_CREDITS messages buffered beyond the frame
+ * being parsed.
  *
  * End: on a disconnect, a completion error, a protocol error or a drain,
  * the connection stops taking requests, waits for its jobs, sends what is
@@ -48,12 +51,15 @@
  * (polling what is left: notices are still marked, SRQ buffers go back),
  * closes its volumes (in the metadata pool) and destroys its rdma_cm id.
  *
- * Thread safety: a set and its connections belong to one worker; only
- * conn_rdma_start() and conn_rdma_set_drain() are called from other
- * threads (they post to the worker).
+ * The lifecycle (flush before sleeping, the end, the drain) is conn.h's:
+ * an RDMA connection is one more conn_ops table in its worker's set.
+ *
+ * Thread safety: a worker's RDMA state and its connections belong to that
+ * worker; only conn_rdma_start() is called from another thread (the accept
+ * loop; it posts to the worker).
  */
-#ifndef RDAXD_CONN_RDMA_H
-#define RDAXD_CONN_RDMA_H
+#ifndef RDAXD_RDMA_CONN_H
+#define RDAXD_RDMA_CONN_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,8 +67,10 @@
 #include <ev.h>
 #include <rdma/rdma_cma.h>
 
+#include "conn.h"
 #include "dispatch.h"
 #include "fsync_pool.h"
+#include "native_conn.h"
 #include "rdma_dev.h"
 #include "rdma_proto.h"
 #include "worker.h"
@@ -71,26 +79,17 @@
 #define CONN_RDMA_CREDITS 32U
 /* The most receives of the client's we use (its window may be larger): our send queue. */
 #define CONN_RDMA_SEND_WINDOW_MAX 64U
-/* Replies queued + requests in the pools, per connection (as over TCP). */
-#define CONN_RDMA_MAX_PENDING 128U
-/* Bytes of queued reply bodies and READ payload copies before the connection stops taking requests.
- */
-#define CONN_RDMA_MAX_QUEUED (4U << 20)
 /* Send buffers per worker and device. */
 #define CONN_RDMA_TX_BUFS 256U
 /* RDMA READs a client may have in flight on its QP (also capped by the device). */
 #define CONN_RDMA_MAX_RD_ATOM 16U
-/* After a drain starts, replies not sent by then are dropped after this many seconds. */
-#define CONN_RDMA_DRAIN_TIMEOUT 10.0
 
 struct conn_rdma;
-struct conn_rdma_set;
+struct rdma_worker;
 
 /* What every RDMA connection of the daemon shares. */
 struct conn_rdma_shared {
-	const struct dispatch_env *env; /* copied per connection, with the RDMA hooks */
-	struct fsync_pool *pool_fsync;
-	struct fsync_pool *pool_meta;
+	struct native_shared native; /* its env is copied per connection, with the RDMA hooks */
 	/*
 	 * After a completion, keep polling that connection's CQ this many
 	 * microseconds before letting the loop sleep (--rdma-busy-poll; 0: no
@@ -102,7 +101,7 @@ struct conn_rdma_shared {
 
 /* One device as seen by one worker: its completion channel and send buffers. */
 struct conn_rdma_port {
-	struct conn_rdma_set *set;
+	struct rdma_worker *rw;
 	struct rdma_dev *dev;
 	struct ibv_comp_channel *channel;
 	ev_io io;
@@ -113,63 +112,43 @@ struct conn_rdma_port {
 	bool tx_wanted; /* a connection waits for a buffer */
 };
 
-/* The RDMA connections of one worker. */
-struct conn_rdma_set {
-	struct worker *worker;
+/* What RDMA adds to one worker's connection set: its rdma_cm channel and its devices. */
+struct rdma_worker {
+	struct conn_set *set;
 	const struct conn_rdma_shared *shared;
 	struct rdma_event_channel *cm; /* the worker's rdma_cm events (migrated ids) */
 	ev_io cm_io;
 	struct conn_rdma_port **ports;
 	unsigned nports;
-	struct conn_rdma *conns;
-	unsigned nconns;
-	struct conn_rdma *flush; /* connections with output or grants to send */
-	struct conn_rdma *dead;	 /* connections to free before the loop sleeps */
-	ev_idle more;
-	ev_timer drain_timer;
-	bool draining;
-	bool idle_reported;
-	struct worker_msg drain_msg;
-	void (*on_idle)(struct conn_rdma_set *set, void *arg);
-	void *idle_arg;
-	uint64_t accepted, closed;
 };
 
 /*
- * conn_rdma_set_new -- the RDMA connection set of @w: its rdma_cm event
- * channel, watched on the worker loop; registers the worker hook, so call
- * before worker_start(). Returns 0, -ENOMEM, -ENOSPC, -errno.
+ * rdma_worker_new -- the RDMA state of @set's worker: its rdma_cm event
+ * channel, watched on the worker loop. Before worker_start(). Returns 0,
+ * -EINVAL, -ENOMEM, -errno.
  */
-int conn_rdma_set_new(struct worker *w, const struct conn_rdma_shared *shared,
-		      void (*on_idle)(struct conn_rdma_set *set, void *arg), void *arg,
-		      struct conn_rdma_set **out);
+int rdma_worker_new(struct conn_set *set, const struct conn_rdma_shared *shared,
+		    struct rdma_worker **out);
 
 /*
- * conn_rdma_set_add_dev -- serve connections on @dev: a completion channel
+ * rdma_worker_add_dev -- serve connections on @dev: a completion channel
  * watched on the worker loop and a pool of send buffers. Before
  * worker_start(). Returns 0, -ENOMEM, -errno.
  */
-int conn_rdma_set_add_dev(struct conn_rdma_set *set, struct rdma_dev *dev);
+int rdma_worker_add_dev(struct rdma_worker *rw, struct rdma_dev *dev);
 
-/* conn_rdma_set_delete -- free a set without connections (after the drain); accepts NULL */
-void conn_rdma_set_delete(struct conn_rdma_set **setp);
-
-/*
- * conn_rdma_set_drain -- from any thread: every connection of the set stops
- * taking requests, lets those in flight finish and their replies go out (for
- * at most CONN_RDMA_DRAIN_TIMEOUT), then closes; on_idle when none is left.
- */
-void conn_rdma_set_drain(struct conn_rdma_set *set);
+/* rdma_worker_delete -- free (after the drain, the worker stopped); accepts NULL */
+void rdma_worker_delete(struct rdma_worker **rwp);
 
 /*
  * conn_rdma_start -- from the accept loop: take over the connection request
  * @id (its CONNECT_REQUEST event already acked) whose private data said
  * @cd and whose initiator depth (RDMA READs it wants in flight) is
- * @initiator_depth. Migrates @id to the set's channel and posts to the
+ * @initiator_depth. Migrates @id to @rw's channel and posts to the
  * worker, which sets up the QP and accepts (or rejects). Returns 0, or a
  * negative code after rejecting and destroying @id.
  */
-int conn_rdma_start(struct conn_rdma_set *set, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
+int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
 		    uint8_t initiator_depth, const char *peer);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* server_rdma.c -- rdma_cm listeners on the accept loop, connections to workers round-robin */
-#include "server_rdma.h"
+/* rdma_listen.c -- rdma_cm listeners on the accept loop, connections to workers round-robin */
+#include "rdma_listen.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,16 +25,6 @@ static int set_nonblock(int fd)
 	return 0;
 }
 
-/* on_set_idle -- a worker's RDMA connections are all closed (worker thread) */
-static void on_set_idle(struct conn_rdma_set *set, void *arg)
-{
-	struct server_rdma *s = arg;
-	pthread_mutex_lock(&s->lock);
-	s->idle_sets++;
-	pthread_cond_signal(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
 /* on_connect_request -- hand an rdax connection request to the next worker */
 static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 {
@@ -56,18 +46,17 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 		s->refused++;
 		return;
 	}
-	struct conn_rdma_set *set = s->sets[s->next];
-	s->next = (s->next + 1) % s->nworkers;
-	if (conn_rdma_start(set, id, &cd, initiator_depth, peer) == 0)
+	struct conn_set *set = conn_sets_next(s->sets);
+	if (conn_rdma_start(s->rws[set->index], id, &cd, initiator_depth, peer) == 0)
 		s->accepted++;
 	else
 		s->refused++;
 }
 
-/* on_cm_event -- the listeners' rdma_cm events */
-static void on_cm_event(struct ev_loop *loop, ev_io *w, int revents)
+/* on_cm_event -- the listeners' rdma_cm events (the listener saw the channel readable) */
+static void on_cm_event(void *arg)
 {
-	struct server_rdma *s = w->data;
+	struct server_rdma *s = arg;
 	for (int i = 0; i < 64; i++) {
 		struct rdma_cm_event *e;
 		if (rdma_get_cm_event(s->ch, &e))
@@ -113,24 +102,22 @@ static void on_async_event(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-int server_rdma_new(struct ev_loop *accept_loop, struct worker **workers, unsigned nworkers,
+int server_rdma_new(struct listener *listener, struct conn_sets *sets,
 		    const struct conn_rdma_shared *shared, struct store *store,
 		    struct server_rdma **out)
 {
-	if (!accept_loop || !workers || nworkers == 0 || !shared || !store || !out)
+	if (!listener || !sets || !shared || !store || !out)
 		return -EINVAL;
 	struct server_rdma *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	int ret = -ENOMEM;
-	s->loop = accept_loop;
+	s->loop = listener->loop;
+	s->listener = listener;
 	s->store = store;
-	s->workers = workers;
-	s->nworkers = nworkers;
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
-	s->sets = calloc(nworkers, sizeof(*s->sets));
-	if (!s->sets)
+	s->sets = sets;
+	s->rws = calloc(sets->nsets, sizeof(*s->rws));
+	if (!s->rws)
 		goto err_delete;
 	s->ch = rdma_create_event_channel();
 	if (!s->ch) {
@@ -141,10 +128,11 @@ int server_rdma_new(struct ev_loop *accept_loop, struct worker **workers, unsign
 	ret = set_nonblock(s->ch->fd);
 	if (ret)
 		goto err_delete;
-	ev_io_init(&s->io, on_cm_event, s->ch->fd, EV_READ);
-	s->io.data = s;
-	for (unsigned i = 0; i < nworkers; i++) {
-		ret = conn_rdma_set_new(workers[i], shared, on_set_idle, s, &s->sets[i]);
+	ret = listener_add_watch(listener, s->ch->fd, on_cm_event, s);
+	if (ret)
+		goto err_delete;
+	for (unsigned i = 0; i < sets->nsets; i++) {
+		ret = rdma_worker_new(sets->sets[i], shared, &s->rws[i]);
 		if (ret)
 			goto err_delete;
 	}
@@ -173,8 +161,8 @@ static int dev_add(struct server_rdma *s, struct ibv_context *verbs, char *err, 
 		return ret;
 	dev->next = s->devs;
 	s->devs = dev;
-	for (unsigned i = 0; i < s->nworkers; i++) {
-		ret = conn_rdma_set_add_dev(s->sets[i], dev);
+	for (unsigned i = 0; i < s->sets->nsets; i++) {
+		ret = rdma_worker_add_dev(s->rws[i], dev);
 		if (ret) {
 			rdax_seterr(err, errlen, "rdma: cannot serve device %s on worker %u: %s",
 				    dev->name, i, strerror(-ret));
@@ -273,6 +261,10 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 	sock_addr_string(rdma_get_local_addr(id), where, sizeof(where));
 	snprintf(l->uri, sizeof(l->uri), "rdma://%s", where);
 	LOG_INFO("listening on %s", l->uri);
+	if (listener_add_name(s->listener, l->uri)) {
+		rdax_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	return 0;
 
 err_destroy:
@@ -280,11 +272,6 @@ err_destroy:
 		rdma_freeaddrinfo(res);
 	rdma_destroy_id(id);
 	return ret;
-}
-
-void server_rdma_start(struct server_rdma *s)
-{
-	ev_io_start(s->loop, &s->io);
 }
 
 /* listeners_close -- stop accepting for good */
@@ -298,18 +285,11 @@ static void listeners_close(struct server_rdma *s)
 	}
 }
 
-void server_rdma_shutdown(struct server_rdma *s)
+void server_rdma_close(struct server_rdma *s)
 {
-	ev_io_stop(s->loop, &s->io);
 	listeners_close(s);
-	LOG_INFO("draining RDMA connections (%" PRIu64 " accepted, %" PRIu64 " refused)",
+	LOG_INFO("rdma: listeners closed (%" PRIu64 " connections accepted, %" PRIu64 " refused)",
 		 s->accepted, s->refused);
-	for (unsigned i = 0; i < s->nworkers; i++)
-		conn_rdma_set_drain(s->sets[i]);
-	pthread_mutex_lock(&s->lock);
-	while (s->idle_sets < s->nworkers)
-		pthread_cond_wait(&s->cond, &s->lock);
-	pthread_mutex_unlock(&s->lock);
 }
 
 void server_rdma_delete(struct server_rdma **sp)
@@ -317,12 +297,10 @@ void server_rdma_delete(struct server_rdma **sp)
 	if (!sp || !*sp)
 		return;
 	struct server_rdma *s = *sp;
-	if (s->ch)
-		ev_io_stop(s->loop, &s->io);
 	listeners_close(s);
-	for (unsigned i = 0; s->sets && i < s->nworkers; i++)
-		conn_rdma_set_delete(&s->sets[i]);
-	free(s->sets);
+	for (unsigned i = 0; s->rws && i < s->sets->nsets; i++)
+		rdma_worker_delete(&s->rws[i]);
+	free(s->rws);
 	for (unsigned i = 0; i < s->nasyncs; i++) {
 		ev_io_stop(s->loop, &s->asyncs[i]->io);
 		free(s->asyncs[i]);
@@ -337,8 +315,6 @@ void server_rdma_delete(struct server_rdma **sp)
 	if (s->ch)
 		rdma_destroy_event_channel(s->ch);
 	free(s->listeners);
-	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->lock);
 	free(s);
 	*sp = NULL;
 }

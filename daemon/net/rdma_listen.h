@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * server_rdma.h -- rdma:// listeners: accept RDMA connections, spread them over workers
+ * rdma_listen.h -- rdma:// listeners: accept RDMA connections, spread them over workers
  *
  * The listeners' rdma_cm ids share one event channel, watched by the accept
- * loop (rdaxd's main thread). A CONNECT_REQUEST whose private data is an
- * rdax one (rdma_proto.h) goes to the next worker round-robin: the new id is
- * migrated to that worker's own event channel and the worker sets up the
- * queue pair and accepts (conn_rdma.h). Anything else is rejected.
+ * loop (rdaxd's main thread) as an endpoint of the daemon's listener
+ * (listener.h), which also names every bound address for the ready line.
+ * A CONNECT_REQUEST whose private data is an rdax one (rdma_proto.h) goes to
+ * the next worker round-robin (conn_sets_next, shared with every other
+ * transport): the new id is migrated to that worker's own event channel and
+ * the worker sets up the queue pair and accepts (rdma_conn.h). Anything
+ * else is rejected. The drain is the connection sets' (conn.h): all
+ * transports at once.
  *
  * Devices are set up when a listener binds (rdma_dev.h): the device of its
  * address, or every device for a wildcard address. Before that, the
@@ -16,11 +20,10 @@
  * Asynchronous device events (a QP or CQ error, a port change) are read on
  * the accept loop and logged.
  *
- * Thread safety: all functions run on the accept loop's thread;
- * server_rdma_shutdown() blocks it until every connection is closed.
+ * Thread safety: all functions run on the accept loop's thread.
  */
-#ifndef RDAXD_SERVER_RDMA_H
-#define RDAXD_SERVER_RDMA_H
+#ifndef RDAXD_RDMA_LISTEN_H
+#define RDAXD_RDMA_LISTEN_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -29,7 +32,9 @@
 #include <ev.h>
 #include <rdma/rdma_cma.h>
 
-#include "conn_rdma.h"
+#include "conn.h"
+#include "listener.h"
+#include "rdma_conn.h"
 #include "rdma_dev.h"
 #include "store.h"
 #include "worker.h"
@@ -51,30 +56,25 @@ struct server_rdma_async {
 struct server_rdma {
 	struct ev_loop *loop;
 	struct store *store;
-	struct worker **workers;
-	unsigned nworkers;
-	struct conn_rdma_set **sets; /* one per worker */
-	unsigned next;		     /* round-robin position */
+	struct listener *listener; /* watches ch, names the listeners */
+	struct conn_sets *sets;
+	struct rdma_worker **rws; /* one per connection set */
 	struct rdma_event_channel *ch;
-	ev_io io;
 	struct server_rdma_listener *listeners;
 	unsigned nlisteners;
 	struct rdma_dev *devs;
 	struct server_rdma_async *asyncs[16];
 	unsigned nasyncs;
 	struct ibv_context **dev_list; /* rdma_get_devices(), for wildcard listeners */
-	pthread_mutex_t lock;	       /* idle_sets, during the drain */
-	pthread_cond_t cond;
-	unsigned idle_sets;
 	uint64_t accepted, refused;
 };
 
 /*
- * server_rdma_new -- a server over @nworkers workers (not yet started: the
- * connection sets hook into them) serving @store. Returns 0, -EINVAL,
- * -ENOMEM, -errno (no rdma_cm event channel).
+ * server_rdma_new -- a server over the connection sets @sets (workers not
+ * yet started) serving @store, its event channel watched by @listener.
+ * Returns 0, -EINVAL, -ENOMEM, -errno (no rdma_cm event channel).
  */
-int server_rdma_new(struct ev_loop *accept_loop, struct worker **workers, unsigned nworkers,
+int server_rdma_new(struct listener *listener, struct conn_sets *sets,
 		    const struct conn_rdma_shared *shared, struct store *store,
 		    struct server_rdma **out);
 
@@ -86,14 +86,8 @@ int server_rdma_new(struct ev_loop *accept_loop, struct worker **workers, unsign
 int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, char *err,
 		       size_t errlen);
 
-/* server_rdma_start -- start accepting */
-void server_rdma_start(struct server_rdma *s);
-
-/*
- * server_rdma_shutdown -- destroy the listeners, drain every worker's
- * connections and wait until all are closed.
- */
-void server_rdma_shutdown(struct server_rdma *s);
+/* server_rdma_close -- destroy the listeners (after listener_close: accept nothing more) */
+void server_rdma_close(struct server_rdma *s);
 
 /*
  * server_rdma_delete -- free everything (after shutdown, with the workers

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* native_conn.c -- frames in, dispatch, jobs, replies out: the rdax protocol over a stream */
+#include "native_conn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+/* One reply on the stream: its header bytes and what dispatch built. */
+struct native_reply {
+	struct stream_out out;
+	struct native_reply *next_spare;
+	uint8_t hdr[FRAME_HEADER_SIZE];
+	struct dispatch_reply r;
+	uint8_t *payload_copy; /* snapshot_reads: the READ payload, copied when queued */
+};
+
+static const struct stream_limits native_limits = {
+    .max_pending = NATIVE_MAX_PENDING,
+    .max_bytes = NATIVE_MAX_QUEUED,
+};
+
+/* nc_of -- the connection around its stream */
+static struct native_conn *nc_of(const struct stream *s)
+{
+	return (struct native_conn *)((char *)s - offsetof(struct native_conn, s));
+}
+
+/* ---- replies ---- */
+
+/* reply_get -- a zeroed reply structure: a spare one, or calloc'd; NULL if out of memory */
+static struct native_reply *reply_get(struct native_conn *nc)
+{
+	struct native_reply *nr = nc->spare;
+	if (!nr)
+		return calloc(1, sizeof(*nr));
+	nc->spare = nr->next_spare;
+	nc->nspare--;
+	memset(nr, 0, sizeof(*nr));
+	return nr;
+}
+
+/* native_out_release -- a reply left or was dropped: release it, keep the structure for reuse */
+static void native_out_release(struct stream *s, struct stream_out *o)
+{
+	struct native_conn *nc = nc_of(s);
+	struct native_reply *nr = (struct native_reply *)o;
+	dispatch_reply_release(nc->session, &nr->r);
+	free(nr->payload_copy);
+	nr->payload_copy = NULL;
+	if (nc->nspare >= NATIVE_SPARE_REPLIES) {
+		free(nr);
+		return;
+	}
+	nr->next_spare = nc->spare;
+	nc->spare = nr;
+	nc->nspare++;
+}
+
+/* queue_reply -- put a reply from dispatch on the stream (takes it over) */
+static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
+{
+	struct conn *c = &nc->s.conn;
+	if (c->dead) {
+		dispatch_reply_release(nc->session, r);
+		return;
+	}
+	struct native_reply *nr = reply_get(nc);
+	if (!nr)
+		goto err_nomem;
+	if (r->payload_len && nc->t->snapshot_reads) {
+		/* a snapshot now: later requests and one-sided writes cannot change it */
+		nr->payload_copy = malloc(r->payload_len);
+		if (!nr->payload_copy) {
+			free(nr);
+			goto err_nomem;
+		}
+		memcpy(nr->payload_copy, r->payload, r->payload_len);
+		if (r->hold)
+			session_handle_release(nc->session, r->hold);
+		r->hold = 0;
+		r->payload = nr->payload_copy;
+		r->volume = NULL;
+	}
+	struct frame_header h = {
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = r->type,
+	    .request_id = r->request_id,
+	    .body_len = r->body_len,
+	    .payload_len = r->payload_len,
+	};
+	frame_header_encode(&h, nr->hdr);
+	nr->r = *r;
+	memset(r, 0, sizeof(*r));
+	stream_out_set(&nr->out, nr->hdr, FRAME_HEADER_SIZE, nr->r.body, nr->r.body_len,
+		       nr->r.payload, nr->r.payload_len);
+	/* READ payloads gathered when sent are not copied: only copies count */
+	nr->out.counted = nr->r.body_len + (nr->payload_copy ? nr->r.payload_len : 0);
+	if (nr->r.payload_len && !nr->payload_copy) {
+		nr->out.range_of = nr->r.volume;
+		nr->out.range_off = nr->r.offset;
+		nr->out.range_len = nr->r.payload_len;
+	}
+	stream_queue(&nc->s, &nr->out);
+	return;
+
+err_nomem:
+	dispatch_reply_release(nc->session, r);
+	LOG_ERROR("%s: out of memory for a reply; closing", c->peer);
+	conn_fail(c, "out of memory");
+}
+
+/* ---- jobs ---- */
+
+static void handle_out(struct native_conn *nc, struct dispatch_out *out);
+
+/*
+ * job_complete -- a job has run: queue its reply. No kick: the caller (a
+ * pool completion, or the request itself for an inline fsync) decides what
+ * runs next.
+ */
+static void job_complete(struct native_conn *nc, struct dispatch_job *job)
+{
+	struct dispatch_out out;
+	struct conn *c = &nc->s.conn;
+
+	c->jobs--;
+	if (job->ordered)
+		nc->barrier--;
+	dispatch_job_finish(nc->env, nc->session, job, &out);
+	if (out.reply.body)
+		queue_reply(nc, &out.reply);
+	if (out.action == DISPATCH_CLOSE && !c->closing)
+		conn_close(c, "out of memory");
+}
+
+/* job_done -- a pool job ran (worker thread, posted by the pool) */
+static void job_done(struct worker *w, struct worker_msg *m)
+{
+	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
+	struct dispatch_job *job =
+	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	struct native_conn *nc = job->owner;
+
+	job_complete(nc, job);
+	conn_kick(&nc->s.conn);
+}
+
+/*
+ * job_start -- run a small range fsync right here when dispatch takes it
+ * (dispatch_job_try_inline: no hop to the pool and back), else hand the job
+ * to its pool. An inline job's reply is queued before this returns. Over
+ * RDMA the write notices that arrived before the FSYNC were marked as they
+ * completed, before its message was parsed, so the inline fsync covers them
+ * as the pool would.
+ */
+static void job_start(struct native_conn *nc, struct dispatch_job *job)
+{
+	if (dispatch_job_try_inline(job)) {
+		job_complete(nc, job);
+		return;
+	}
+	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? nc->sh->pool_meta : nc->sh->pool_fsync,
+			  &job->task);
+}
+
+/* submit_job -- start a job (inline or in its pool), or park it behind READ replies */
+static void submit_job(struct native_conn *nc, struct dispatch_job *job)
+{
+	job->owner = nc;
+	job->task.owner = nc->s.conn.set->worker;
+	job->task.done.fn = job_done;
+	nc->s.conn.jobs++;
+	if (job->ordered)
+		nc->barrier++;
+	if (job->mod_volume &&
+	    stream_range_hazard(&nc->s, job->mod_volume, job->mod_offset, job->mod_len)) {
+		/* it would change data under a READ reply still queued: after that reply */
+		LOG_DEBUG("%s: job parked until READ replies over [%" PRIu64 ", +%" PRIu64
+			  ") have left",
+			  nc->s.conn.peer, job->mod_offset, job->mod_len);
+		nc->parked = job;
+		return;
+	}
+	job_start(nc, job);
+}
+
+/* native_unpark -- start the parked job once the READ replies it waited for have left */
+static void native_unpark(struct stream *s)
+{
+	struct native_conn *nc = nc_of(s);
+	struct dispatch_job *job = nc->parked;
+	if (!job || stream_range_hazard(s, job->mod_volume, job->mod_offset, job->mod_len))
+		return;
+	nc->parked = NULL;
+	job_start(nc, job);
+}
+
+/* ---- input ---- */
+
+/* handle_out -- do what dispatch said */
+static void handle_out(struct native_conn *nc, struct dispatch_out *out)
+{
+	switch (out->action) {
+	case DISPATCH_NONE:
+		break;
+	case DISPATCH_REPLY:
+		queue_reply(nc, &out->reply);
+		break;
+	case DISPATCH_CLOSE:
+		if (out->reply.body)
+			queue_reply(nc, &out->reply);
+		conn_close(&nc->s.conn, "protocol error");
+		break;
+	case DISPATCH_PAYLOAD:
+		if (out->reply.body)
+			queue_reply(nc, &out->reply);
+		nc->pw = out->write;
+		stream_payload_begin(&nc->s, out->payload_dst, out->payload_len, out->write.v,
+				     out->write.offset);
+		break;
+	case DISPATCH_JOB:
+		submit_job(nc, out->job);
+		break;
+	}
+}
+
+/* native_payload_done -- the whole payload is in: finish the WRITE */
+static void native_payload_done(struct stream *s, bool kept)
+{
+	struct native_conn *nc = nc_of(s);
+	if (!kept)
+		return;
+	struct dispatch_out out;
+	dispatch_payload_done(nc->env, nc->session, &nc->pw, &out);
+	nc->pw.hold = 0;
+	handle_out(nc, &out);
+}
+
+/* native_payload_abort -- the connection ended inside an accepted WRITE's payload */
+static void native_payload_abort(struct stream *s, uint32_t got)
+{
+	struct native_conn *nc = nc_of(s);
+	dispatch_payload_abort(nc->session, &nc->pw, got);
+	if (got < s->plen)
+		LOG_DEBUG("%s: WRITE %" PRIu64 " cut off after %" PRIu32 " of %" PRIu32
+			  " payload bytes",
+			  s->conn.peer, nc->pw.request_id, got, s->plen);
+}
+
+/* can_dispatch -- may a new frame be started? (updates the backpressure state) */
+static bool can_dispatch(struct native_conn *nc)
+{
+	if (nc->s.conn.closing || nc->s.conn.dead || nc->barrier)
+		return false;
+	return stream_can_take(&nc->s, &native_limits);
+}
+
+/* native_input -- one step: a header, or a body (dispatched) */
+static bool native_input(struct stream *s)
+{
+	struct native_conn *nc = nc_of(s);
+	size_t avail = stream_in_avail(s);
+	struct dispatch_out out;
+	switch (nc->rstate) {
+	case NATIVE_HEADER:
+		/* can_dispatch first: it also lifts the backpressure once drained */
+		if (!can_dispatch(nc) || avail < FRAME_HEADER_SIZE)
+			return false;
+		if (dispatch_header(nc->env, stream_in_data(s), &nc->hdr, &out)) {
+			LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing",
+				 s->conn.peer, nc->hdr.request_id);
+			handle_out(nc, &out);
+			return false;
+		}
+		stream_in_consume(s, FRAME_HEADER_SIZE);
+		nc->rstate = NATIVE_BODY;
+		if (stream_in_reserve(s, nc->hdr.body_len)) {
+			LOG_ERROR("%s: out of memory for a body of %" PRIu32 " bytes", s->conn.peer,
+				  nc->hdr.body_len);
+			conn_fail(&s->conn, "out of memory");
+			return false;
+		}
+		return true;
+	case NATIVE_BODY:
+		if (avail < nc->hdr.body_len)
+			return false;
+		nc->rstate = NATIVE_HEADER;
+		dispatch_request(nc->env, nc->session, &nc->hdr, stream_in_data(s), &out);
+		stream_in_consume(s, nc->hdr.body_len);
+		handle_out(nc, &out);
+		return true;
+	}
+	return false;
+}
+
+/* native_want_input -- blocked (backpressure, barrier): the next frame would wait anyway */
+static bool native_want_input(const struct stream *s)
+{
+	const struct native_conn *nc = nc_of(s);
+	if (nc->rstate == NATIVE_BODY)
+		return true;
+	return !(nc->barrier || s->paused || stream_over(s, &native_limits));
+}
+
+/* native_input_usable -- after EOF: is a whole header or body still buffered? */
+static bool native_input_usable(const struct stream *s, size_t avail)
+{
+	const struct native_conn *nc = nc_of(s);
+	return avail >= (nc->rstate == NATIVE_HEADER ? FRAME_HEADER_SIZE : nc->hdr.body_len);
+}
+
+bool native_conn_blocked(const struct native_conn *nc)
+{
+	const struct stream *s = &nc->s;
+	return !s->conn.dead && !s->conn.closing && !s->in_payload && nc->rstate == NATIVE_HEADER &&
+	       stream_in_avail(s) >= FRAME_HEADER_SIZE;
+}
+
+/* ---- end ---- */
+
+/* native_end -- close the session's volumes: in the metadata pool if any are open */
+static bool native_end(struct stream *s)
+{
+	struct native_conn *nc = nc_of(s);
+	if (nc->session && nc->session->nopen > 0) {
+		/* closing volumes takes namespace locks: not on the loop */
+		struct dispatch_job *job = dispatch_teardown_job(&nc->session);
+		if (job) {
+			submit_job(nc, job);
+			return true;
+		}
+	}
+	session_delete(&nc->session);
+	return false;
+}
+
+/* native_free -- the spare replies, then the transport's connection */
+static void native_free(struct stream *s)
+{
+	struct native_conn *nc = nc_of(s);
+	while (nc->spare) {
+		struct native_reply *nr = nc->spare;
+		nc->spare = nr->next_spare;
+		free(nr);
+	}
+	nc->t->free(nc);
+}
+
+const struct stream_proto native_proto = {
+    .input = native_input,
+    .want_input = native_want_input,
+    .input_usable = native_input_usable,
+    .unpark = native_unpark,
+    .payload_done = native_payload_done,
+    .payload_abort = native_payload_abort,
+    .out_release = native_out_release,
+    .end = native_end,
+    .free = native_free,
+};
+
+int native_conn_init(struct native_conn *nc, struct conn_set *set, const struct conn_ops *conn_ops,
+		     const struct native_transport *t, const struct native_shared *sh,
+		     size_t in_min, size_t in_extra, const char *peer)
+{
+	int ret = stream_init(&nc->s, set, conn_ops, &native_proto, in_min,
+			      FRAME_HEADER_SIZE + (size_t)sh->env->max_body + in_extra, peer);
+	if (ret)
+		return ret;
+	nc->t = t;
+	nc->sh = sh;
+	nc->env = sh->env;
+	ret = session_new(sh->env->store, peer, &nc->session);
+	if (ret) {
+		stream_release(&nc->s);
+		return ret;
+	}
+	return 0;
+}
+
+/* ---- over a socket ---- */
+
+/* socket_free -- a native socket connection is nothing but its core */
+static void socket_conn_free(struct native_conn *nc)
+{
+	free(nc);
+}
+
+static const struct native_transport native_socket = {
+    .snapshot_reads = false,
+    .free = socket_conn_free,
+};
+
+int native_conn_start_socket(struct conn_set *set, const struct native_shared *sh, int fd,
+			     const char *peer)
+{
+	struct native_conn *nc = calloc(1, sizeof(*nc));
+	if (!nc)
+		goto err_close;
+	if (native_conn_init(nc, set, &stream_socket_conn_ops, &native_socket, sh, NATIVE_INBUF_MIN,
+			     0, peer))
+		goto err_free;
+	stream_socket_start(&nc->s, fd);
+	return 0;
+
+err_free:
+	free(nc);
+err_close:
+	LOG_ERROR("%s: out of memory for a new connection; closing it", peer);
+	close(fd);
+	return -ENOMEM;
+}

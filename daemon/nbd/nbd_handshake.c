@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * nbd_handshake.c -- the NBD handshake: client flags, option haggling, the export lookup
+ *
+ * The first phase of an NBD connection (nbd_conn.h): everything between the
+ * greeting and NBD_OPT_GO / NBD_OPT_EXPORT_NAME, after which the connection
+ * is in transmission (nbd_transmission.c).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "size.h"
+#include "log.h"
+#include "nbd_conn.h"
+
+/* volume_description -- "rdax volume, 64.0 MiB, namespace 0" */
+static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns_id)
+{
+	char sz[32];
+	snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32,
+		 size_format(size, sz, sizeof(sz)), ns_id);
+}
+
+/* export_reply -- the NBD_REP_INFO replies and the ACK of a successful INFO / GO */
+static void export_reply(struct nbd_conn *c, const struct nbd_job *j, uint64_t size, uint32_t ns_id)
+{
+	uint8_t buf[NBD_OUT_INLINE];
+	uint16_t tflags = nbd_transmission_flags(c->structured);
+	size_t n = nbd_info_export_encode(buf, size, tflags);
+	nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
+	if (j->want_name) {
+		n = nbd_info_string_encode(buf, sizeof(buf), NBD_INFO_NAME, j->name,
+					   strlen(j->name));
+		nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
+	}
+	if (j->want_description) {
+		char desc[96];
+		volume_description(desc, sizeof(desc), size, ns_id);
+		n = nbd_info_string_encode(buf, sizeof(buf), NBD_INFO_DESCRIPTION, desc,
+					   strlen(desc));
+		nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
+	}
+	/* always: a client that did not ask may ignore it, the limits hold anyway */
+	n = nbd_info_block_size_encode(buf, NBD_MIN_BLOCK, NBD_PREFERRED_BLOCK, c->sh->max_block);
+	nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
+	nbd_opt_reply(c, j->option, NBD_REP_ACK, NULL, 0);
+}
+
+/* export_done -- the lookup of INFO / GO / EXPORT_NAME came back */
+static void export_done(struct nbd_conn *c, struct nbd_job *j)
+{
+	c->phase = PH_OPT_HEADER;
+	if (j->code) {
+		if (j->option == NBD_OPT_EXPORT_NAME) {
+			/* no way to send an error: the document says terminate */
+			LOG_DEBUG("%s: export_name \"%s\": %s; closing", c->s.conn.peer, j->name,
+				  strerror(-j->code));
+			conn_close(&c->s.conn, "unknown export");
+			return;
+		}
+		char msg[NBD_MESSAGE_MAX];
+		snprintf(msg, sizeof(msg), "export \"%s\": %s", j->name,
+			 j->code == -ENOENT ? "no such volume" : strerror(-j->code));
+		nbd_opt_error(c, j->option,
+			      j->code == -ENOENT || j->code == -EINVAL ? NBD_REP_ERR_UNKNOWN
+								       : NBD_REP_ERR_INVALID,
+			      msg);
+		return;
+	}
+	if (j->option == NBD_OPT_INFO) {
+		export_reply(c, j, j->info.size, j->info.ns_id);
+		return;
+	}
+	c->v = j->v;
+	j->v = NULL;
+	if (c->s.conn.closing) /* drained meanwhile: the teardown closes the volume */
+		return;
+	if (j->option == NBD_OPT_GO) {
+		export_reply(c, j, c->v->size, c->v->ns->id);
+	} else {
+		uint8_t buf[NBD_EXPORT_NAME_REPLY_SIZE];
+		size_t n = nbd_export_name_reply_encode(
+		    buf, c->v->size, nbd_transmission_flags(c->structured), c->no_zeroes);
+		nbd_queue_bytes(c, buf, n);
+	}
+	c->phase = PH_REQ_HEADER;
+	LOG_DEBUG("%s: exporting \"%s\" (%" PRIu64 " bytes, structured replies %s)", c->s.conn.peer,
+		  c->v->name, c->v->size, c->structured ? "on" : "off");
+}
+
+/* list_done -- one NBD_REP_SERVER per volume, then the ACK */
+static void list_done(struct nbd_conn *c, struct nbd_job *j)
+{
+	c->phase = PH_OPT_HEADER;
+	if (j->code) {
+		nbd_opt_error(c, NBD_OPT_LIST, NBD_REP_ERR_TOO_BIG, "cannot list the volumes");
+		return;
+	}
+	for (unsigned i = 0; i < j->count; i++) {
+		uint8_t buf[NBD_OUT_INLINE];
+		char desc[96];
+		volume_description(desc, sizeof(desc), j->list[i].size, j->list[i].ns_id);
+		size_t n = nbd_rep_server_encode(buf, sizeof(buf) - NBD_OPT_REPLY_HEADER_SIZE,
+						 j->list[i].name, desc);
+		nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_SERVER, buf, n);
+	}
+	nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
+}
+
+/* ---- options ---- */
+
+/* opt_is_read -- options whose data is read into memory (the others are skipped) */
+static bool opt_is_read(uint32_t option)
+{
+	switch (option) {
+	case NBD_OPT_EXPORT_NAME:
+	case NBD_OPT_ABORT:
+	case NBD_OPT_LIST:
+	case NBD_OPT_INFO:
+	case NBD_OPT_GO:
+	case NBD_OPT_STRUCTURED_REPLY:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* opt_skipped -- the data of an option not read into memory is gone: refuse it */
+static void opt_skipped(struct nbd_conn *c)
+{
+	switch (c->opt) {
+	case NBD_OPT_EXPORT_NAME:
+		LOG_WARN("%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
+			 c->opt_len);
+		conn_close(&c->s.conn, "export name too long");
+		return;
+	case NBD_OPT_ABORT: /* data is to be ignored */
+		nbd_opt_reply(c, c->opt, NBD_REP_ACK, NULL, 0);
+		conn_close(&c->s.conn, "client aborted");
+		return;
+	case NBD_OPT_LIST:
+	case NBD_OPT_STRUCTURED_REPLY:
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "this option takes no data");
+		return;
+	case NBD_OPT_INFO:
+	case NBD_OPT_GO:
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_TOO_BIG, "option data too long");
+		return;
+	default:
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNSUP, "option not supported by this server");
+		return;
+	}
+}
+
+/* opt_lookup -- start the export lookup of INFO / GO / EXPORT_NAME for @name */
+static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool want_name,
+		       bool want_description)
+{
+	char copy[NS_VOLUME_NAME_MAX + 1];
+	bool valid = len > 0 && len <= NS_VOLUME_NAME_MAX;
+	if (valid) {
+		memcpy(copy, name, len);
+		copy[len] = '\0';
+		/* also refuses NUL bytes inside the name */
+		valid = ns_volume_name_valid(copy) == 0 && strlen(copy) == len;
+	}
+	if (!valid) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			LOG_DEBUG("%s: export_name: not a volume name; closing", c->s.conn.peer);
+			conn_close(&c->s.conn, "unknown export");
+			return;
+		}
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN,
+			      len == 0 ? "no default export: name a volume"
+				       : "no such export (not a volume name)");
+		return;
+	}
+	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);
+	if (!j) {
+		conn_close(&c->s.conn, "out of memory");
+		return;
+	}
+	j->option = c->opt;
+	memcpy(j->name, copy, len + 1);
+	j->want_name = want_name;
+	j->want_description = want_description;
+	c->phase = PH_OPT_WAIT;
+	nbd_job_submit(c, j);
+}
+
+/* opt_handle -- an option whose @len bytes of data are in memory */
+static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
+{
+	switch (c->opt) {
+	case NBD_OPT_EXPORT_NAME:
+		opt_lookup(c, (const char *)data, len, false, false);
+		return;
+	case NBD_OPT_ABORT:
+		nbd_opt_reply(c, c->opt, NBD_REP_ACK, NULL, 0);
+		conn_close(&c->s.conn, "client aborted");
+		return;
+	case NBD_OPT_LIST: {
+		if (len) {
+			nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "list takes no data");
+			return;
+		}
+		struct nbd_job *j = nbd_job_new(c, JOB_LIST);
+		if (!j) {
+			nbd_opt_error(c, c->opt, NBD_REP_ERR_TOO_BIG, "server out of memory");
+			return;
+		}
+		j->option = c->opt;
+		c->phase = PH_OPT_WAIT;
+		nbd_job_submit(c, j);
+		return;
+	}
+	case NBD_OPT_STRUCTURED_REPLY:
+		if (len) {
+			nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID,
+				      "structured_reply takes no data");
+			return;
+		}
+		c->structured = true;
+		nbd_opt_reply(c, c->opt, NBD_REP_ACK, NULL, 0);
+		return;
+	case NBD_OPT_INFO:
+	case NBD_OPT_GO: {
+		struct nbd_opt_go go;
+		const char *why;
+		if (nbd_opt_go_parse(data, len, &go, &why)) {
+			nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, why);
+			return;
+		}
+		opt_lookup(c, go.name, go.name_len, go.want_name, go.want_description);
+		return;
+	}
+	default:
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNSUP, "option not supported by this server");
+		return;
+	}
+}
+
+/* get32be -- a big-endian 32-bit value */
+static uint32_t get32be(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* nbd_handshake_input -- one step of the handshake over the buffered input */
+bool nbd_handshake_input(struct nbd_conn *c)
+{
+	struct stream *s = &c->s;
+	size_t avail = stream_in_avail(s);
+	const uint8_t *p = stream_in_data(s);
+	switch (c->phase) {
+	case PH_FLAGS: {
+		if (avail < NBD_CLIENT_FLAGS_SIZE)
+			return false;
+		uint32_t flags = get32be(p);
+		stream_in_consume(s, NBD_CLIENT_FLAGS_SIZE);
+		if (nbd_client_flags_check(flags)) {
+			LOG_WARN("%s: unknown client flags 0x%08" PRIx32 "; closing", s->conn.peer,
+				 flags);
+			conn_close(&s->conn, "unknown client flags");
+			return false;
+		}
+		c->no_zeroes = flags & NBD_FLAG_C_NO_ZEROES;
+		c->phase = PH_OPT_HEADER;
+		return true;
+	}
+	case PH_OPT_HEADER: {
+		if (avail < NBD_OPT_HEADER_SIZE)
+			return false;
+		struct nbd_opt_header h;
+		nbd_opt_header_decode(p, &h);
+		stream_in_consume(s, NBD_OPT_HEADER_SIZE);
+		if (h.magic != NBD_OPTS_MAGIC) {
+			LOG_WARN("%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
+				 h.magic);
+			conn_close(&s->conn, "bad option magic");
+			return false;
+		}
+		if (++c->noptions > NBD_MAX_OPTIONS) {
+			LOG_WARN("%s: more than %d options; closing", s->conn.peer,
+				 NBD_MAX_OPTIONS);
+			conn_close(&s->conn, "too many options");
+			return false;
+		}
+		if (h.len > NBD_OPT_SKIP_MAX) {
+			LOG_WARN("%s: option %s (%" PRIu32 ") with %" PRIu32
+				 " bytes of data (limit %u); closing",
+				 s->conn.peer, nbd_opt_name(h.option), h.option, h.len,
+				 NBD_OPT_SKIP_MAX);
+			conn_close(&s->conn, "option too long");
+			return false;
+		}
+		c->opt = h.option;
+		c->opt_len = h.len;
+		c->opt_got = 0;
+		c->phase =
+		    opt_is_read(h.option) && h.len <= NBD_OPT_MAX_LEN ? PH_OPT_DATA : PH_OPT_SKIP;
+		return true;
+	}
+	case PH_OPT_DATA:
+		if (avail < c->opt_len) {
+			/* opt_len <= NBD_OPT_MAX_LEN < NBD_INBUF_SIZE: it fits once moved */
+			stream_in_reserve(s, c->opt_len);
+			return false;
+		}
+		c->phase = PH_OPT_HEADER;
+		/* the data stays in the buffer while the option is handled */
+		opt_handle(c, p, c->opt_len);
+		stream_in_consume(s, c->opt_len);
+		return true;
+	case PH_OPT_SKIP: {
+		size_t n = c->opt_len - c->opt_got;
+		if (n > avail)
+			n = avail;
+		stream_in_consume(s, n);
+		c->opt_got += (uint32_t)n;
+		if (c->opt_got < c->opt_len)
+			return false;
+		c->phase = PH_OPT_HEADER;
+		opt_skipped(c);
+		return true;
+	}
+	case PH_OPT_WAIT:
+	case PH_REQ_HEADER:
+		return false;
+	}
+	return false;
+}
+
+bool nbd_handshake_usable(const struct nbd_conn *c, size_t avail)
+{
+	switch (c->phase) {
+	case PH_FLAGS:
+		return avail >= NBD_CLIENT_FLAGS_SIZE;
+	case PH_OPT_HEADER:
+		return avail >= NBD_OPT_HEADER_SIZE;
+	case PH_OPT_DATA:
+		return avail >= c->opt_len;
+	case PH_OPT_WAIT:
+		return true; /* the job's answer may still be processed */
+	case PH_OPT_SKIP:
+		return avail > 0;
+	case PH_REQ_HEADER:
+		return avail >= NBD_REQUEST_SIZE;
+	}
+	return false;
+}
+
+void nbd_handshake_job_done(struct nbd_conn *c, struct nbd_job *j)
+{
+	if (j->kind == JOB_LIST) {
+		list_done(c, j);
+		free(j->list);
+	} else {
+		export_done(c, j);
+	}
+}
