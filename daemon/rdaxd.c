@@ -241,9 +241,8 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		return 0;
 	d->nbd_shared = (struct nbd_shared){
 	    .store = d->store,
-	    .pool_fsync = d->pool_fsync,
-	    .pool_meta = d->pool_meta,
-	    .flush_mode = cfg->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT,
+	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
+	    .flush_mode = cfg->flush_mode,
 	    .max_block = NBD_MAX_BLOCK,
 	};
 	int ret = 0;
@@ -329,8 +328,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->native = (struct native_shared){
 	    .env = &d->env,
-	    .pool_fsync = d->pool_fsync,
-	    .pool_meta = d->pool_meta,
+	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	};
 
 	d->workers = calloc(cfg->threads, sizeof(*d->workers));

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "rdax.pb-c.h"
 #include "size.h"
+#include "vol_op.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -29,7 +30,7 @@
  * malloc: protobuf-c takes an allocator, and a bump allocator over this many
  * bytes holds every data request (a WriteRequest unpacks into 48 bytes);
  * larger ones (names, tokens) spill to malloc. The arena, the shared
- * success body (below) and reply structures reused by conn_tcp.c took the
+ * success body (below) and reply structures reused by native_conn.c took the
  * native 4 KiB write at QD32 from 3,778 to ~2,600 instructions in rdaxd
  * (callgrind, tests/bench/compare/callgrind-native.sh; NBD: 1,500).
  */
@@ -77,21 +78,16 @@ struct job {
 	uint16_t type; /* request type */
 	uint64_t request_id;
 
-	/* arguments */
+	/* arguments (the volume, range and mode of the operation are in pub.op) */
 	uint32_t hold; /* handle held by the job (write, fsync, discard) */
-	struct volume *v;
-	uint64_t off, len;
-	enum flush_mode mode;
 	char name[NS_VOLUME_NAME_MAX + 1];
 	uint64_t size;
 	bool has_ns_id;
 	uint32_t ns_id;
 	struct session *teardown;
 
-	/* result */
-	int code;
+	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
-	uint64_t written_back;
 	struct dispatch_reply reply; /* packed on the pool thread when it needs only the store */
 };
 
@@ -101,10 +97,10 @@ static struct job *job_of(struct dispatch_job *pub)
 	return (struct job *)((char *)pub - offsetof(struct job, pub));
 }
 
-/* job_of_task -- the job around its pool task */
-static struct job *job_of_task(struct fsync_task *t)
+/* job_of_op -- the job around its volume operation */
+static struct job *job_of_op(struct vol_op *op)
 {
-	return job_of((struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task)));
+	return job_of((struct dispatch_job *)((char *)op - offsetof(struct dispatch_job, op)));
 }
 
 /*
@@ -290,9 +286,10 @@ int dispatch_header(const struct dispatch_env *env, const uint8_t raw[FRAME_HEAD
 	return ret;
 }
 
-/* job_new -- a job for request @h in @pool; NULL if out of memory */
+/* job_new -- a job for request @h: operation @kind (@call for VOL_OP_CALL); NULL if out of memory
+ */
 static struct job *job_new(const struct dispatch_env *env, const struct frame_header *h,
-			   enum dispatch_pool pool, bool ordered, void (*run)(struct fsync_task *))
+			   enum vol_op_kind kind, bool ordered, void (*call)(struct vol_op *))
 {
 	struct job *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -301,9 +298,11 @@ static struct job *job_new(const struct dispatch_env *env, const struct frame_he
 	j->env = env;
 	j->type = h->type;
 	j->request_id = h->request_id;
-	j->pub.pool = pool;
 	j->pub.ordered = ordered;
-	j->pub.task.run = run;
+	j->pub.op.kind = kind;
+	j->pub.op.store = env->store;
+	j->pub.op.name = j->name;
+	j->pub.op.call = call;
 	j->reply.type = (uint16_t)(h->type | FRAME_REPLY);
 	j->reply.request_id = h->request_id;
 	return j;
@@ -339,15 +338,15 @@ static Rdax__PersistMethod persist_method_wire(enum persist_method m)
 }
 
 /* run_hello -- the HelloReply: limits and every namespace with its free space */
-static void run_hello(struct fsync_task *t)
+static void run_hello(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
+	struct job *j = job_of_op(op);
 	const struct dispatch_env *env = j->env;
 	unsigned n = store_namespace_count(env->store);
 	Rdax__NamespaceInfo *infos = calloc(n ? n : 1, sizeof(*infos));
 	Rdax__NamespaceInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
 	if (!infos || !ptrs) {
-		j->code = -ENOMEM;
+		j->pub.op.code = -ENOMEM;
 		goto out_free;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -377,37 +376,37 @@ static void run_hello(struct fsync_task *t)
 	rep.server_version = (char *)env->server_version;
 	rep.n_transports = env->ntransports;
 	rep.transports = (char **)env->transports;
-	j->code = reply_pack(&rep.base, &j->reply);
+	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 out_free:
 	free(ptrs);
 	free(infos);
 }
 
 /* run_create -- place and create a volume */
-static void run_create(struct fsync_task *t)
+static void run_create(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
+	struct job *j = job_of_op(op);
 	struct store *store = j->env->store;
-	j->code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
+	j->pub.op.code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
 				      &j->ns_id, j->msg, sizeof(j->msg));
-	if (j->code == 0)
+	if (j->pub.op.code == 0)
 		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
 			 j->size, j->ns_id);
 	/* a refusal: the store's message (store.h) names the reason */
 }
 
 /* run_delete -- remove a volume that nobody has open */
-static void run_delete(struct fsync_task *t)
+static void run_delete(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
-	j->code = store_volume_delete(j->env->store, j->name);
-	if (j->code == -EBUSY)
+	struct job *j = job_of_op(op);
+	j->pub.op.code = store_volume_delete(j->env->store, j->name);
+	if (j->pub.op.code == -EBUSY)
 		fmt_msg(j->msg, "volume \"%s\" is open; close it on every connection first",
 			j->name);
-	else if (j->code == -ENOENT)
+	else if (j->pub.op.code == -ENOENT)
 		fmt_msg(j->msg, "no volume \"%s\"", j->name);
-	else if (j->code)
-		fmt_msg(j->msg, "delete volume \"%s\": %s", j->name, rdax_strerror(j->code));
+	else if (j->pub.op.code)
+		fmt_msg(j->msg, "delete volume \"%s\": %s", j->name, rdax_strerror(j->pub.op.code));
 }
 
 /* volume_info_wire -- fill a VolumeInfo message from the engine's volume_info */
@@ -421,18 +420,18 @@ static void volume_info_wire(const struct volume_info *in, Rdax__VolumeInfo *out
 }
 
 /* run_list -- every volume of every namespace */
-static void run_list(struct fsync_task *t)
+static void run_list(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
+	struct job *j = job_of_op(op);
 	struct volume_info *vols = NULL;
 	unsigned n = 0;
-	j->code = store_volume_list(j->env->store, &vols, &n);
-	if (j->code)
+	j->pub.op.code = store_volume_list(j->env->store, &vols, &n);
+	if (j->pub.op.code)
 		return;
 	Rdax__VolumeInfo *infos = calloc(n ? n : 1, sizeof(*infos));
 	Rdax__VolumeInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
 	if (!infos || !ptrs) {
-		j->code = -ENOMEM;
+		j->pub.op.code = -ENOMEM;
 		goto out_free;
 	}
 	for (unsigned i = 0; i < n; i++) {
@@ -444,8 +443,8 @@ static void run_list(struct fsync_task *t)
 	rep.status = &st;
 	rep.n_volumes = n;
 	rep.volumes = ptrs;
-	j->code = reply_pack(&rep.base, &j->reply);
-	if (j->code == -RDAX_E_TOO_BIG)
+	j->pub.op.code = reply_pack(&rep.base, &j->reply);
+	if (j->pub.op.code == -RDAX_E_TOO_BIG)
 		fmt_msg(j->msg, "the list of %u volumes exceeds the largest reply (%u bytes)", n,
 			DISPATCH_MAX_REPLY_BODY);
 out_free:
@@ -455,16 +454,16 @@ out_free:
 }
 
 /* run_info -- one volume by name */
-static void run_info(struct fsync_task *t)
+static void run_info(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
+	struct job *j = job_of_op(op);
 	struct volume_info vi;
-	j->code = store_volume_info(j->env->store, j->name, &vi);
-	if (j->code == -ENOENT) {
+	j->pub.op.code = store_volume_info(j->env->store, j->name, &vi);
+	if (j->pub.op.code == -ENOENT) {
 		fmt_msg(j->msg, "no volume \"%s\"", j->name);
 		return;
 	}
-	if (j->code)
+	if (j->pub.op.code)
 		return;
 	Rdax__Status st = RDAX__STATUS__INIT;
 	Rdax__VolumeInfo info;
@@ -472,100 +471,17 @@ static void run_info(struct fsync_task *t)
 	volume_info_wire(&vi, &info);
 	rep.status = &st;
 	rep.volume = &info;
-	j->code = reply_pack(&rep.base, &j->reply);
-}
-
-/* run_open -- count an opener; the handle is made on the loop (dispatch_job_finish) */
-static void run_open(struct fsync_task *t)
-{
-	struct job *j = job_of_task(t);
-	j->code = store_volume_open(j->env->store, j->name, &j->v);
-	if (j->code == -ENOENT)
-		fmt_msg(j->msg, "no volume \"%s\"", j->name);
-}
-
-/* run_close -- drop the opener of a handle the client closed */
-static void run_close(struct fsync_task *t)
-{
-	struct job *j = job_of_task(t);
-	store_volume_close(j->env->store, &j->v);
-	j->code = 0;
-}
-
-/* fsync_job_message -- the status message of a failed fsync job */
-static void fsync_job_message(struct job *j)
-{
-	if (j->code)
-		fmt_msg(j->msg, "fsync of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
-			j->v->name, j->off, j->len, rdax_strerror(j->code));
-}
-
-/* run_fsync -- FSYNC, and WRITE with fsync: write back and fence */
-static void run_fsync(struct fsync_task *t)
-{
-	struct job *j = job_of_task(t);
-	j->code = fsync_range(j->v, j->off, j->len, j->mode, &j->written_back);
-	fsync_job_message(j);
-}
-
-bool dispatch_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
-			       int *code, uint64_t *written_back)
-{
-	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
-		return false;
-	if (mode == FLUSH_HAMMER)
-		return false;
-	/* FLUSH_DEFAULT: the volume's mode, as fsync_range() will read it */
-	if (mode == FLUSH_DEFAULT &&
-	    __atomic_load_n(&v->flush_mode, __ATOMIC_RELAXED) == FLUSH_HAMMER)
-		return false;
-	/* msync writes back to a disk: it may block for milliseconds */
-	if (v->ns->persist.method == PERSIST_METHOD_MSYNC)
-		return false;
-	int ret = fsync_range_try(v, off, len, mode, written_back);
-	if (ret == -EBUSY)
-		return false; /* another fsync of the volume runs: the pool waits for it */
-	*code = ret;
-	return true;
-}
-
-bool dispatch_job_try_inline(struct dispatch_job *pub)
-{
-	if (!pub)
-		return false;
-	struct job *j = job_of(pub);
-	if (j->kind != JOB_REQUEST || pub->task.run != run_fsync)
-		return false;
-	if (!dispatch_fsync_try_inline(j->v, j->off, j->len, j->mode, &j->code, &j->written_back))
-		return false;
-	fsync_job_message(j);
-	return true;
-}
-
-/* run_discard -- hole punch, durable before the reply */
-static void run_discard(struct fsync_task *t)
-{
-	struct job *j = job_of_task(t);
-	j->code = volume_discard(j->v, j->off, j->len);
-	if (j->code)
-		fmt_msg(j->msg, "discard of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
-			j->v->name, j->off, j->len, rdax_strerror(j->code));
+	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 }
 
 /* run_teardown -- close a finished connection's volumes and free its session */
-static void run_teardown(struct fsync_task *t)
+static void run_teardown(struct vol_op *op)
 {
-	struct job *j = job_of_task(t);
+	struct job *j = job_of_op(op);
 	session_delete(&j->teardown);
 }
 
 /* ---- loop side ---- */
-
-/* fsync_mode -- the flush mode of an fsync: hammer if asked or configured */
-static enum flush_mode fsync_mode(const struct dispatch_env *env, bool hammer)
-{
-	return hammer || env->flush_mode == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT;
-}
 
 /* range_error -- the status message of a failed range_check */
 static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
@@ -805,23 +721,22 @@ static void act_held_job(const struct dispatch_env *env, struct dispatch_out *ou
 			 uint64_t off, uint64_t len, bool hammer)
 {
 	bool fsync = h->type == FRAME_FSYNC;
-	struct job *j =
-	    job_new(env, h, DISPATCH_POOL_FSYNC, !fsync, fsync ? run_fsync : run_discard);
+	struct job *j = job_new(env, h, fsync ? VOL_OP_FSYNC : VOL_OP_DISCARD, !fsync, NULL);
 	if (!j) {
 		out_job(out, NULL);
 		return;
 	}
-	if (session_handle_hold(s, handle, &j->v)) {
+	if (session_handle_hold(s, handle, &j->pub.op.v)) {
 		free(j);
 		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
 		return;
 	}
 	j->hold = handle;
-	j->off = off;
-	j->len = len;
-	j->mode = fsync_mode(env, hammer);
+	j->pub.op.off = off;
+	j->pub.op.len = len;
+	j->pub.op.mode = vol_op_flush_mode(env->flush_mode, hammer);
 	if (!fsync) {
-		j->pub.mod_volume = j->v;
+		j->pub.mod_volume = j->pub.op.v;
 		j->pub.mod_offset = off;
 		j->pub.mod_len = len;
 	}
@@ -830,10 +745,10 @@ static void act_held_job(const struct dispatch_env *env, struct dispatch_out *ou
 
 /* act_named_job -- a metadata job on a volume name (create, delete, info, open) */
 static void act_named_job(const struct dispatch_env *env, struct dispatch_out *out,
-			  const struct frame_header *h, const char *name,
-			  void (*run)(struct fsync_task *))
+			  const struct frame_header *h, const char *name, enum vol_op_kind kind,
+			  void (*call)(struct vol_op *))
 {
-	struct job *j = job_new(env, h, DISPATCH_POOL_META, true, run);
+	struct job *j = job_new(env, h, kind, true, call);
 	if (j)
 		snprintf(j->name, sizeof(j->name), "%s", name);
 	out_job(out, j);
@@ -849,11 +764,11 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		char client[64];
 		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
 			  printable(req.hello->client_name, client, sizeof(client)));
-		out_job(out, job_new(env, h, DISPATCH_POOL_META, true, run_hello));
+		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_hello));
 		return;
 	}
 	case FRAME_VOLUME_CREATE:
-		act_named_job(env, out, h, req.create->name, run_create);
+		act_named_job(env, out, h, req.create->name, VOL_OP_CALL, run_create);
 		if (out->action == DISPATCH_JOB) {
 			j = job_of(out->job);
 			j->size = req.create->size;
@@ -862,20 +777,20 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		}
 		return;
 	case FRAME_VOLUME_DELETE:
-		act_named_job(env, out, h, req.del->name, run_delete);
+		act_named_job(env, out, h, req.del->name, VOL_OP_CALL, run_delete);
 		return;
 	case FRAME_VOLUME_INFO:
-		act_named_job(env, out, h, req.info->name, run_info);
+		act_named_job(env, out, h, req.info->name, VOL_OP_CALL, run_info);
 		return;
 	case FRAME_VOLUME_OPEN:
-		act_named_job(env, out, h, req.open->name, run_open);
+		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
 		return;
 	case FRAME_VOLUME_LIST:
-		out_job(out, job_new(env, h, DISPATCH_POOL_META, true, run_list));
+		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_list));
 		return;
 	case FRAME_VOLUME_CLOSE: {
 		struct volume *closed = NULL;
-		j = job_new(env, h, DISPATCH_POOL_META, true, run_close);
+		j = job_new(env, h, VOL_OP_CLOSE, true, NULL);
 		if (!j) {
 			out_job(out, NULL);
 			return;
@@ -890,7 +805,7 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 			out_ok(out);
 			return;
 		}
-		j->v = closed;
+		j->pub.op.v = closed;
 		out_job(out, j);
 		return;
 	}
@@ -1019,7 +934,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	union request req;
 	Rdax__WriteRequest plain_write;
 	Rdax__ReadRequest plain_read;
-	bool plain = body && decode_plain(h->type, body, h->body_len, &plain_write, &plain_read, &req);
+	bool plain =
+	    body && decode_plain(h->type, body, h->body_len, &plain_write, &plain_read, &req);
 	if (!plain)
 		req.base = protobuf_c_message_unpack(request_desc[h->type], &arena.alloc,
 						     h->body_len, body ? body : empty);
@@ -1073,7 +989,7 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 	}
 	if (w->fsync) {
 		struct frame_header h = {.type = FRAME_WRITE, .request_id = w->request_id};
-		struct job *j = job_new(env, &h, DISPATCH_POOL_FSYNC, false, run_fsync);
+		struct job *j = job_new(env, &h, VOL_OP_FSYNC, false, NULL);
 		if (!j) {
 			session_handle_release(s, w->hold);
 			out_job(out, NULL);
@@ -1081,10 +997,10 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		}
 		/* the job takes over the payload's hold */
 		j->hold = w->hold;
-		j->v = w->v;
-		j->off = w->offset;
-		j->len = w->len;
-		j->mode = fsync_mode(env, false);
+		j->pub.op.v = w->v;
+		j->pub.op.off = w->offset;
+		j->pub.op.len = w->len;
+		j->pub.op.mode = vol_op_flush_mode(env->flush_mode, false);
 		out_job(out, j);
 		return;
 	}
@@ -1103,34 +1019,59 @@ void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_
 	w->hold = 0;
 }
 
+/* op_message -- the status message of a failed volume operation (CALLs write their own) */
+static void op_message(struct job *j)
+{
+	const struct vol_op *op = &j->pub.op;
+	if (j->msg[0])
+		return;
+	switch (op->kind) {
+	case VOL_OP_FSYNC:
+		fmt_msg(j->msg, "fsync of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
+			op->v->name, op->off, op->len, rdax_strerror(op->code));
+		break;
+	case VOL_OP_DISCARD:
+		fmt_msg(j->msg, "discard of volume \"%s\" [%" PRIu64 ", +%" PRIu64 "): %s",
+			op->v->name, op->off, op->len, rdax_strerror(op->code));
+		break;
+	case VOL_OP_OPEN:
+		if (op->code == -ENOENT)
+			fmt_msg(j->msg, "no volume \"%s\"", j->name);
+		break;
+	default:
+		break;
+	}
+}
+
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
 {
 	uint32_t handle;
-	int ret = session_handle_add(s, j->v, &handle);
+	int ret = session_handle_add(s, j->pub.op.v, &handle);
 	if (ret) {
-		store_volume_close(env->store, &j->v);
+		store_volume_close(env->store, &j->pub.op.v);
 		out_error(out, false, ret,
 			  ret == -RDAX_E_TOO_BIG ? "too many volumes open on this connection"
 						 : "out of memory");
 		return;
 	}
-	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->v->name, handle);
+	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->pub.op.v->name,
+		  handle);
 	Rdax__Status st = RDAX__STATUS__INIT;
 	Rdax__VolumeOpenReply rep = RDAX__VOLUME_OPEN_REPLY__INIT;
 	rep.status = &st;
 	rep.has_handle = 1;
 	rep.handle = handle;
 	rep.has_size = 1;
-	rep.size = j->v->size;
+	rep.size = j->pub.op.v->size;
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
-		ret = env->hooks->volume_opened(env->hook_arg, handle, j->v, &d);
+		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);
 		if (ret) {
 			char m[STATUS_MSG_MAX];
 			struct volume *closed = NULL;
-			fmt_msg(m, "no direct access to volume \"%s\": %s", j->v->name,
+			fmt_msg(m, "no direct access to volume \"%s\": %s", j->pub.op.v->name,
 				rdax_strerror(ret));
 			session_handle_close(s, handle, &closed);
 			if (closed)
@@ -1159,11 +1100,14 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	if (j->hold)
 		session_handle_release(s, j->hold);
 
-	if (j->code) {
-		if (j->type == FRAME_VOLUME_OPEN && j->v)
-			store_volume_close(env->store, &j->v);
+	if (j->pub.op.code)
+		op_message(j);
+	if (j->pub.op.code) {
+		if (j->type == FRAME_VOLUME_OPEN && j->pub.op.v)
+			store_volume_close(env->store, &j->pub.op.v);
 		dispatch_reply_release(NULL, &j->reply);
-		out_error(out, false, j->code, j->msg[0] ? j->msg : rdax_strerror(j->code));
+		out_error(out, false, j->pub.op.code,
+			  j->msg[0] ? j->msg : rdax_strerror(j->pub.op.code));
 		free(j);
 		return;
 	}
@@ -1185,7 +1129,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		Rdax__WriteReply rep = RDAX__WRITE_REPLY__INIT;
 		rep.status = &st;
 		rep.has_written_back = 1;
-		rep.written_back = j->written_back;
+		rep.written_back = j->pub.op.written_back;
 		out_reply(out, &rep.base);
 		break;
 	}
@@ -1194,7 +1138,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		Rdax__FsyncReply rep = RDAX__FSYNC_REPLY__INIT;
 		rep.status = &st;
 		rep.has_written_back = 1;
-		rep.written_back = j->written_back;
+		rep.written_back = j->pub.op.written_back;
 		out_reply(out, &rep.base);
 		break;
 	}
@@ -1215,9 +1159,9 @@ struct dispatch_job *dispatch_teardown_job(struct session **sp)
 	j->kind = JOB_TEARDOWN;
 	j->teardown = *sp;
 	*sp = NULL;
-	j->pub.pool = DISPATCH_POOL_META;
 	j->pub.ordered = true;
-	j->pub.task.run = run_teardown;
+	j->pub.op.kind = VOL_OP_CALL;
+	j->pub.op.call = run_teardown;
 	return &j->pub;
 }
 

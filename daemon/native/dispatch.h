@@ -18,9 +18,9 @@
  *                     then call dispatch_payload_done(). payload_dst NULL: the
  *                     WRITE was refused; read and drop its payload, and send
  *                     the refusal in reply now.
- *   DISPATCH_JOB      run job in a pool (job->pool), call dispatch_job_finish()
- *                     on the connection's thread when it has run -- or run it
- *                     right there if dispatch_job_try_inline() takes it. An ordered
+ *   DISPATCH_JOB      start job->op with vol_op_start() (inline, or in its
+ *                     pool), call dispatch_job_finish() on the connection's
+ *                     thread when it has run. An ordered
  *                     job (job->ordered) is a barrier: the transport handles
  *                     no later request of the connection before its reply.
  *                     Unordered jobs (FSYNC, WRITE with fsync) let later
@@ -37,7 +37,7 @@
  * client decodes it as the reply type it expects and sees only the status.
  *
  * Thread safety: every function runs on the session's thread, except a job's
- * task.run, which runs on a pool thread and touches only the job, the store
+ * operation (job->op), which may run on a pool thread and touches only the job, the store
  * and the volume it holds.
  */
 #ifndef RDAXD_DISPATCH_H
@@ -51,6 +51,7 @@
 #include "fsync_pool.h"
 #include "session.h"
 #include "store.h"
+#include "vol_op.h"
 #include "volume.h"
 
 /* Largest reply body a client accepts (wire conventions): a list of 1024 volumes fits. */
@@ -121,8 +122,6 @@ enum dispatch_action {
 	DISPATCH_JOB,
 };
 
-enum dispatch_pool { DISPATCH_POOL_FSYNC, DISPATCH_POOL_META };
-
 /* A WRITE between its request and the end of its payload. */
 struct dispatch_write {
 	uint64_t request_id;
@@ -135,9 +134,8 @@ struct dispatch_write {
 
 /* The part of a job the transport sees; dispatch.c embeds it in its own. */
 struct dispatch_job {
-	struct fsync_task task; /* task.run is set; the transport sets owner and done.fn */
-	void *owner;		/* the transport's connection */
-	enum dispatch_pool pool;
+	struct vol_op op; /* what runs: the transport starts it with vol_op_start() */
+	void *owner;	  /* the transport's connection */
 	bool ordered;
 	/*
 	 * The range the job changes (DISCARD), NULL volume if none: the
@@ -191,7 +189,7 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_t received);
 
 /*
- * dispatch_job_finish -- on the connection's thread after job->task.run:
+ * dispatch_job_finish -- on the connection's thread after job->op ran:
  * apply the result to the session (a new handle, a dropped hold) and build
  * the reply into *out (DISPATCH_REPLY, or DISPATCH_NONE for a teardown).
  * Frees the job.
@@ -206,45 +204,6 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
  * deleted on the spot.
  */
 struct dispatch_job *dispatch_teardown_job(struct session **sp);
-
-/*
- * Small range fsyncs run on the connection's loop (dispatch_fsync_try_inline).
- *
- * A durable write handed to the fsync pool costs a hop to the pool thread
- * and back: 4.8 context switches and ~10 system calls per write against 1.0
- * and 4 for a plain write, measured by the comparative benchmark. Run on the
- * loop instead, an NBD FUA write went from 79.5 to 60.3 us p50 (interleaved
- * rounds, tests/bench/compare). Running there is safe only when it cannot
- * stall the loop's other connections: a short range, written back by CPU
- * cache flushes (or the simulator's pwrite into the page cache), not
- * waiting for another fsync of the volume. Everything else keeps the pool:
- * longer ranges, fsyncs to the end of the volume, the hammer mode, the
- * msync method (write-back to a disk), and a volume whose fsync lock is
- * held (by a pool thread, or another loop).
- */
-#define DISPATCH_FSYNC_INLINE_MAX (64U << 10)
-
-/*
- * dispatch_fsync_try_inline -- the one place that decides whether a range
- * fsync runs on the calling thread, and if so runs it: @len bytes from
- * @off, @mode as for fsync_range(). Used by every transport (the native
- * protocol through dispatch_job_try_inline(), NBD for FUA and FLUSH).
- * Context: a connection's loop thread; never waits for another fsync.
- * Returns true if the fsync ran (*code its result: 0 or a negative code;
- * *written_back, may be NULL, its bytes), false if nothing was done: hand
- * the fsync to the pool as before.
- */
-bool dispatch_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
-			       int *code, uint64_t *written_back);
-
-/*
- * dispatch_job_try_inline -- run @job's task on the calling thread when it
- * is a range fsync (FSYNC, or WRITE with fsync) that
- * dispatch_fsync_try_inline() takes. Returns true: it ran, call
- * dispatch_job_finish() now (the reply, after the fence); false: nothing
- * was done, submit it to its pool. Context: the connection's thread.
- */
-bool dispatch_job_try_inline(struct dispatch_job *job);
 
 /* dispatch_reply_release -- free the body and drop the hold of a reply (sent or not) */
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r);

@@ -142,9 +142,9 @@ static void job_complete(struct native_conn *nc, struct dispatch_job *job)
 /* job_done -- a pool job ran (worker thread, posted by the pool) */
 static void job_done(struct worker *w, struct worker_msg *m)
 {
-	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
+	struct vol_op *op = vol_op_of_msg(m);
 	struct dispatch_job *job =
-	    (struct dispatch_job *)((char *)t - offsetof(struct dispatch_job, task));
+	    (struct dispatch_job *)((char *)op - offsetof(struct dispatch_job, op));
 	struct native_conn *nc = job->owner;
 
 	job_complete(nc, job);
@@ -152,29 +152,23 @@ static void job_done(struct worker *w, struct worker_msg *m)
 }
 
 /*
- * job_start -- run a small range fsync right here when dispatch takes it
- * (dispatch_job_try_inline: no hop to the pool and back), else hand the job
- * to its pool. An inline job's reply is queued before this returns. Over
+ * job_start -- a small range fsync runs right here when the inline rule
+ * takes it (vol_op_start: no hop to the pool and back), anything else in its
+ * pool. An inline job's reply is queued before this returns. Over
  * RDMA the write notices that arrived before the FSYNC were marked as they
  * completed, before its message was parsed, so the inline fsync covers them
  * as the pool would.
  */
 static void job_start(struct native_conn *nc, struct dispatch_job *job)
 {
-	if (dispatch_job_try_inline(job)) {
+	if (vol_op_start(&job->op, &nc->sh->pools, nc->s.conn.set->worker, job_done))
 		job_complete(nc, job);
-		return;
-	}
-	fsync_pool_submit(job->pool == DISPATCH_POOL_META ? nc->sh->pool_meta : nc->sh->pool_fsync,
-			  &job->task);
 }
 
 /* submit_job -- start a job (inline or in its pool), or park it behind READ replies */
 static void submit_job(struct native_conn *nc, struct dispatch_job *job)
 {
 	job->owner = nc;
-	job->task.owner = nc->s.conn.set->worker;
-	job->task.done.fn = job_done;
 	nc->s.conn.jobs++;
 	if (job->ordered)
 		nc->barrier++;

@@ -25,8 +25,8 @@
  * stream). Backpressure: at the transport's limits the connection stops
  * dispatching until its backlog drains to half. An ordered job (dispatch.h)
  * stops dispatch until its reply is queued. A range fsync of at most
- * DISPATCH_FSYNC_INLINE_MAX bytes runs on the loop itself when
- * dispatch_job_try_inline() takes it; its reply is then queued at once, after the fence.
+ * VOL_OP_INLINE_MAX bytes runs on the loop itself when vol_op_start()
+ * takes it (vol_op.h); its reply is then queued at once, after the fence.
  *
  * Write after read: a WRITE or a DISCARD whose range overlaps a READ reply
  * still queued on this connection waits until that reply has left (the
@@ -65,8 +65,7 @@
 /* What every native connection of the daemon shares. */
 struct native_shared {
 	const struct dispatch_env *env;
-	struct fsync_pool *pool_fsync; /* fsync, discard */
-	struct fsync_pool *pool_meta;  /* hello, volume metadata, teardown */
+	struct vol_pools pools; /* fsync and discard; hello, volume metadata, teardown */
 };
 
 struct native_conn;

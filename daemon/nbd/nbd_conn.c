@@ -10,8 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dispatch.h"
-#include "fsync.h"
 #include "log.h"
 
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
@@ -142,37 +140,6 @@ void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
 
 /* ---- jobs ---- */
 
-/* job_run -- pool thread: the blocking part of a job; touches only the job and its volume */
-static void job_run(struct fsync_task *t)
-{
-	struct nbd_job *j = (struct nbd_job *)((char *)t - offsetof(struct nbd_job, task));
-	struct store *store = j->sh->store;
-	switch (j->kind) {
-	case JOB_EXPORT:
-		if (j->option == NBD_OPT_INFO)
-			j->code = store_volume_info(store, j->name, &j->info);
-		else
-			j->code = store_volume_open(store, j->name, &j->v);
-		break;
-	case JOB_LIST:
-		j->code = store_volume_list(store, &j->list, &j->count);
-		break;
-	case JOB_CLOSE:
-		store_volume_close(store, &j->v);
-		break;
-	case JOB_FLUSH:
-		j->code = fsync_range(j->v, 0, 0, j->sh->flush_mode, NULL);
-		break;
-	case JOB_FUA:
-		j->code = fsync_range(j->v, j->offset, j->length, j->sh->flush_mode, NULL);
-		break;
-	case JOB_ZERO:
-		/* zeros, written back and fenced: durable without a FLUSH, so FUA holds too */
-		j->code = volume_discard(j->v, j->offset, j->length);
-		break;
-	}
-}
-
 static void job_done(struct worker *w, struct worker_msg *m);
 
 struct nbd_job *nbd_job_new(struct nbd_conn *c, enum nbd_job_kind kind)
@@ -184,25 +151,30 @@ struct nbd_job *nbd_job_new(struct nbd_conn *c, enum nbd_job_kind kind)
 	}
 	j->c = c;
 	j->kind = kind;
-	j->sh = c->sh;
-	j->v = c->v;
-	j->task.run = job_run;
-	j->task.owner = c->s.conn.set->worker;
-	j->task.done.fn = job_done;
-	return j;
-}
-
-/* job_pool -- where a job runs */
-static struct fsync_pool *job_pool(const struct nbd_job *j)
-{
-	switch (j->kind) {
+	j->op.store = c->sh->store;
+	j->op.v = c->v;
+	j->op.name = j->name;
+	switch (kind) {
 	case JOB_EXPORT:
+		j->op.kind = VOL_OP_OPEN; /* INFO: VOL_OP_INFO, once the option is known */
+		break;
 	case JOB_LIST:
+		j->op.kind = VOL_OP_LIST;
+		break;
 	case JOB_CLOSE:
-		return j->sh->pool_meta;
-	default:
-		return j->sh->pool_fsync;
+		j->op.kind = VOL_OP_CLOSE;
+		break;
+	case JOB_FLUSH:
+	case JOB_FUA:
+		j->op.kind = VOL_OP_FSYNC;
+		j->op.mode = vol_op_flush_mode(c->sh->flush_mode, false);
+		break;
+	case JOB_ZERO:
+		/* zeros, written back and fenced: durable without a FLUSH, so FUA holds too */
+		j->op.kind = VOL_OP_DISCARD;
+		break;
 	}
+	return j;
 }
 
 /*
@@ -230,21 +202,19 @@ static void job_complete(struct nbd_conn *c, struct nbd_job *j)
 }
 
 /*
- * job_start -- a FUA write's range fsync runs right here when dispatch
- * takes it (dispatch_fsync_try_inline: small, not waiting for another
- * fsync; a FLUSH covers the whole volume and is never taken), its reply
- * queued before this returns; everything else goes to its pool.
+ * job_start -- a FUA write's range fsync runs right here when the inline
+ * rule takes it (vol_op_start: small, not waiting for another fsync; a
+ * FLUSH covers the whole volume and is never taken), its reply queued before
+ * this returns; everything else goes to its pool.
  */
 static void job_start(struct nbd_conn *c, struct nbd_job *j)
 {
-	bool fsync = j->kind == JOB_FUA || j->kind == JOB_FLUSH;
-	uint64_t off = j->kind == JOB_FUA ? j->offset : 0;
-	uint64_t len = j->kind == JOB_FUA ? j->length : 0;
-	if (fsync && dispatch_fsync_try_inline(j->v, off, len, j->sh->flush_mode, &j->code, NULL)) {
-		job_complete(c, j);
-		return;
+	if (j->kind == JOB_FUA || j->kind == JOB_ZERO) {
+		j->op.off = j->offset;
+		j->op.len = j->length;
 	}
-	fsync_pool_submit(job_pool(j), &j->task);
+	if (vol_op_start(&j->op, &c->sh->pools, c->s.conn.set->worker, job_done))
+		job_complete(c, j);
 }
 
 void nbd_job_submit(struct nbd_conn *c, struct nbd_job *j)
@@ -274,8 +244,8 @@ static void nbd_unpark(struct stream *s)
 /* job_done -- a pool job ran (worker thread, posted by the pool) */
 static void job_done(struct worker *w, struct worker_msg *m)
 {
-	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
-	struct nbd_job *j = (struct nbd_job *)((char *)t - offsetof(struct nbd_job, task));
+	struct nbd_job *j =
+	    (struct nbd_job *)((char *)vol_op_of_msg(m) - offsetof(struct nbd_job, op));
 	struct nbd_conn *c = j->c;
 
 	job_complete(c, j);
@@ -384,7 +354,7 @@ static const struct stream_proto nbd_proto = {
 
 int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer)
 {
-	if (!sh || !sh->store || !sh->pool_fsync || !sh->pool_meta || sh->max_block == 0 ||
+	if (!sh || !sh->store || !sh->pools.fsync || !sh->pools.meta || sh->max_block == 0 ||
 	    sh->max_block > NBD_MAX_BLOCK) {
 		close(fd);
 		return -EINVAL;

@@ -38,9 +38,9 @@
  * request the client sent after it. Requests are pipelined; a FLUSH or FUA
  * write is answered from the fsync pool, possibly after replies to later
  * requests (the protocol allows any order; handles are echoed) -- except a
- * FUA write of at most DISPATCH_FSYNC_INLINE_MAX bytes whose fsync can start
- * without waiting: it runs on the loop and is answered at once
- * (dispatch_fsync_try_inline(), dispatch.h). Backpressure: replies queued
+ * FUA write of at most VOL_OP_INLINE_MAX bytes whose fsync can start
+ * without waiting: it runs on the loop and is answered at once (the one
+ * inline rule of vol_op.h, which also picks every job's pool). Backpressure: replies queued
  * plus jobs in the pools are bounded by NBD_CONN_MAX_PENDING per connection
  * (resume at half).
  *
@@ -58,11 +58,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fsync_pool.h"
 #include "namespace.h"
 #include "nbd_proto.h"
 #include "store.h"
 #include "stream.h"
+#include "vol_op.h"
 #include "volume.h"
 
 /* Block size constraints advertised with NBD_INFO_BLOCK_SIZE. */
@@ -88,10 +88,9 @@
 /* What every NBD connection of the daemon shares. */
 struct nbd_shared {
 	struct store *store;
-	struct fsync_pool *pool_fsync; /* FLUSH, FUA, TRIM, WRITE_ZEROES */
-	struct fsync_pool *pool_meta;  /* export lookup and list, closing the volume */
-	enum flush_mode flush_mode;    /* FLUSH_DEFAULT (the volume's) or FLUSH_HAMMER */
-	uint32_t max_block;	       /* <= NBD_MAX_BLOCK */
+	struct vol_pools pools;	    /* FLUSH, FUA, TRIM, WRITE_ZEROES; export lookup, list, close */
+	enum flush_mode flush_mode; /* the daemon's; each fsync's by vol_op_flush_mode() */
+	uint32_t max_block;	    /* <= NBD_MAX_BLOCK */
 };
 
 /*
@@ -122,20 +121,15 @@ enum nbd_job_kind {
 	JOB_ZERO,   /* fsync: TRIM / WRITE_ZEROES = volume_discard */
 };
 
+/* A request or option waiting for its volume operation (vol_op.h): op.code its result. */
 struct nbd_job {
-	struct fsync_task task;
+	struct vol_op op;
 	struct nbd_conn *c;
 	enum nbd_job_kind kind;
-	int code; /* result: 0 or -errno */
-	const struct nbd_shared *sh;
-	struct volume *v;
 	/* JOB_EXPORT, JOB_LIST */
 	uint32_t option;
 	char name[NS_VOLUME_NAME_MAX + 1];
 	bool want_name, want_description;
-	struct volume_info info;
-	struct volume_info *list;
-	unsigned count;
 	/* request jobs */
 	uint64_t handle;
 	uint16_t type;

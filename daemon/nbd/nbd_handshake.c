@@ -53,29 +53,29 @@ static void export_reply(struct nbd_conn *c, const struct nbd_job *j, uint64_t s
 static void export_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	c->phase = PH_OPT_HEADER;
-	if (j->code) {
+	if (j->op.code) {
 		if (j->option == NBD_OPT_EXPORT_NAME) {
 			/* no way to send an error: the document says terminate */
 			LOG_DEBUG("%s: export_name \"%s\": %s; closing", c->s.conn.peer, j->name,
-				  strerror(-j->code));
+				  strerror(-j->op.code));
 			conn_close(&c->s.conn, "unknown export");
 			return;
 		}
 		char msg[NBD_MESSAGE_MAX];
 		snprintf(msg, sizeof(msg), "export \"%s\": %s", j->name,
-			 j->code == -ENOENT ? "no such volume" : strerror(-j->code));
+			 j->op.code == -ENOENT ? "no such volume" : strerror(-j->op.code));
 		nbd_opt_error(c, j->option,
-			      j->code == -ENOENT || j->code == -EINVAL ? NBD_REP_ERR_UNKNOWN
-								       : NBD_REP_ERR_INVALID,
+			      j->op.code == -ENOENT || j->op.code == -EINVAL ? NBD_REP_ERR_UNKNOWN
+									     : NBD_REP_ERR_INVALID,
 			      msg);
 		return;
 	}
 	if (j->option == NBD_OPT_INFO) {
-		export_reply(c, j, j->info.size, j->info.ns_id);
+		export_reply(c, j, j->op.info.size, j->op.info.ns_id);
 		return;
 	}
-	c->v = j->v;
-	j->v = NULL;
+	c->v = j->op.v;
+	j->op.v = NULL;
 	if (c->s.conn.closing) /* drained meanwhile: the teardown closes the volume */
 		return;
 	if (j->option == NBD_OPT_GO) {
@@ -95,16 +95,16 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 static void list_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	c->phase = PH_OPT_HEADER;
-	if (j->code) {
+	if (j->op.code) {
 		nbd_opt_error(c, NBD_OPT_LIST, NBD_REP_ERR_TOO_BIG, "cannot list the volumes");
 		return;
 	}
-	for (unsigned i = 0; i < j->count; i++) {
+	for (unsigned i = 0; i < j->op.count; i++) {
 		uint8_t buf[NBD_OUT_INLINE];
 		char desc[96];
-		volume_description(desc, sizeof(desc), j->list[i].size, j->list[i].ns_id);
+		volume_description(desc, sizeof(desc), j->op.list[i].size, j->op.list[i].ns_id);
 		size_t n = nbd_rep_server_encode(buf, sizeof(buf) - NBD_OPT_REPLY_HEADER_SIZE,
-						 j->list[i].name, desc);
+						 j->op.list[i].name, desc);
 		nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_SERVER, buf, n);
 	}
 	nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
@@ -184,6 +184,8 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		return;
 	}
 	j->option = c->opt;
+	if (j->option == NBD_OPT_INFO)
+		j->op.kind = VOL_OP_INFO; /* a look-up: nothing is opened */
 	memcpy(j->name, copy, len + 1);
 	j->want_name = want_name;
 	j->want_description = want_description;
@@ -357,7 +359,7 @@ void nbd_handshake_job_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	if (j->kind == JOB_LIST) {
 		list_done(c, j);
-		free(j->list);
+		free(j->op.list);
 	} else {
 		export_done(c, j);
 	}

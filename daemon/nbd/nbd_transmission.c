@@ -165,11 +165,12 @@ bool nbd_transmission_want_input(const struct nbd_conn *c)
 void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	struct nbd_request r = {.type = j->type, .handle = j->handle};
-	if (j->code) {
+	if (j->op.code) {
 		LOG_ERROR("%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
-			  c->s.conn.peer, nbd_cmd_name(j->type), j->v->name, j->offset, j->length,
-			  strerror(-j->code));
-		nbd_req_error(c, j->handle, j->type, nbd_errno_map(j->code), "writing back failed");
+			  c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset,
+			  j->length, strerror(-j->op.code));
+		nbd_req_error(c, j->handle, j->type, nbd_errno_map(j->op.code),
+			      "writing back failed");
 	} else {
 		nbd_req_ok(c, &r);
 	}

@@ -195,12 +195,14 @@ static void set_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 {
 	struct conn_set *set = t->data;
 	unsigned dropped = 0;
+	set->drain_timeouts++;
 	for (struct conn *c = set->conns; c; c = c->next) {
 		if (c->in_dead || c->tearing_down)
 			continue;
 		if (!c->dead && c->ops->output_pending(c)) {
-			LOG_WARN("%s: replies not taken %.0f s into the shutdown; dropping them",
-				 c->peer, CONN_DRAIN_TIMEOUT);
+			LOG_WARN("%s: replies not taken %.1f s into the shutdown; dropping them",
+				 c->peer,
+				 set->group ? set->group->drain_timeout : CONN_DRAIN_TIMEOUT);
 			dropped++;
 		}
 		conn_fail(c, "shutdown timeout");
@@ -216,6 +218,8 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 	struct conn_set *set =
 	    (struct conn_set *)((char *)m - offsetof(struct conn_set, drain_msg));
 	set->draining = true;
+	ev_timer_set(&set->drain_timer, set->group ? set->group->drain_timeout : CONN_DRAIN_TIMEOUT,
+		     0.);
 	ev_timer_start(w->loop, &set->drain_timer);
 	for (struct conn *c = set->conns; c; c = c->next) {
 		if (c->in_dead || c->tearing_down)
@@ -264,6 +268,7 @@ int conn_sets_new(struct worker **workers, unsigned nworkers, struct conn_sets *
 	}
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->cond, NULL);
+	g->drain_timeout = CONN_DRAIN_TIMEOUT;
 	for (; g->nsets < nworkers; g->nsets++) {
 		int ret = set_new(workers[g->nsets], g, &g->sets[g->nsets]);
 		if (ret == 0)

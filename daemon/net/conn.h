@@ -114,6 +114,7 @@ struct conn_set {
 	struct worker_msg drain_msg;
 	struct conn_sets *group; /* told when a drain has emptied the set */
 	uint64_t accepted, closed;
+	unsigned drain_timeouts; /* times the drain timer fired (0 or 1 per drain) */
 };
 
 /* Every worker's connection set: where connections are spread, what a shutdown drains. */
@@ -121,6 +122,7 @@ struct conn_sets {
 	struct conn_set **sets;
 	unsigned nsets;
 	unsigned next;	      /* round-robin position (the accept loop's thread) */
+	double drain_timeout; /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
 	pthread_mutex_t lock; /* idle, during the drain */
 	pthread_cond_t cond;
 	unsigned idle;

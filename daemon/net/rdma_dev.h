@@ -7,7 +7,7 @@
  *    region's own rkey grants no remote access at all. A client reaches a
  *    volume only through a type-2 memory window bound to its own QP over
  *    that volume's range, made at VOLUME_OPEN and deallocated at close or
- *    disconnect (conn_rdma.h). One PD is what lets every connection share:
+ *    disconnect (rdma_conn.h). One PD is what lets every connection share:
  *  - one shared receive queue (SRQ) of RDMA_DEV_SRQ_BUFS buffers of
  *    msg_size bytes, the receive buffers of every connection's messages and
  *    write notices. msg_size is the port's active MTU (at most 4096): every

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sock.h -- socket steps the listeners share (server_tcp, server_nbd,
- * server_rdma): naming an address, listening on one, accepting from one
+ * sock.h -- socket steps of the listeners (listener.c, rdma_listen.c):
+ * naming an address, listening on one, accepting from one
  */
 #ifndef RDAX_SOCK_H
 #define RDAX_SOCK_H

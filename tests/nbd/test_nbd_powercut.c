@@ -17,7 +17,7 @@
  *
  * The same with FUA writes and no FLUSH: each write is durable when it is
  * acknowledged. These small range fsyncs run on the connection's loop
- * (dispatch_fsync_try_inline), which the daemon's debug log shows: the test
+ * (vol_op_fsync_try_inline), which the daemon's debug log shows: the test
  * counts them, so it checks that path and not the pool's. Its control is
  * skip-writeback again.
  */

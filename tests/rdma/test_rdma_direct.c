@@ -302,7 +302,7 @@ static void credits__client_beyond_its_window_is_closed(void **state)
 	fprintf(stderr, "sent %u messages, credits ignored, before the connection failed (%d)\n",
 		sent, ret);
 	assert_true(ret < 0 || wire_eof(&a));
-	/* the daemon's reason (conn_rdma.c: handle_wc) */
+	/* the daemon's reason (rdma_conn.c: handle_wc) */
 	assert_true(log_has("sent more than its credits allow") ||
 		    log_has("broke the credit rules"));
 	wire_close(&a);

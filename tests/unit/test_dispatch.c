@@ -2,7 +2,7 @@
 /*
  * test_dispatch.c -- request validation and replies of the transport-independent
  * dispatcher, on a real SIM namespace in a temporary directory. Jobs run
- * synchronously here: task.run, then dispatch_job_finish, as the pools would.
+ * synchronously here: vol_op_run, then dispatch_job_finish, as the pools would.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -104,7 +104,7 @@ static void finish_job(struct fixture *f, struct session *s, struct dispatch_out
 {
 	assert_int_equal(out->action, DISPATCH_JOB);
 	struct dispatch_job *job = out->job;
-	job->task.run(&job->task);
+	vol_op_run(&job->op);
 	dispatch_job_finish(&f->env, s, job, out);
 }
 
@@ -290,7 +290,7 @@ static void dispatch_request__hello_reply(void **state)
 	struct dispatch_out out;
 	request(f, f->s, FRAME_HELLO, &m.base, 0, &out);
 	assert_true(out.job->ordered);
-	assert_int_equal(out.job->pool, DISPATCH_POOL_META);
+	assert_int_equal(vol_op_pool(&out.job->op), VOL_POOL_META);
 	finish_job(f, f->s, &out);
 	assert_int_equal(out.action, DISPATCH_REPLY);
 	assert_int_equal(out.reply.type, FRAME_HELLO | FRAME_REPLY);
@@ -484,7 +484,7 @@ static void dispatch_request__delete_open_volume_is_busy(void **state)
 	struct dispatch_job *job = dispatch_teardown_job(&other);
 	assert_null(other);
 	assert_non_null(job);
-	job->task.run(&job->task);
+	vol_op_run(&job->op);
 	struct dispatch_out out;
 	dispatch_job_finish(&f->env, NULL, job, &out);
 	assert_int_equal(out.action, DISPATCH_NONE);
@@ -637,7 +637,7 @@ static void dispatch_request__write_lands_in_the_mapping(void **state)
 	request(f, f->s, FRAME_FSYNC, &fm.base, 0, &out);
 	assert_int_equal(out.action, DISPATCH_JOB);
 	assert_false(out.job->ordered);
-	assert_int_equal(out.job->pool, DISPATCH_POOL_FSYNC);
+	assert_int_equal(vol_op_pool(&out.job->op), VOL_POOL_FSYNC);
 	assert_null(out.job->mod_volume); /* an fsync changes no data */
 	finish_job(f, f->s, &out);
 	Rdax__FsyncReply *fr = rdax__fsync_reply__unpack(NULL, out.reply.body_len, out.reply.body);

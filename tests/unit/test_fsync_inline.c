@@ -4,8 +4,8 @@
  *
  * fsync_range_try() must never wait for another fsync of the volume (it
  * says -EBUSY, having changed nothing), and must make durable exactly what
- * fsync_range() would. dispatch_fsync_try_inline() is the one place that
- * decides which fsyncs a loop runs itself; dispatch_job_try_inline() is how
+ * fsync_range() would. vol_op_fsync_try_inline() is the one place that
+ * decides which fsyncs a loop runs itself; vol_op_try_inline() is how
  * the native protocol's durable WRITE and FSYNC reach it.
  *
  * Every test runs on a SIM-mode namespace: the namespace file holds exactly
@@ -242,48 +242,48 @@ static void fsync_range_try__bad_input_changes_nothing(void **state)
 	assert_false(pattern_durable(fx->fd, fx->v, 0, PAGE, 5));
 }
 
-/* ---- dispatch_fsync_try_inline: which fsyncs a loop runs itself ---- */
+/* ---- vol_op_fsync_try_inline: which fsyncs a loop runs itself ---- */
 
-static void dispatch_fsync_try_inline__small_range_runs(void **state)
+static void vol_op_fsync_try_inline__small_range_runs(void **state)
 {
 	struct fx *fx = *state;
-	assert_int_equal(pattern_write(fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, 6),
+	assert_int_equal(pattern_write(fx->v, 100, VOL_OP_INLINE_MAX, 6),
 			 0); /* unaligned: 17 pages */
 	int code = 1;
 	uint64_t written = 0;
-	assert_true(dispatch_fsync_try_inline(fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, FLUSH_DEFAULT,
+	assert_true(vol_op_fsync_try_inline(fx->v, 100, VOL_OP_INLINE_MAX, FLUSH_DEFAULT,
 					      &code, &written));
 	assert_int_equal(code, 0);
 	/* the written lines: 100 is not a line boundary, so one line more than the bytes */
-	assert_int_equal(written, DISPATCH_FSYNC_INLINE_MAX + DTREE_LINE_SIZE);
-	assert_true(pattern_durable(fx->fd, fx->v, 100, DISPATCH_FSYNC_INLINE_MAX, 6));
+	assert_int_equal(written, VOL_OP_INLINE_MAX + DTREE_LINE_SIZE);
+	assert_true(pattern_durable(fx->fd, fx->v, 100, VOL_OP_INLINE_MAX, 6));
 }
 
-static void dispatch_fsync_try_inline__refuses_what_belongs_in_the_pool(void **state)
+static void vol_op_fsync_try_inline__refuses_what_belongs_in_the_pool(void **state)
 {
 	struct fx *fx = *state;
 	int code = 12345;
-	assert_int_equal(pattern_write(fx->v, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7), 0);
+	assert_int_equal(pattern_write(fx->v, 0, 2 * VOL_OP_INLINE_MAX, 7), 0);
 	/* to the end of the volume, longer than the limit, hammer asked or configured */
-	assert_false(dispatch_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
-	assert_false(dispatch_fsync_try_inline(fx->v, 0, DISPATCH_FSYNC_INLINE_MAX + 1,
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, VOL_OP_INLINE_MAX + 1,
 					       FLUSH_DEFAULT, &code, NULL));
-	assert_false(dispatch_fsync_try_inline(fx->v, 0, PAGE, FLUSH_HAMMER, &code, NULL));
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, PAGE, FLUSH_HAMMER, &code, NULL));
 	assert_int_equal(volume_set_flush_mode(fx->v, FLUSH_HAMMER), 0);
-	assert_false(dispatch_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
 	assert_int_equal(volume_set_flush_mode(fx->v, FLUSH_TRACKED), 0);
-	assert_false(dispatch_fsync_try_inline(NULL, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
+	assert_false(vol_op_fsync_try_inline(NULL, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
 
 	/* contended: another fsync holds the lock */
 	struct holder h;
 	holder_start(fx, &h);
-	assert_false(dispatch_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
 	holder_finish(&h); /* it wrote back everything, as a pool fsync would */
 	assert_int_equal(code, 12345);
-	assert_true(pattern_durable(fx->fd, fx->v, 0, 2 * DISPATCH_FSYNC_INLINE_MAX, 7));
+	assert_true(pattern_durable(fx->fd, fx->v, 0, 2 * VOL_OP_INLINE_MAX, 7));
 }
 
-/* ---- the native protocol: dispatch_job_try_inline ---- */
+/* ---- the native protocol: vol_op_try_inline ---- */
 
 /* request -- dispatch one request message with @payload_len */
 static void request(struct fx *fx, uint16_t type, const ProtobufCMessage *m, uint32_t payload_len,
@@ -305,7 +305,7 @@ static void request(struct fx *fx, uint16_t type, const ProtobufCMessage *m, uin
 /*
  * durable_write -- a WRITE with fsync of pattern_fill(@seed) at [off, off + len) as
  * a connection does it; returns whether its fsync ran inline (the job was
- * taken by dispatch_job_try_inline), having run it in place of the pool
+ * taken by vol_op_try_inline), having run it in place of the pool
  * otherwise. The reply must be a success with @len's pages written back.
  */
 static bool durable_write(struct fx *fx, uint64_t off, uint32_t len, unsigned seed)
@@ -325,9 +325,9 @@ static bool durable_write(struct fx *fx, uint64_t off, uint32_t len, unsigned se
 	assert_int_equal(out.action, DISPATCH_JOB);
 	struct dispatch_job *job = out.job;
 	assert_false(job->ordered); /* durable writes never hold later requests back */
-	bool inline_run = dispatch_job_try_inline(job);
+	bool inline_run = vol_op_try_inline(&job->op);
 	if (!inline_run)
-		job->task.run(&job->task); /* what the pool would do */
+		vol_op_run(&job->op); /* what the pool would do */
 	dispatch_job_finish(&fx->env, fx->s, job, &out);
 	assert_int_equal(out.action, DISPATCH_REPLY);
 	Rdax__WriteReply *r = rdax__write_reply__unpack(NULL, out.reply.body_len, out.reply.body);
@@ -341,7 +341,7 @@ static bool durable_write(struct fx *fx, uint64_t off, uint32_t len, unsigned se
 	return inline_run;
 }
 
-static void dispatch_job_try_inline__durable_write_runs_inline(void **state)
+static void vol_op_try_inline__durable_write_runs_inline(void **state)
 {
 	struct fx *fx = *state;
 	assert_true(durable_write(fx, 12 * PAGE, PAGE, 8));
@@ -353,7 +353,7 @@ static void dispatch_job_try_inline__durable_write_runs_inline(void **state)
 }
 
 /* the control for the native path: the same write and check, a write-back skipped */
-static void dispatch_job_try_inline__control_skip_writeback_loses_data(void **state)
+static void vol_op_try_inline__control_skip_writeback_loses_data(void **state)
 {
 	struct fx *fx = *state;
 	rdax_faults.skip_writeback = true;
@@ -391,21 +391,21 @@ static uint64_t fsync_finish(struct fx *fx, struct dispatch_job *job)
 	return written;
 }
 
-static void dispatch_job_try_inline__fsync_range_inline_whole_volume_pool(void **state)
+static void vol_op_try_inline__fsync_range_inline_whole_volume_pool(void **state)
 {
 	struct fx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 30 * PAGE, PAGE, 11), 0);
 	struct dispatch_job *job = fsync_req(fx, 30 * PAGE, PAGE);
-	assert_true(dispatch_job_try_inline(job));
+	assert_true(vol_op_try_inline(&job->op));
 	assert_int_equal(fsync_finish(fx, job), PAGE);
 	assert_true(pattern_durable(fx->fd, fx->v, 30 * PAGE, PAGE, 11));
 
 	/* length 0 (to the end) is a whole-volume fsync: never inline */
 	assert_int_equal(pattern_write(fx->v, 31 * PAGE, PAGE, 12), 0);
 	job = fsync_req(fx, 0, 0);
-	assert_false(dispatch_job_try_inline(job));
+	assert_false(vol_op_try_inline(&job->op));
 	assert_true(page_dirty(fx, 31)); /* untouched until the pool runs it */
-	job->task.run(&job->task);
+	vol_op_run(&job->op);
 	assert_int_equal(fsync_finish(fx, job), PAGE);
 	assert_true(pattern_durable(fx->fd, fx->v, 31 * PAGE, PAGE, 12));
 
@@ -414,9 +414,9 @@ static void dispatch_job_try_inline__fsync_range_inline_whole_volume_pool(void *
 	job = fsync_req(fx, 32 * PAGE, PAGE);
 	struct holder h;
 	holder_start(fx, &h);
-	assert_false(dispatch_job_try_inline(job));
+	assert_false(vol_op_try_inline(&job->op));
 	holder_finish(&h);
-	job->task.run(&job->task);
+	vol_op_run(&job->op);
 	fsync_finish(fx, job);
 	assert_true(pattern_durable(fx->fd, fx->v, 32 * PAGE, PAGE, 13));
 	assert_int_equal(session_holds(fx->s), 0);
@@ -431,11 +431,11 @@ int main(void)
 	    T(fsync_range_try__busy_while_another_fsync_runs),
 	    T(fsync_range_try__control_skip_writeback_loses_data),
 	    T(fsync_range_try__bad_input_changes_nothing),
-	    T(dispatch_fsync_try_inline__small_range_runs),
-	    T(dispatch_fsync_try_inline__refuses_what_belongs_in_the_pool),
-	    T(dispatch_job_try_inline__durable_write_runs_inline),
-	    T(dispatch_job_try_inline__control_skip_writeback_loses_data),
-	    T(dispatch_job_try_inline__fsync_range_inline_whole_volume_pool),
+	    T(vol_op_fsync_try_inline__small_range_runs),
+	    T(vol_op_fsync_try_inline__refuses_what_belongs_in_the_pool),
+	    T(vol_op_try_inline__durable_write_runs_inline),
+	    T(vol_op_try_inline__control_skip_writeback_loses_data),
+	    T(vol_op_try_inline__fsync_range_inline_whole_volume_pool),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

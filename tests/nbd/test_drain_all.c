@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_drain_all.c -- SIGTERM drains every transport at once
+ *
+ * One daemon (one worker thread) serves the native protocol over TCP, NBD
+ * over TCP and, inside the RDMA VM (RDAX_IT_RDMA, tests/rdma), the native
+ * protocol over RDMA. On each, a slow client asks for many 1 MiB READs and
+ * never reads the replies, so the daemon's replies stay queued behind a
+ * full socket (or the client's exhausted credits). Then SIGTERM.
+ *
+ * The drain of the connection sets (daemon/net/conn.h) must cover every
+ * transport together: the log shows one drain start, then exactly one
+ * drain timeout (one worker), during which every slow connection -- one per
+ * transport -- loses its replies, then the end of the drain; the daemon
+ * exits 0. Before, TCP, NBD and RDMA were drained one after another, each
+ * with its own timeout: that shows as one timeout line per transport, in
+ * turn. No wall-clock threshold is asserted; the harness's stop bound is
+ * only a hang guard.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "nbdtest.h"
+#include "transport_rdma.h"
+#include "wire.h"
+
+#define MiB	 (1ULL << 20)
+#define READS	 64 /* 1 MiB each: far more than socket buffers hold, under every limit */
+#define VOL_SIZE (64 * MiB)
+#define WAIT_MS	 30000
+
+/* tcp_wconn -- a native protocol connection over TCP even inside the RDMA VM; 0 or -errno */
+static int tcp_wconn(struct wconn *w, int port)
+{
+	memset(w, 0, sizeof(*w));
+	w->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (w->fd < 0)
+		return -errno;
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(w->fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+		int ret = -errno;
+		close(w->fd);
+		w->fd = -1;
+		return ret;
+	}
+	w->next_id = 1;
+	return 0;
+}
+
+/* send_reads -- READ requests of 1 MiB over @w's volume @handle, replies left unread */
+static void send_reads(struct wconn *w, uint32_t handle)
+{
+	for (unsigned i = 0; i < READS; i++) {
+		size_t len;
+		uint8_t *body =
+		    wire_body_read(handle, (i % 64) * MiB % VOL_SIZE, (uint32_t)MiB, &len);
+		assert_non_null(body);
+		assert_int_equal(wire_send_frame(w, FRAME_READ, w->next_id++, body, len, NULL, 0),
+				 0);
+		free(body);
+	}
+}
+
+/* wait_input -- until bytes of a reply are waiting on @fd: the daemon is sending */
+static void wait_input(int fd)
+{
+	int64_t end = hx_now_ms() + WAIT_MS;
+	int n = 0;
+	while (hx_now_ms() < end) {
+		assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+		if (n > 0)
+			return;
+		usleep(10000);
+	}
+	fail_msg("no reply byte arrived within %d ms", WAIT_MS);
+}
+
+/* wait_rdma_input -- until a message of the daemon arrived on the RDMA connection */
+static void wait_rdma_input(struct wconn *w)
+{
+	int64_t end = hx_now_ms() + WAIT_MS;
+	while (hx_now_ms() < end) {
+		rdma_tp_progress(w->tp, NULL, NULL);
+		if (rdma_tp_has_input(w->tp))
+			return;
+		usleep(10000);
+	}
+	fail_msg("no reply message arrived over RDMA within %d ms", WAIT_MS);
+}
+
+/* count -- occurrences of @what in @s */
+static unsigned count(const char *s, const char *what)
+{
+	unsigned n = 0;
+	for (const char *p = strstr(s, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+/* slow_native -- HELLO, open "v", then READs left unread */
+static void slow_native(struct wconn *w, bool tcp, int port)
+{
+	assert_int_equal(tcp ? tcp_wconn(w, port) : wire_connect(w, port), 0);
+	assert_int_equal(wire_hello(w, NULL, 0), 0);
+	uint32_t handle;
+	uint64_t size;
+	assert_int_equal(wire_open(w, "v", &handle, &size), 0);
+	send_reads(w, handle);
+}
+
+static void sigterm__drains_every_transport_at_once(void **state)
+{
+	char dir[256];
+	assert_int_equal(hx_tmpdir_make("drain-all", dir, sizeof(dir)), 0);
+	struct nt_daemon n;
+	memset(&n, 0, sizeof(n));
+	struct hx_daemon_opts o = {.ns_size = "256M", .threads = 1, .log_level = "info"};
+	assert_int_equal(nt_daemon_start(&n, dir, &o), 0);
+	assert_int_equal(nt_volume_create(&n, "v", VOL_SIZE), 0);
+	bool rdma = hx_rdma_addr() != NULL;
+
+	struct wconn tcp, rd;
+	slow_native(&tcp, true, n.d.port);
+	if (rdma)
+		slow_native(&rd, false, n.d.port);
+
+	struct nt_raw nbd;
+	assert_int_equal(nt_raw_connect(&nbd, n.nbd_port), 0);
+	const uint8_t flags[4] = {0, 0, 0, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES};
+	assert_int_equal(nt_raw_send(&nbd, flags, sizeof(flags)), 0);
+	assert_int_equal(nt_raw_go(&nbd, "v", false, NULL), 0);
+	for (unsigned i = 0; i < READS; i++)
+		assert_int_equal(nt_raw_request(&nbd, NBD_CMD_READ, 0, i, (i % 64) * MiB % VOL_SIZE,
+						(uint32_t)MiB, NULL, 0),
+				 0);
+
+	/* every transport has started answering (and will stall on its slow client) */
+	wait_input(tcp.fd);
+	wait_input(nbd.fd);
+	if (rdma)
+		wait_rdma_input(&rd);
+
+	assert_int_equal(hx_daemon_stop(&n.d), 0);
+
+	uint8_t *log;
+	size_t len;
+	assert_int_equal(nt_read_file(n.d.log_path, &log, &len), 0);
+	log[len] = '\0';
+	const char *s = (const char *)log;
+	unsigned transports = rdma ? 3 : 2;
+	/* one drain for all: started once, timed out once, each slow client lost its replies */
+	assert_int_equal(count(s, "draining the connections of every transport"), 1);
+	assert_int_equal(count(s, "drain timeout:"), 1);
+	assert_int_equal(count(s, "replies not taken"), transports);
+	char want[64];
+	snprintf(want, sizeof(want), "drain timeout: %u connection(s) lost", transports);
+	assert_non_null(strstr(s, want));
+	/* in that order: the drain, the lost replies of every transport, the end */
+	const char *start = strstr(s, "draining the connections of every transport");
+	const char *lost = strstr(s, "replies not taken");
+	const char *timeout = strstr(s, "drain timeout:");
+	const char *end = strstr(s, "every connection closed");
+	assert_non_null(end);
+	assert_true(start < lost && lost < timeout && timeout < end);
+	assert_non_null(strstr(s, "nbd:127.0.0.1:"));
+	free(log);
+
+	wire_close(&tcp);
+	if (rdma)
+		wire_close(&rd);
+	nt_raw_close(&nbd);
+	hx_tmpdir_remove(dir);
+}
+
+int main(void)
+{
+	nt_env_init();
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(sigterm__drains_every_transport_at_once),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
