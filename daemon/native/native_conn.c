@@ -172,27 +172,19 @@ static void submit_job(struct native_conn *nc, struct dispatch_job *job)
 	nc->s.conn.jobs++;
 	if (job->ordered)
 		nc->barrier++;
+	/* it would change data under a READ reply still queued: after that reply */
 	if (job->mod_volume &&
-	    stream_range_hazard(&nc->s, job->mod_volume, job->mod_offset, job->mod_len)) {
-		/* it would change data under a READ reply still queued: after that reply */
-		LOG_DEBUG("%s: job parked until READ replies over [%" PRIu64 ", +%" PRIu64
-			  ") have left",
-			  nc->s.conn.peer, job->mod_offset, job->mod_len);
-		nc->parked = job;
+	    stream_park(&nc->s, job, job->mod_volume, job->mod_offset, job->mod_len))
 		return;
-	}
 	job_start(nc, job);
 }
 
 /* native_unpark -- start the parked job once the READ replies it waited for have left */
 static void native_unpark(struct stream *s)
 {
-	struct native_conn *nc = nc_of(s);
-	struct dispatch_job *job = nc->parked;
-	if (!job || stream_range_hazard(s, job->mod_volume, job->mod_offset, job->mod_len))
-		return;
-	nc->parked = NULL;
-	job_start(nc, job);
+	struct dispatch_job *job = stream_unpark(s);
+	if (job)
+		job_start(nc_of(s), job);
 }
 
 /* ---- input ---- */

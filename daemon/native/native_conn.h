@@ -88,10 +88,9 @@ struct native_conn {
 	struct session *session;
 	enum native_rstate rstate;
 	struct frame_header hdr;
-	struct dispatch_write pw;    /* the WRITE whose payload is being received */
-	struct dispatch_job *parked; /* a job waiting for READ replies over its range to leave */
-	unsigned barrier;	     /* ordered jobs in the pools */
-	struct native_reply *spare;  /* sent replies kept for reuse, NATIVE_SPARE_REPLIES at most */
+	struct dispatch_write pw;   /* the WRITE whose payload is being received */
+	unsigned barrier;	    /* ordered jobs in the pools */
+	struct native_reply *spare; /* sent replies kept for reuse, NATIVE_SPARE_REPLIES at most */
 	unsigned nspare;
 };
 

@@ -220,25 +220,17 @@ static void job_start(struct nbd_conn *c, struct nbd_job *j)
 void nbd_job_submit(struct nbd_conn *c, struct nbd_job *j)
 {
 	c->s.conn.jobs++;
-	if (j->kind == JOB_ZERO && stream_range_hazard(&c->s, c->v, j->offset, j->length)) {
-		LOG_DEBUG("%s: %s parked until READ replies over [%" PRIu64 ", +%" PRIu32
-			  ") have left",
-			  c->s.conn.peer, nbd_cmd_name(j->type), j->offset, j->length);
-		c->parked = j;
+	if (j->kind == JOB_ZERO && stream_park(&c->s, j, c->v, j->offset, j->length))
 		return;
-	}
 	job_start(c, j);
 }
 
 /* nbd_unpark -- start the parked job once the READ replies it waited for have left */
 static void nbd_unpark(struct stream *s)
 {
-	struct nbd_conn *c = c_of(s);
-	struct nbd_job *j = c->parked;
-	if (!j || stream_range_hazard(s, c->v, j->offset, j->length))
-		return;
-	c->parked = NULL;
-	job_start(c, j);
+	struct nbd_job *j = stream_unpark(s);
+	if (j)
+		job_start(c_of(s), j);
 }
 
 /* job_done -- a pool job ran (worker thread, posted by the pool) */

@@ -151,7 +151,6 @@ struct nbd_conn {
 	/* transmission */
 	struct volume *v;	/* the export, open while the connection lives */
 	struct nbd_request req; /* the WRITE whose payload is being received */
-	struct nbd_job *parked; /* a TRIM/WRITE_ZEROES waiting for READ replies over its range */
 	uint64_t requests;
 };
 

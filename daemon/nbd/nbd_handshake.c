@@ -20,8 +20,8 @@
 static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns_id)
 {
 	char sz[32];
-	snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32,
-		 size_format(size, sz, sizeof(sz)), ns_id);
+	snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32, size_format(size, sz, sizeof(sz)),
+		 ns_id);
 }
 
 /* export_reply -- the NBD_REP_INFO replies and the ACK of a successful INFO / GO */

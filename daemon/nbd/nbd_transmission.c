@@ -24,7 +24,7 @@ static const struct stream_limits nbd_limits = {
 /* can_dispatch -- may a new request be started? (updates the backpressure state) */
 static bool can_dispatch(struct nbd_conn *c)
 {
-	if (c->s.conn.closing || c->s.conn.dead || c->parked)
+	if (c->s.conn.closing || c->s.conn.dead || c->s.parked)
 		return false;
 	return stream_can_take(&c->s, &nbd_limits);
 }
@@ -159,7 +159,7 @@ bool nbd_transmission_input(struct nbd_conn *c)
 bool nbd_transmission_want_input(const struct nbd_conn *c)
 {
 	/* blocked (backpressure, a parked job): the next request would wait anyway */
-	return !(c->parked || c->s.paused || stream_over(&c->s, &nbd_limits));
+	return !(c->s.parked || c->s.paused || stream_over(&c->s, &nbd_limits));
 }
 
 void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)

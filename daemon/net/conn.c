@@ -161,9 +161,13 @@ static void set_before_sleep(struct worker *w, void *arg)
 			struct conn *next = c->flush_next;
 			c->in_flush = false;
 			c->flush_next = NULL;
-			/* freed output may unblock input, which may queue more (next round) */
+			/*
+			 * freed output may unblock input, which may queue more (next
+			 * round); a failed connection's dropped output may unblock a
+			 * parked job: a kick either way
+			 */
 			if (!c->in_dead) {
-				if (c->ops->flush(c))
+				if (c->ops->flush(c) || c->dead)
 					conn_kick(c);
 				else
 					conn_check_end(c);

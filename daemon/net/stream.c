@@ -3,6 +3,7 @@
 #include "stream.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -297,6 +298,28 @@ bool stream_range_hazard(const struct stream *s, const void *vol, uint64_t off, 
 			return true;
 	}
 	return false;
+}
+
+bool stream_park(struct stream *s, void *job, const void *vol, uint64_t off, uint64_t len)
+{
+	if (!stream_range_hazard(s, vol, off, len))
+		return false;
+	LOG_DEBUG("%s: job parked until READ replies over [%" PRIu64 ", +%" PRIu64 ") have left",
+		  s->conn.peer, off, len);
+	s->parked = job;
+	s->park_vol = vol;
+	s->park_off = off;
+	s->park_len = len;
+	return true;
+}
+
+void *stream_unpark(struct stream *s)
+{
+	void *job = s->parked;
+	if (!job || stream_range_hazard(s, s->park_vol, s->park_off, s->park_len))
+		return NULL;
+	s->parked = NULL;
+	return job;
 }
 
 bool stream_over(const struct stream *s, const struct stream_limits *lim)

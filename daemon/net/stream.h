@@ -148,6 +148,11 @@ struct stream {
 	unsigned out_ranges; /* queued replies naming a range */
 	size_t out_bytes;    /* counted bytes of the queued replies */
 	bool paused;	     /* over the limits: no new unit until half drained */
+
+	/* a job that would change bytes under a queued READ reply (stream_park) */
+	void *parked;
+	const void *park_vol;
+	uint64_t park_off, park_len;
 };
 
 /*
@@ -242,6 +247,17 @@ size_t stream_out_copy(struct stream *s, uint8_t *buf, size_t room);
  * reply still queued? (validated ranges: off + len does not wrap)
  */
 bool stream_range_hazard(const struct stream *s, const void *vol, uint64_t off, uint64_t len);
+
+/*
+ * stream_park -- the read-after-write rule for a job that changes
+ * [off, off + len) of @vol (a discard, a zeroing): if a READ reply over it
+ * is still queued, keep @job parked (one at a time: the protocol takes no
+ * new request meanwhile) and return true; false: start it now.
+ */
+bool stream_park(struct stream *s, void *job, const void *vol, uint64_t off, uint64_t len);
+
+/* stream_unpark -- the parked job once the READ replies it waited for have left, else NULL */
+void *stream_unpark(struct stream *s);
 
 /*
  * stream_can_take -- may a new unit (request) be started under @lim?
