@@ -32,7 +32,11 @@ static struct native_conn *nc_of(const struct stream *s)
 
 /* ---- replies ---- */
 
-/* reply_get -- a zeroed reply structure: a spare one, or calloc'd; NULL if out of memory */
+/*
+ * reply_get -- a reply structure: a spare one, or calloc'd; NULL if out of
+ * memory. Not cleared: queue_reply sets every field (a memset of the whole
+ * structure was a measurable share of a small write's instructions).
+ */
 static struct native_reply *reply_get(struct native_conn *nc)
 {
 	struct native_reply *nr = nc->spare;
@@ -40,7 +44,6 @@ static struct native_reply *reply_get(struct native_conn *nc)
 		return calloc(1, sizeof(*nr));
 	nc->spare = nr->next_spare;
 	nc->nspare--;
-	memset(nr, 0, sizeof(*nr));
 	return nr;
 }
 
@@ -72,6 +75,7 @@ static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 	struct native_reply *nr = reply_get(nc);
 	if (!nr)
 		goto err_nomem;
+	nr->payload_copy = NULL;
 	if (r->payload_len && nc->t->snapshot_reads) {
 		/* a snapshot now: later requests and one-sided writes cannot change it */
 		nr->payload_copy = malloc(r->payload_len);
@@ -272,7 +276,9 @@ static bool native_input(struct stream *s)
 			conn_fail(&s->conn, "out of memory");
 			return false;
 		}
-		return true;
+		/* the body usually came with its header: on with it */
+		avail = stream_in_avail(s);
+		__attribute__((fallthrough));
 	case NATIVE_BODY:
 		if (avail < nc->hdr.body_len)
 			return false;

@@ -595,7 +595,8 @@ static void rdma_drop(struct conn *cc)
 static void rdma_progress(struct conn *cc)
 {
 	struct conn_rdma *c = rc_of(cc);
-	native_proto.unpark(&c->nc.s);
+	if (c->nc.s.parked)
+		native_proto.unpark(&c->nc.s);
 	stream_process(&c->nc.s);
 	release_held(c);
 	conn_flush_add(cc);

@@ -35,13 +35,6 @@ void stream_release(struct stream *s)
 
 /* ---- input ---- */
 
-void stream_in_consume(struct stream *s, size_t n)
-{
-	s->in_start += n;
-	if (s->in_start == s->in_end)
-		s->in_start = s->in_end = 0;
-}
-
 /* in_compact -- move the unparsed bytes to the front of the buffer */
 static void in_compact(struct stream *s)
 {
@@ -68,10 +61,9 @@ static int in_grow(struct stream *s, size_t cap)
 	return 0;
 }
 
-int stream_in_reserve(struct stream *s, size_t need)
+/* __stream_in_reserve -- stream_in_reserve() without room at hand: compact or grow */
+int __stream_in_reserve(struct stream *s, size_t need)
 {
-	if (s->in_cap - s->in_start >= need)
-		return 0;
 	if (need > s->in_max)
 		return -E2BIG;
 	if (s->in_cap >= need) {
@@ -322,27 +314,6 @@ void *stream_unpark(struct stream *s)
 	return job;
 }
 
-bool stream_over(const struct stream *s, const struct stream_limits *lim)
-{
-	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes;
-}
-
-bool stream_can_take(struct stream *s, const struct stream_limits *lim)
-{
-	if (s->paused) {
-		/* hysteresis: resume at half, not at the first freed slot */
-		if (s->out_count + s->conn.jobs > lim->max_pending / 2 ||
-		    s->out_bytes > lim->max_bytes / 2)
-			return false;
-		s->paused = false;
-	}
-	if (stream_over(s, lim)) {
-		s->paused = true;
-		return false;
-	}
-	return true;
-}
-
 /* ---- socket streams ---- */
 
 /* stream_of -- the stream around its connection */
@@ -458,11 +429,14 @@ static bool socket_flush(struct conn *c)
 static void socket_on_read(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct stream *s = w->data;
-	for (int i = 0; i < STREAM_READ_BUDGET && stream_want_input(s); i++) {
+	bool drained = false;
+	for (int i = 0; i < STREAM_READ_BUDGET && !drained && stream_want_input(s); i++) {
 		ssize_t n;
+		size_t want;
 		if (s->in_payload && s->pdst && s->in_start == s->in_end) {
 			/* zero-copy: straight into the validated range of the mapping */
-			n = recv_some(s, s->pdst + s->pgot, s->plen - s->pgot);
+			want = s->plen - s->pgot;
+			n = recv_some(s, s->pdst + s->pgot, want);
 			if (n <= 0)
 				break;
 			s->pgot += (uint32_t)n;
@@ -473,11 +447,18 @@ static void socket_on_read(struct ev_loop *loop, ev_io *w, int revents)
 				in_compact(s);
 			if (s->in_end == s->in_cap)
 				break; /* full of units waiting to be taken */
-			n = recv_some(s, s->in + s->in_end, s->in_cap - s->in_end);
+			want = s->in_cap - s->in_end;
+			n = recv_some(s, s->in + s->in_end, want);
 			if (n <= 0)
 				break;
 			s->in_end += (size_t)n;
 		}
+		/*
+		 * less than asked: the socket is empty for now, and the watcher
+		 * (level-triggered) fires again when more comes -- no recv() just
+		 * to hear EAGAIN
+		 */
+		drained = (size_t)n < want;
 		stream_process(s);
 	}
 	conn_kick(&s->conn);
@@ -506,7 +487,7 @@ static void socket_start(struct conn *c)
 static void socket_progress(struct conn *c)
 {
 	struct stream *s = stream_of(c);
-	if (s->proto->unpark)
+	if (s->parked)
 		s->proto->unpark(s);
 	stream_process(s);
 	if (c->in_dead || c->tearing_down || s->fd < 0)

@@ -180,13 +180,26 @@ static inline size_t stream_in_avail(const struct stream *s)
 }
 
 /* stream_in_consume -- @n parsed bytes are done with */
-void stream_in_consume(struct stream *s, size_t n);
+static inline void stream_in_consume(struct stream *s, size_t n)
+{
+	s->in_start += n;
+	if (s->in_start == s->in_end)
+		s->in_start = s->in_end = 0;
+}
+
+int __stream_in_reserve(struct stream *s, size_t need);
 
 /*
  * stream_in_reserve -- room for @need bytes from in_start on (compacting or
- * growing, never beyond in_max). 0, -ENOMEM, -E2BIG (over in_max).
+ * growing, never beyond in_max). 0, -ENOMEM, -E2BIG (over in_max). Inline
+ * for the common case of room already there (every request header asks).
  */
-int stream_in_reserve(struct stream *s, size_t need);
+static inline int stream_in_reserve(struct stream *s, size_t need)
+{
+	if (s->in_cap - s->in_start >= need)
+		return 0;
+	return __stream_in_reserve(s, need);
+}
 
 /*
  * stream_in_append -- bytes pushed by a message transport (RDMA). 0,
@@ -259,14 +272,32 @@ bool stream_park(struct stream *s, void *job, const void *vol, uint64_t off, uin
 /* stream_unpark -- the parked job once the READ replies it waited for have left, else NULL */
 void *stream_unpark(struct stream *s);
 
+/* stream_over -- is the backlog at @lim's bounds (no state change)? */
+static inline bool stream_over(const struct stream *s, const struct stream_limits *lim)
+{
+	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes;
+}
+
 /*
  * stream_can_take -- may a new unit (request) be started under @lim?
  * Updates the backpressure state: paused at the bounds, resumed at half.
+ * (Inline: it runs for every request.)
  */
-bool stream_can_take(struct stream *s, const struct stream_limits *lim);
-
-/* stream_over -- is the backlog at @lim's bounds (no state change)? */
-bool stream_over(const struct stream *s, const struct stream_limits *lim);
+static inline bool stream_can_take(struct stream *s, const struct stream_limits *lim)
+{
+	if (s->paused) {
+		/* hysteresis: resume at half, not at the first freed slot */
+		if (s->out_count + s->conn.jobs > lim->max_pending / 2 ||
+		    s->out_bytes > lim->max_bytes / 2)
+			return false;
+		s->paused = false;
+	}
+	if (stream_over(s, lim)) {
+		s->paused = true;
+		return false;
+	}
+	return true;
+}
 
 /* ---- socket streams ---- */
 

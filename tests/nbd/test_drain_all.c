@@ -42,6 +42,13 @@
 #define READS	 64 /* 1 MiB each: far more than socket buffers hold, under every limit */
 #define VOL_SIZE (64 * MiB)
 #define WAIT_MS	 30000
+/*
+ * Over RDMA every request message needs a credit of the daemon, granted with
+ * its messages, which the client stops taking once its receive window is
+ * full of unread replies: 8 requests stay within the first window (32) and
+ * are still 8 MiB of replies, far more than the client's receive window.
+ */
+#define READS_RDMA 8
 
 /* tcp_wconn -- a native protocol connection over TCP even inside the RDMA VM; 0 or -errno */
 static int tcp_wconn(struct wconn *w, int port)
@@ -62,10 +69,10 @@ static int tcp_wconn(struct wconn *w, int port)
 	return 0;
 }
 
-/* send_reads -- READ requests of 1 MiB over @w's volume @handle, replies left unread */
-static void send_reads(struct wconn *w, uint32_t handle)
+/* send_reads -- @n READ requests of 1 MiB over @w's volume @handle, replies left unread */
+static void send_reads(struct wconn *w, uint32_t handle, unsigned n)
 {
-	for (unsigned i = 0; i < READS; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		size_t len;
 		uint8_t *body =
 		    wire_body_read(handle, (i % 64) * MiB % VOL_SIZE, (uint32_t)MiB, &len);
@@ -120,7 +127,7 @@ static void slow_native(struct wconn *w, bool tcp, int port)
 	uint32_t handle;
 	uint64_t size;
 	assert_int_equal(wire_open(w, "v", &handle, &size), 0);
-	send_reads(w, handle);
+	send_reads(w, handle, tcp ? READS : READS_RDMA);
 }
 
 static void sigterm__drains_every_transport_at_once(void **state)
