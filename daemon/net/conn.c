@@ -44,15 +44,6 @@ void conn_link(struct conn *c)
 		conn_close(c, "shutting down");
 }
 
-void conn_flush_add(struct conn *c)
-{
-	if (c->in_flush || c->in_dead)
-		return;
-	c->in_flush = true;
-	c->flush_next = c->set->flush;
-	c->set->flush = c;
-}
-
 void conn_close(struct conn *c, const char *why)
 {
 	c->closing = true;

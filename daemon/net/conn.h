@@ -165,7 +165,14 @@ void conn_post_start(struct conn *c);
 void conn_link(struct conn *c);
 
 /* conn_flush_add -- look at @c before the loop sleeps (send, then kick or check the end) */
-void conn_flush_add(struct conn *c);
+static inline void conn_flush_add(struct conn *c)
+{
+	if (c->in_flush || c->in_dead)
+		return;
+	c->in_flush = true;
+	c->flush_next = c->set->flush;
+	c->set->flush = c;
+}
 
 /* conn_close -- no more input: what is queued still goes out, then the connection ends */
 void conn_close(struct conn *c, const char *why);

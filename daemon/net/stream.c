@@ -107,7 +107,8 @@ void stream_payload_begin(struct stream *s, uint8_t *dst, uint32_t len, const vo
 /* payload_hazard -- would the payload being received land under a READ reply still queued? */
 static bool payload_hazard(const struct stream *s)
 {
-	return s->in_payload && s->p_vol && stream_range_hazard(s, s->p_vol, s->p_off, s->plen);
+	return s->in_payload && s->p_vol && s->out_ranges &&
+	       stream_range_hazard(s, s->p_vol, s->p_off, s->plen);
 }
 
 /* payload_finish -- every byte of the payload is in */
