@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "errors.h"
 #include "frame.h"
 #include "log.h"
+#include "sock.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
 #define WRID_KIND_SHIFT 56
@@ -922,15 +922,6 @@ static void rw_on_cm_event(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-/* set_nonblock -- O_NONBLOCK on a channel's descriptor; 0 or -errno */
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
-
 int rdma_worker_new(struct conn_set *cs, const struct conn_rdma_shared *shared,
 		    struct rdma_worker **out)
 {
@@ -949,7 +940,7 @@ int rdma_worker_new(struct conn_set *cs, const struct conn_rdma_shared *shared,
 		LOG_ERROR("rdma_create_event_channel failed: %s", strerror(-ret));
 		goto err_free;
 	}
-	ret = set_nonblock(set->cm->fd);
+	ret = sock_set_nonblock(set->cm->fd);
 	if (ret)
 		goto err_channel;
 	ev_io_init(&set->cm_io, rw_on_cm_event, set->cm->fd, EV_READ);
@@ -985,7 +976,7 @@ int rdma_worker_add_dev(struct rdma_worker *set, struct rdma_dev *dev)
 		LOG_ERROR("ibv_create_comp_channel(%s) failed: %s", dev->name, strerror(errno));
 		goto err_free;
 	}
-	ret = set_nonblock(p->channel->fd);
+	ret = sock_set_nonblock(p->channel->fd);
 	if (ret)
 		goto err_channel;
 	size_t bytes = (size_t)CONN_RDMA_TX_BUFS * dev->msg_size;

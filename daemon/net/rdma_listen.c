@@ -4,7 +4,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,15 +14,6 @@
 #include "log.h"
 #include "rdma_proto.h"
 #include "sock.h"
-
-/* set_nonblock -- O_NONBLOCK on a descriptor; 0 or -errno */
-static int set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
-}
 
 /* on_connect_request -- hand an rdax connection request to the next worker */
 static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
@@ -125,7 +115,7 @@ int server_rdma_new(struct listener *listener, struct conn_sets *sets,
 		LOG_ERROR("rdma_create_event_channel failed: %s", strerror(-ret));
 		goto err_delete;
 	}
-	ret = set_nonblock(s->ch->fd);
+	ret = sock_set_nonblock(s->ch->fd);
 	if (ret)
 		goto err_delete;
 	ret = listener_add_watch(listener, s->ch->fd, on_cm_event, s);
@@ -176,7 +166,7 @@ static int dev_add(struct server_rdma *s, struct ibv_context *verbs, char *err, 
 	}
 	a->dev = dev;
 	s->asyncs[s->nasyncs++] = a;
-	if (set_nonblock(verbs->async_fd) == 0) {
+	if (sock_set_nonblock(verbs->async_fd) == 0) {
 		ev_io_init(&a->io, on_async_event, verbs->async_fd, EV_READ);
 		a->io.data = a;
 		ev_io_start(s->loop, &a->io);

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -64,6 +65,14 @@ int sock_accept(int lfd, struct sockaddr_storage *ss)
 			LOG_DEBUG("setsockopt(TCP_NODELAY) failed: %s", strerror(errno));
 		return fd;
 	}
+}
+
+int sock_set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
 }
 
 bool sock_accept_exhausted(int ret)

@@ -30,6 +30,9 @@ int sock_listen(const struct addrinfo *ai);
  */
 int sock_accept(int lfd, struct sockaddr_storage *ss);
 
+/* sock_set_nonblock -- O_NONBLOCK on @fd (a channel of librdmacm or libibverbs); 0 or -errno */
+int sock_set_nonblock(int fd);
+
 /*
  * sock_accept_exhausted -- is @ret of sock_accept() a lack of descriptors
  * or memory, after which the listener should pause rather than spin?
