@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "completion.h"
 #include "faults.h"
 #include "log.h"
 
@@ -309,20 +310,12 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 /* An fsync waiter of one link, for the resync's own fsync. */
 struct sync_wait {
 	struct rlink_waiter lw;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int status;
+	struct completion c;
 };
 
 static void sync_done(struct rlink_waiter *w, int status)
 {
-	struct sync_wait *x = (struct sync_wait *)w;
-	pthread_mutex_lock(&x->lock);
-	x->done = true;
-	x->status = status;
-	pthread_cond_signal(&x->cond);
-	pthread_mutex_unlock(&x->lock);
+	completion_complete(&((struct sync_wait *)w)->c, status);
 }
 
 int repl_resync(struct repl_volume *rv, const char *node, const char *url,
@@ -377,14 +370,10 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 		res->bytes += len;
 	}
 	struct sync_wait x = {.lw = {.done = sync_done}};
-	pthread_mutex_init(&x.lock, NULL);
-	pthread_cond_init(&x.cond, NULL);
+	completion_init(&x.c);
 	rlink_fsync(l, 0, 0, &x.lw);
-	pthread_mutex_lock(&x.lock);
-	while (!x.done)
-		pthread_cond_wait(&x.cond, &x.lock);
-	pthread_mutex_unlock(&x.lock);
-	ret = x.status;
+	completion_wait(&x.c, -1, &ret);
+	completion_destroy(&x.c);
 	pthread_mutex_lock(&rv->lock);
 	if (ret == 0 && m->state != REPL_RESYNC)
 		ret = -EIO; /* its link failed meanwhile */

@@ -5,12 +5,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../../client/conn.h" /* librdax's own: a failed link's socket is aborted */
 #include "errors.h"
 #include "librdax.h"
 #include "log.h"
@@ -67,7 +72,29 @@ static void finish(struct rlink_op *op, int status)
 	free(op);
 }
 
-/* fail -- the link is done for: complete everything with @code, tell the owner once */
+/*
+ * abort_socket -- end the connection now with a reset, dropping what the
+ * kernel still holds to send. A failed link's queued writes are old: were
+ * they delivered later (a partition heals, TCP retransmits), they could land
+ * on the replica after a resync's newer bytes over a new link. The socket is
+ * replaced by a fresh unconnected one under the same descriptor (dup2), so
+ * librdax's later calls on it fail instead of touching a reused descriptor.
+ */
+static void abort_socket(struct replica_link *l)
+{
+	int fd = l->conn ? l->conn->fd : -1;
+	if (fd < 0)
+		return;
+	struct linger lg = {.l_onoff = 1, .l_linger = 0};
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	int spare = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (spare >= 0) {
+		dup2(spare, fd); /* the last reference to the old socket: RST, queue dropped */
+		close(spare);
+	}
+}
+
+/* fail -- the link is done for: abort it, tell the owner once, complete everything with @code */
 static void fail(struct replica_link *l, int code, const char *why)
 {
 	pthread_mutex_lock(&l->lock);
@@ -79,6 +106,12 @@ static void fail(struct replica_link *l, int code, const char *why)
 	struct rlink_op *q = l->head;
 	l->head = l->tail = NULL;
 	pthread_mutex_unlock(&l->lock);
+	if (first) {
+		abort_socket(l);
+		LOG_WARN("replica link %s volume %s failed: %s", l->url, l->volume, why);
+		if (l->o.on_fail)
+			l->o.on_fail(l->o.arg, code, why);
+	}
 	for (unsigned i = 0; i < l->o.depth; i++)
 		if (l->inflight[i]) {
 			finish(l->inflight[i], code);
@@ -89,11 +122,6 @@ static void fail(struct replica_link *l, int code, const char *why)
 		struct rlink_op *next = q->next;
 		finish(q, code);
 		q = next;
-	}
-	if (first) {
-		LOG_WARN("replica link %s volume %s failed: %s", l->url, l->volume, why);
-		if (l->o.on_fail)
-			l->o.on_fail(l->o.arg, code, why);
 	}
 }
 

@@ -20,8 +20,10 @@
  *
  * A link fails -- once, for good -- when the connection breaks, a request
  * fails, or a request has had no answer for the timeout (a stalled replica):
- * every waiter then completes with the error and on_fail(arg, code, why)
- * runs (link thread). Nothing queued later is sent. The caller decides what
+ * its connection is reset at once (what the kernel still held to send is
+ * dropped, so no old write reaches the replica after a newer link's), then
+ * on_fail(arg, code, why) runs and every waiter completes with the error
+ * (link thread). Nothing queued later is sent. The caller decides what
  * a failure means (docs/cluster.md, "Losing a replica": the replica leaves
  * the ISR before anything it lacks is acknowledged); the link never retries.
  *

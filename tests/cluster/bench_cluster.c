@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "cluster_fixture.h"
+#include "completion.h"
 #include "librdax.h"
 #include "repl_volume.h"
 #include "replica_link.h"
@@ -195,7 +196,7 @@ static void unrepl(double *p50, double *mibs)
 	*p50 = p50_us(t, iters);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < MIB_ROUNDS; i++)
-		rdax_write(v, (uint64_t)i << 20, buf, sizeof(buf), RDAX_WRITE_FSYNC);
+		rdax_write(v, (uint64_t)(i % 40) << 20, buf, sizeof(buf), RDAX_WRITE_FSYNC);
 	*mibs = MIB_ROUNDS / ((double)(now_ns() - t0) / 1e9);
 	free(t);
 	rdax_volume_close(&v);
@@ -206,36 +207,26 @@ static void unrepl(double *p50, double *mibs)
 
 struct wait {
 	struct repl_wait w;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int status;
+	struct completion c;
 };
 
 static void wait_done(struct repl_wait *w, int status)
 {
-	struct wait *x = (struct wait *)w;
-	pthread_mutex_lock(&x->lock);
-	x->done = true;
-	x->status = status;
-	pthread_cond_signal(&x->cond);
-	pthread_mutex_unlock(&x->lock);
+	completion_complete(&((struct wait *)w)->c, status);
 }
 
 /* durable -- write @len at @off through @rv and wait for every replica's fsync */
 static int durable(struct repl_volume *rv, uint8_t *mapping, uint64_t off, uint64_t len)
 {
 	struct wait x = {.w = {.done = wait_done}};
-	pthread_mutex_init(&x.lock, NULL);
-	pthread_cond_init(&x.cond, NULL);
+	completion_init(&x.c);
 	mapping[off] ^= 1;
 	repl_write(rv, off, len);
 	repl_fsync(rv, off, len, &x.w);
-	pthread_mutex_lock(&x.lock);
-	while (!x.done)
-		pthread_cond_wait(&x.cond, &x.lock);
-	pthread_mutex_unlock(&x.lock);
-	return x.status;
+	int status;
+	completion_wait(&x.c, -1, &status);
+	completion_destroy(&x.c);
+	return status;
 }
 
 static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
@@ -259,7 +250,7 @@ static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 	*p50 = p50_us(t, iters);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < MIB_ROUNDS; i++)
-		durable(rv, mapping, (uint64_t)i << 20, 1 << 20);
+		durable(rv, mapping, (uint64_t)(i % 40) << 20, 1 << 20);
 	*mibs = MIB_ROUNDS / ((double)(now_ns() - t0) / 1e9);
 	free(t);
 	repl_stop(&rv);
@@ -268,20 +259,12 @@ static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 /* An fsync waiter on one link. */
 struct lwait {
 	struct rlink_waiter lw;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int status;
+	struct completion c;
 };
 
 static void lwait_done(struct rlink_waiter *w, int status)
 {
-	struct lwait *x = (struct lwait *)w;
-	pthread_mutex_lock(&x->lock);
-	x->done = true;
-	x->status = status;
-	pthread_cond_signal(&x->cond);
-	pthread_mutex_unlock(&x->lock);
+	completion_complete(&((struct lwait *)w)->c, status);
 }
 
 /* ship -- SHIP bytes over one link, then an fsync: what a resync's shipping costs; MiB/s */
@@ -294,19 +277,16 @@ static double ship(uint8_t *mapping)
 	if (rlink_start(&o, &l, err, sizeof(err)))
 		return 0;
 	struct lwait x = {.lw = {.done = lwait_done}};
-	pthread_mutex_init(&x.lock, NULL);
-	pthread_cond_init(&x.cond, NULL);
+	completion_init(&x.c);
 	uint64_t t0 = now_ns();
 	for (uint64_t sent = 0; sent < SHIP; sent += 4 << 20)
 		rlink_forward(l, sent % VOL_SIZE, 4 << 20);
 	rlink_fsync(l, 0, 0, &x.lw);
-	pthread_mutex_lock(&x.lock);
-	while (!x.done)
-		pthread_cond_wait(&x.cond, &x.lock);
-	pthread_mutex_unlock(&x.lock);
+	int status;
+	completion_wait(&x.c, -1, &status);
 	double secs = (double)(now_ns() - t0) / 1e9;
 	rlink_stop(&l);
-	return x.status ? 0 : (double)SHIP / (1 << 20) / secs;
+	return status ? 0 : (double)SHIP / (1 << 20) / secs;
 }
 
 int main(int argc, char **argv)

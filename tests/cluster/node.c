@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 /* with_wrapper -- run @start(@nd) with RDAXD_WRAPPER entering the node's namespace */
 static int with_wrapper(struct nx_node *nd, int (*start)(struct nx_node *nd))
@@ -106,6 +107,17 @@ int nx_node_pause(struct nx_node *nd)
 {
 	if (nd->d.pid <= 0 || kill(nd->d.pid, SIGSTOP) < 0)
 		return -ESRCH;
+	/*
+	 * Wait until it has stopped: kill() can return while a thread of a busy
+	 * rdaxd still answers a request, and a test that pauses a node relies on
+	 * it answering nothing from here on.
+	 */
+	int st;
+	while (waitpid(nd->d.pid, &st, WUNTRACED) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFSTOPPED(st))
+		return -ECHILD;
 	nd->paused = true;
 	return 0;
 }

@@ -58,7 +58,7 @@ int nx_node_stop(struct nx_node *nd);
 /* nx_node_kill -- SIGKILL and reap */
 int nx_node_kill(struct nx_node *nd);
 
-/* nx_node_pause, nx_node_resume -- SIGSTOP, SIGCONT */
+/* nx_node_pause, nx_node_resume -- SIGSTOP (returns once it has stopped), SIGCONT */
 int nx_node_pause(struct nx_node *nd);
 int nx_node_resume(struct nx_node *nd);
 

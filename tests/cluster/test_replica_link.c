@@ -29,6 +29,7 @@
 
 #include <cmocka.h>
 
+#include "completion.h"
 #include "harness.h"
 #include "librdax.h"
 #include "replica_link.h"
@@ -41,47 +42,25 @@ static uint8_t *mapping;
 
 struct wait {
 	struct rlink_waiter w;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int status;
+	struct completion c;
 };
 
 static void wait_done(struct rlink_waiter *w, int status)
 {
-	struct wait *x = (struct wait *)w;
-	pthread_mutex_lock(&x->lock);
-	x->done = true;
-	x->status = status;
-	pthread_cond_signal(&x->cond);
-	pthread_mutex_unlock(&x->lock);
+	completion_complete(&((struct wait *)w)->c, status);
 }
 
 static void wait_init(struct wait *x)
 {
-	memset(x, 0, sizeof(*x));
 	x->w.done = wait_done;
-	pthread_mutex_init(&x->lock, NULL);
-	pthread_cond_init(&x->cond, NULL);
+	completion_init(&x->c);
 }
 
 /* wait_for -- the waiter's status, or 1 if it did not complete within @ms */
 static int wait_for(struct wait *x, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	pthread_mutex_lock(&x->lock);
-	while (!x->done && pthread_cond_timedwait(&x->cond, &x->lock, &ts) == 0)
-		;
-	int r = x->done ? x->status : 1;
-	pthread_mutex_unlock(&x->lock);
-	return r;
+	int status;
+	return completion_wait(&x->c, ms, &status) ? status : 1;
 }
 
 static unsigned fails;

@@ -23,7 +23,9 @@
  *     shrink: with etcd stopped and a replica stalled, the fsync stays
  *     unacknowledged until etcd is back and the shrink is made.
  * Faults: delay on n2's link (acks go on), kill -9 of n3 (sim mode: a power
- * cut), SIGSTOP of n2 with etcd stopped, then etcd restarted.
+ * cut), loss on n3's link (acks go on), n2's link down (it leaves the ISR;
+ * up again, it resyncs), etcd stopped under load (acks go on: no ISR
+ * change is needed), SIGSTOP of n2 with etcd stopped, then etcd restarted.
  * Resync: 4 MiB written while n3 is away, then repl_resync() of n3 while
  * the checker keeps writing: it ships only what the primary's change record
  * marks (at most the 4 MiB plus the checker's one region), rejoins the ISR,
@@ -35,6 +37,10 @@
  * missing on an ISR member.
  *
  *   test_replication [--seed N]   (default: $RDAX_CLUSTER_SEED, else 1)
+ *   test_replication --campaign [ROUNDS] [--seed N]
+ *       the longer campaign, its own command: ROUNDS (default 10) of a random
+ *       fault (kill -9, SIGSTOP, link down, delay, loss) on a random replica
+ *       from the seed, each healed, resynced and verified
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,6 +61,7 @@
 #include "checker.h"
 #include "cluster_meta.h"
 #include "cluster_txn.h"
+#include "completion.h"
 #include "etcd.h"
 #include "cluster_fixture.h"
 #include "etcd_fixture.h"
@@ -189,26 +196,18 @@ static void put(const char *key, const char *json)
 
 struct fsync_wait {
 	struct repl_wait w;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int status;
+	struct completion c;
 };
 
 static void fsync_done(struct repl_wait *w, int status)
 {
-	struct fsync_wait *f = (struct fsync_wait *)w;
-	pthread_mutex_lock(&f->lock);
-	f->done = true;
-	f->status = status;
-	pthread_cond_signal(&f->cond);
-	pthread_mutex_unlock(&f->lock);
+	completion_complete(&((struct fsync_wait *)w)->c, status);
 }
 
 static struct repl_volume *rv;
 static const char *down_node; /* a member known down: must be out of etcd's ISR at every ack */
 static unsigned violations;
-static int fsync_wait_ms = 60000;
+static int fsync_wait_ms = 20000;
 
 static int p_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -224,18 +223,10 @@ static int p_fsync(void *arg, uint64_t off, uint64_t len)
 {
 	(void)arg;
 	struct fsync_wait f = {.w = {.done = fsync_done}};
-	pthread_mutex_init(&f.lock, NULL);
-	pthread_cond_init(&f.cond, NULL);
+	completion_init(&f.c);
 	repl_fsync(rv, off, len, &f.w);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += fsync_wait_ms / 1000;
-	pthread_mutex_lock(&f.lock);
-	while (!f.done && pthread_cond_timedwait(&f.cond, &f.lock, &ts) == 0)
-		;
-	bool done = f.done;
-	int status = f.status;
-	pthread_mutex_unlock(&f.lock);
+	int status = 0;
+	bool done = completion_wait(&f.c, fsync_wait_ms, &status);
 	if (!done) {
 		/* the wait belongs to rv still: leave it (the test fails) rather than free it */
 		fail_msg("an fsync neither acknowledged nor failed in %d ms", fsync_wait_ms);
@@ -394,6 +385,7 @@ static int grow(void *arg, const char *nd)
 }
 
 struct resync_run {
+	unsigned who; /* node index */
 	pthread_t thread;
 	int ret;
 	struct repl_resync_result res;
@@ -403,7 +395,15 @@ struct resync_run {
 static void *resync_thread(void *arg)
 {
 	struct resync_run *x = arg;
-	x->ret = repl_resync(rv, "n3", cl.node[2].url, grow, NULL, &x->res);
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", x->who + 1);
+	/* a link just brought up may not carry a connect at once: try again, as an owner would */
+	for (int t = 0; t < 10; t++) {
+		x->ret = repl_resync(rv, nd, cl.node[x->who].url, grow, NULL, &x->res);
+		if (x->ret != -ETIMEDOUT && x->ret != -ECONNREFUSED && x->ret != -EHOSTUNREACH)
+			break;
+		usleep(300 * 1000);
+	}
 	x->done = true;
 	return NULL;
 }
@@ -431,8 +431,9 @@ static void same_as_mapping(unsigned i)
 	rdax_disconnect(&c);
 }
 
-/* resync_round -- DELTA written while n3 is away, then its resync while the checker writes */
-static void resync_round(struct ck *ck)
+/* resync_round -- DELTA written while node @who is away, then its resync while the checker writes
+ */
+static void resync_round(struct ck *ck, unsigned who)
 {
 	for (uint64_t off = DELTA_AT; off < DELTA_AT + DELTA; off += 1 << 20) {
 		repl_before_write(rv, off, 1 << 20);
@@ -440,7 +441,7 @@ static void resync_round(struct ck *ck)
 		repl_write(rv, off, 1 << 20);
 	}
 	assert_int_equal(p_fsync(NULL, DELTA_AT, DELTA), 0);
-	struct resync_run x = {0};
+	struct resync_run x = {.who = who};
 	assert_int_equal(pthread_create(&x.thread, NULL, resync_thread, &x), 0);
 	unsigned during = 0;
 	while (!x.done) { /* client writes go on meanwhile */
@@ -449,15 +450,18 @@ static void resync_round(struct ck *ck)
 	}
 	pthread_join(x.thread, NULL);
 	assert_int_equal(x.ret, 0);
-	printf("  resync n3: %" PRIu64 " region(s), %" PRIu64 " bytes shipped for %llu MiB "
+	printf("  resync n%u: %" PRIu64 " region(s), %" PRIu64 " bytes shipped for %llu MiB "
 	       "written while away (%u checker steps during it)%s\n",
-	       x.res.regions, x.res.bytes, DELTA >> 20, during, x.res.full ? ", FULL" : "");
+	       who + 1, x.res.regions, x.res.bytes, DELTA >> 20, during,
+	       x.res.full ? ", FULL" : "");
 	/* the delta: the MiB written away plus the checker's region (what was unconfirmed) */
 	assert_false(x.res.full);
 	assert_true(x.res.bytes <= DELTA + CHANGE_RECORD_REGION);
-	assert_true(in_isr("n3"));
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", who + 1);
+	assert_true(in_isr(nd));
 	steps(ck, 5);
-	verify_isr(ck, "after n3's resync");
+	verify_isr(ck, "after the resync");
 	same_as_mapping(2);
 	same_as_mapping(1);
 }
@@ -487,39 +491,58 @@ static void test_replication_faults(void **state)
 	assert_int_equal(kill_round(&ck), 0);
 	assert_false(in_isr("n3"));
 	verify_isr(&ck, "after kill -9 n3 and its restart");
-	resync_round(&ck);
+	resync_round(&ck, 2);
+
+	/* loss on n3's link: TCP repairs it, acks go on, nobody leaves the ISR */
+	uint64_t dropped = 0;
+	if (cl.net.isolated && nx_loss_start(&cl.net, 2, 7, 3) == 0) {
+		steps(&ck, 20);
+		assert_int_equal(nx_loss_stop(&cl.net, 2, &dropped), 0);
+		printf("  loss on n3 (every 7th packet): %" PRIu64 " dropped, acks went on\n",
+		       dropped);
+		assert_true(in_isr("n2") && in_isr("n3"));
+	}
+
+	/* n2's link down: it stalls, leaves the ISR; up again, it resyncs and rejoins */
+	if (cl.net.isolated) {
+		printf("  link down n2\n");
+		assert_int_equal(nx_link_down(&cl.net, 1), 0);
+		down_node = "n2";
+		steps(&ck, 10);
+		down_node = NULL;
+		assert_false(in_isr("n2"));
+		assert_int_equal(nx_link_up(&cl.net, 1), 0);
+		resync_round(&ck, 1);
+	}
+
+	/* etcd stopped under load: no ISR change is needed, so acks go on */
+	printf("  etcd stopped under load\n");
+	ef_member_stop(&cl.etcd, 0);
+	steps(&ck, 20);
+	assert_int_equal(ef_member_restart(&cl.etcd, 0), 0);
+	steps(&ck, 5);
+	verify_isr(&ck, "after etcd's restart");
 
 	/* etcd stopped, then n2 stalls: the fsync that needs n2 gone waits for etcd */
 	printf("  etcd stopped, SIGSTOP n2\n");
 	ef_member_stop(&cl.etcd, 0);
 	assert_int_equal(nx_node_pause(&cl.node[1]), 0);
 	struct fsync_wait f = {.w = {.done = fsync_done}};
-	pthread_mutex_init(&f.lock, NULL);
-	pthread_cond_init(&f.cond, NULL);
+	completion_init(&f.c);
 	memset(mapping, 0x5a, 4096);
 	repl_write(rv, 0, 4096);
 	repl_fsync(rv, 0, 4096, &f.w);
 	sleep(3); /* well past the link timeout: n2 is failed, the shrink cannot be made */
-	pthread_mutex_lock(&f.lock);
-	bool early = f.done;
-	int early_status = f.status;
-	pthread_mutex_unlock(&f.lock);
+	int early_status = 0;
+	bool early = completion_wait(&f.c, 0, &early_status);
 	printf("  after 3 s without etcd: fsync %s\n",
 	       !early		   ? "not acknowledged"
 	       : early_status == 0 ? "ACKNOWLEDGED (wrong)"
 				   : "failed (wrong: etcd's answer was not known)");
 	assert_false(early);
 	assert_int_equal(ef_member_restart(&cl.etcd, 0), 0);
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += 30;
-	pthread_mutex_lock(&f.lock);
-	while (!f.done && pthread_cond_timedwait(&f.cond, &f.lock, &ts) == 0)
-		;
-	bool done = f.done;
-	int st = f.status;
-	pthread_mutex_unlock(&f.lock);
-	assert_true(done);
+	int st = 0;
+	assert_true(completion_wait(&f.c, 30000, &st));
 	assert_int_equal(st, 0);
 	assert_false(in_isr("n2"));
 	printf("  etcd back: n2 left the ISR, then the fsync was acknowledged\n");
@@ -554,9 +577,88 @@ static void test_control_ack_early(void **state)
 	ck_free(&ck);
 }
 
+/* --- the campaign: random faults and heals from the seed (its own command) ---- */
+
+static unsigned campaign_rounds;
+
+/* away_round -- node @who is away by @what, the checker writes on; heal, resync, verify */
+static void away_round(struct ck *ck, unsigned who, const char *what)
+{
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", who + 1);
+	struct nx_node *n = &cl.node[who];
+	if (strcmp(what, "kill -9") == 0)
+		assert_int_equal(nx_node_kill(n), 0);
+	else if (strcmp(what, "SIGSTOP") == 0)
+		assert_int_equal(nx_node_pause(n), 0);
+	else
+		assert_int_equal(nx_link_down(&cl.net, who), 0);
+	down_node = nd;
+	steps(ck, 10);
+	down_node = NULL;
+	assert_false(in_isr(nd));
+	if (strcmp(what, "kill -9") == 0)
+		assert_int_equal(nx_node_restart(n), 0);
+	else if (strcmp(what, "SIGSTOP") == 0)
+		assert_int_equal(nx_node_resume(n), 0);
+	else
+		assert_int_equal(nx_link_up(&cl.net, who), 0);
+	resync_round(ck, who);
+}
+
+static void test_campaign(void **state)
+{
+	(void)state;
+	volname = "camp";
+	vol_size = VOL_SIZE; /* alone on the nodes: the full size, DELTA fits */
+	place();
+	memset(mapping, 0, VOL_SIZE);
+	start_primary();
+	struct ck ck;
+	assert_int_equal(ck_init(&ck, seed ^ 0xca, 0, NBLOCKS, NULL), 0);
+	uint64_t rng = seed;
+	static const char *const kinds[] = {"kill -9", "SIGSTOP", "link down", "delay", "loss"};
+	for (unsigned round = 0; round < campaign_rounds; round++) {
+		unsigned who = 1 + (unsigned)(hx_splitmix64(&rng) % 2);
+		const char *what = kinds[hx_splitmix64(&rng) % (cl.net.isolated ? 5 : 2)];
+		printf("round %u: %s on n%u\n", round + 1, what, who + 1);
+		if (strcmp(what, "delay") == 0 || strcmp(what, "loss") == 0) {
+			uint64_t count = 0;
+			unsigned every = 5 + (unsigned)(hx_splitmix64(&rng) % 5);
+			assert_int_equal(what[0] == 'd' ? nx_delay_start(&cl.net, who, 10 + every)
+							: nx_loss_start(&cl.net, who, every, 1),
+					 0);
+			steps(&ck, 20);
+			assert_int_equal(what[0] == 'd' ? nx_delay_stop(&cl.net, who, &count)
+							: nx_loss_stop(&cl.net, who, &count),
+					 0);
+			printf("  %" PRIu64 " packets %s, acks went on\n", count,
+			       what[0] == 'd' ? "held" : "dropped");
+		} else {
+			away_round(&ck, who, what);
+		}
+		verify_isr(&ck, "after the heal");
+	}
+	printf("campaign: %u rounds, %" PRIu64 " fsyncs acknowledged, seed %" PRIu64 "\n",
+	       campaign_rounds, ck.acked_fsyncs, seed);
+	stop_primary();
+	ck_free(&ck);
+}
+
 int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--campaign") == 0)
+			campaign_rounds =
+			    i + 1 < argc ? (unsigned)strtoul(argv[i + 1], NULL, 0) : 10;
+	if (campaign_rounds) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		const struct CMUnitTest campaign[] = {cmocka_unit_test(test_campaign)};
+		return cmocka_run_group_tests(campaign, setup, teardown);
+	}
+	setvbuf(stdout, NULL, _IOLBF,
+		0); /* a run killed at its timeout still shows how far it got */
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_replication_faults),
 	    cmocka_unit_test(test_control_ack_early),
