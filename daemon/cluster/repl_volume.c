@@ -271,6 +271,56 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 		finish(w);
 }
 
+void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w)
+{
+	if (len == 0 || off >= rv->o.size || len > (1U << 20) || len > rv->o.size - off ||
+	    rdax_faults.repl_ack_early) {
+		repl_write(rv, off, len);
+		repl_fsync(rv, off, len, w);
+		return;
+	}
+	w->rv = rv;
+	w->off = off;
+	w->len = len;
+	w->status = 0;
+	struct repl_wait_part *refused[CLUSTER_MAX_REPLICAS];
+	unsigned nrefused = 0;
+	/* all under the lock, as repl_write: the write's sequence is covered by its own fsync */
+	pthread_mutex_lock(&rv->lock);
+	uint64_t seq = ++rv->seq;
+	w->seq = seq;
+	w->pending = 1;
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		struct repl_wait_part *p = &w->part[i];
+		*p = (struct repl_wait_part){.lw = {.done = on_member_fsync}, .w = w, .member = i};
+		if (m->state != REPL_LIVE && m->state != REPL_RESYNC) {
+			if (m->slot >= 0)
+				change_record_mark_slot(rv->o.rec, m->slot, off, len);
+			if (m->state == REPL_FAILED) {
+				w->pending++;
+				p->held_next = m->held;
+				m->held = p;
+			}
+			continue;
+		}
+		for (uint64_t r = region_of(off); r <= region_of(off + len - 1); r++)
+			m->last_fwd[r] = seq;
+		w->pending++;
+		if (!rlink_forward_fsync(m->link, off, len, &p->lw))
+			refused[nrefused++] = p; /* its link failed: handled as its answer, below */
+	}
+	pthread_mutex_unlock(&rv->lock);
+	for (unsigned i = 0; i < nrefused; i++)
+		on_member_fsync(&refused[i]->lw, -EPIPE);
+	pthread_mutex_lock(&rv->lock);
+	bool complete;
+	part_done_locked(w, 0, &complete);
+	pthread_mutex_unlock(&rv->lock);
+	if (complete)
+		finish(w);
+}
+
 void repl_removed(struct repl_volume *rv, const char *node, int status)
 {
 	struct repl_wait *done = NULL;

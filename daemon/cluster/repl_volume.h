@@ -108,6 +108,12 @@ void repl_before_write(struct repl_volume *rv, uint64_t off, uint64_t len);
 void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len);
 void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
 
+/*
+ * repl_write_durable -- repl_write() then repl_fsync() of the same range (a
+ * durable write), queued on each link together: one round trip
+ */
+void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
+
 /* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
 void repl_removed(struct repl_volume *rv, const char *node, int status);
 

@@ -251,21 +251,28 @@ static void *link_thread(void *arg)
 	return NULL;
 }
 
-/* enqueue -- add @op, or complete it at once if the link failed */
+/* enqueue -- add the chain @op.. (linked by next), or complete it at once if the link failed */
 static void enqueue(struct replica_link *l, struct rlink_op *op)
 {
+	struct rlink_op *last = op;
+	while (last->next)
+		last = last->next;
 	pthread_mutex_lock(&l->lock);
 	if (l->failed || l->stop) {
 		int code = l->failed ? l->code : -ECANCELED;
 		pthread_mutex_unlock(&l->lock);
-		finish(op, code);
+		while (op) {
+			struct rlink_op *next = op->next;
+			finish(op, code);
+			op = next;
+		}
 		return;
 	}
 	if (l->tail)
 		l->tail->next = op;
 	else
 		l->head = op;
-	l->tail = op;
+	l->tail = last;
 	pthread_cond_signal(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 }
@@ -302,6 +309,36 @@ void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlin
 	}
 	*op = (struct rlink_op){.kind = RLINK_FSYNC, .off = off, .len = len, .w = w};
 	enqueue(l, op);
+}
+
+bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlink_waiter *w)
+{
+	if (len == 0 || len > RLINK_PIECE || off >= l->o.size || len > l->o.size - off)
+		return false;
+	struct rlink_op *wr = calloc(1, sizeof(*wr)), *fs = calloc(1, sizeof(*fs));
+	if (!wr || !fs) {
+		free(wr);
+		free(fs);
+		return false;
+	}
+	*fs = (struct rlink_op){.kind = RLINK_FSYNC, .off = off, .len = len, .w = w};
+	*wr = (struct rlink_op){.kind = RLINK_WRITE, .off = off, .len = len, .next = fs};
+	pthread_mutex_lock(&l->lock);
+	bool ok = !l->failed && !l->stop;
+	if (ok) {
+		if (l->tail)
+			l->tail->next = wr;
+		else
+			l->head = wr;
+		l->tail = fs;
+		pthread_cond_signal(&l->cond);
+	}
+	pthread_mutex_unlock(&l->lock);
+	if (!ok) {
+		free(wr);
+		free(fs);
+	}
+	return ok;
 }
 
 void rlink_stats(struct replica_link *l, struct rlink_stats *out)

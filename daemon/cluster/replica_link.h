@@ -79,6 +79,16 @@ void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len);
  */
 void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlink_waiter *w);
 
+/*
+ * rlink_forward_fsync -- rlink_forward() and rlink_fsync() of the same range
+ * (at most 1 MiB) queued together (a durable write): the thread takes both
+ * in one go and sends them back to back, one round trip instead of two.
+ * Returns false, queueing nothing and never calling @w, if the link failed
+ * or stops (so a caller may hold a lock of its own around it).
+ */
+bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len,
+			 struct rlink_waiter *w);
+
 /* rlink_stats -- counters so far */
 void rlink_stats(struct replica_link *l, struct rlink_stats *out);
 

@@ -221,8 +221,7 @@ static int durable(struct repl_volume *rv, uint8_t *mapping, uint64_t off, uint6
 	struct wait x = {.w = {.done = wait_done}};
 	completion_init(&x.c);
 	mapping[off] ^= 1;
-	repl_write(rv, off, len);
-	repl_fsync(rv, off, len, &x.w);
+	repl_write_durable(rv, off, len, &x.w);
 	int status;
 	completion_wait(&x.c, -1, &status);
 	completion_destroy(&x.c);

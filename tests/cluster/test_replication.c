@@ -435,12 +435,18 @@ static void same_as_mapping(unsigned i)
  */
 static void resync_round(struct ck *ck, unsigned who)
 {
+	/* durable 1 MiB writes (repl_write_durable: write and fsync queued together) */
 	for (uint64_t off = DELTA_AT; off < DELTA_AT + DELTA; off += 1 << 20) {
 		repl_before_write(rv, off, 1 << 20);
-		memset(mapping + off, (int)(0x40 + (off >> 20)), 1 << 20);
-		repl_write(rv, off, 1 << 20);
+		memset(mapping + off, (int)(0x40 + (off >> 20) + who), 1 << 20);
+		struct fsync_wait f = {.w = {.done = fsync_done}};
+		completion_init(&f.c);
+		repl_write_durable(rv, off, 1 << 20, &f.w);
+		int st = -1;
+		assert_true(completion_wait(&f.c, fsync_wait_ms, &st));
+		assert_int_equal(st, 0);
+		completion_destroy(&f.c);
 	}
-	assert_int_equal(p_fsync(NULL, DELTA_AT, DELTA), 0);
 	struct resync_run x = {.who = who};
 	assert_int_equal(pthread_create(&x.thread, NULL, resync_thread, &x), 0);
 	unsigned during = 0;
