@@ -222,6 +222,17 @@ void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&rv->lock);
 }
 
+/* release_hold -- drop the hold a wait starts with (every part is queued now) */
+static void release_hold(struct repl_volume *rv, struct repl_wait *w)
+{
+	pthread_mutex_lock(&rv->lock);
+	bool complete;
+	part_done_locked(w, 0, &complete);
+	pthread_mutex_unlock(&rv->lock);
+	if (complete)
+		finish(w);
+}
+
 void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w)
 {
 	w->rv = rv;
@@ -263,12 +274,7 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 	 */
 	for (unsigned i = 0; i < nsend; i++)
 		rlink_fsync(send[i], off, len, &parts[i]->lw);
-	pthread_mutex_lock(&rv->lock);
-	bool complete;
-	part_done_locked(w, 0, &complete);
-	pthread_mutex_unlock(&rv->lock);
-	if (complete)
-		finish(w);
+	release_hold(rv, w);
 }
 
 void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w)
@@ -313,12 +319,7 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 	pthread_mutex_unlock(&rv->lock);
 	for (unsigned i = 0; i < nrefused; i++)
 		on_member_fsync(&refused[i]->lw, -EPIPE);
-	pthread_mutex_lock(&rv->lock);
-	bool complete;
-	part_done_locked(w, 0, &complete);
-	pthread_mutex_unlock(&rv->lock);
-	if (complete)
-		finish(w);
+	release_hold(rv, w);
 }
 
 void repl_removed(struct repl_volume *rv, const char *node, int status)
