@@ -18,6 +18,7 @@ static const struct {
 	{ "no-fsync-serialise", &rdax_faults.no_fsync_serialise },
 	{ "clear-after-writeback", &rdax_faults.clear_after_writeback },
 	{ "no-towrite-inherit", &rdax_faults.no_towrite_inherit },
+	{ "sim-no-flush-lock", &rdax_faults.sim_no_flush_lock },
 	{ "etcd-txn-no-compare", &rdax_faults.etcd_txn_no_compare },
 	{ "meta-one-copy", &rdax_faults.meta_one_copy },
 	{ "meta-copies-together", &rdax_faults.meta_copies_together },

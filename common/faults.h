@@ -52,6 +52,12 @@ struct rdax_faults {
 	bool no_media_guard;
 	/* ns_format: go ahead on a namespace whose lock another opener holds */
 	bool format_no_lock;
+	/*
+	 * persist (sim): flushes and zero ranges do not exclude each other, so
+	 * a flush's copy of old data can land in the file between a zero
+	 * range and the drop of the private pages
+	 */
+	bool sim_no_flush_lock;
 };
 
 extern struct rdax_faults rdax_faults;

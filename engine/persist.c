@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libpmem.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,41 @@ static uint64_t persist_check_inside(const struct persist *p, const void *addr, 
 }
 
 /*
+ * The simulator's write-backs and zero ranges exclude each other (all SIM
+ * mappings share one lock: the simulator is a test tool, and a pwrite
+ * already costs a system call). A real write-back of a cache line is
+ * atomic with respect to the stores and write-backs of that line; the
+ * simulator's is a copy from the private mapping to the file, which takes
+ * time. Without the lock a flush that read old data before a discard's
+ * zero range could write it into the file after the zero range, and the
+ * drop of the private pages that follows would then read the old data
+ * back too: a discarded range, acknowledged, returning its old content
+ * after a cut (and even before one).
+ */
+static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+static const struct persist_test_hooks *test_hooks;
+
+void persist_set_test_hooks(const struct persist_test_hooks *hooks)
+{
+	test_hooks = hooks;
+}
+
+/* sim_lock_take / sim_lock_drop -- the simulator's lock (a control turns it off) */
+static bool sim_lock_take(void)
+{
+	if (rdax_faults.sim_no_flush_lock)
+		return false;
+	pthread_mutex_lock(&sim_lock);
+	return true;
+}
+
+static void sim_lock_drop(bool taken)
+{
+	if (taken)
+		pthread_mutex_unlock(&sim_lock);
+}
+
+/*
  * sim_write_lines -- copy the whole cache lines covering [off, off + len) of
  * the private mapping into the file, minus what the power budget drops
  */
@@ -269,6 +305,7 @@ static void sim_write_lines(const struct persist *p, uint64_t off, uint64_t len)
 
 	const uint8_t *src = (const uint8_t *)p->base + start;
 	uint64_t pos = start;
+	bool locked = sim_lock_take();
 	while (pos < end) {
 		ssize_t n = pwrite(p->fd, src + (pos - start), end - pos, (off_t)pos);
 		if (n < 0 && errno == EINTR)
@@ -281,6 +318,7 @@ static void sim_write_lines(const struct persist *p, uint64_t off, uint64_t len)
 		}
 		pos += (uint64_t)n;
 	}
+	sim_lock_drop(locked);
 }
 
 /*
@@ -391,7 +429,10 @@ static int zero_range_pages(const struct persist *p, uint64_t off, uint64_t len)
 	/* control (faults.h): the old discard, which gave the blocks back */
 	int mode = rdax_faults.zero_punches ? FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
 					    : FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
+	/* SIM: no write-back between the zero range and the drop of the private pages */
+	bool locked = p->mode == PERSIST_SIM && sim_lock_take();
 	if (fallocate(p->fd, mode, (off_t)off, (off_t)len) != 0) {
+		sim_lock_drop(locked);
 		int ret = -errno;
 		LOG_DEBUG("fallocate(ZERO_RANGE, off=%llu, len=%llu) failed: %s",
 			  (unsigned long long)off, (unsigned long long)len, strerror(errno));
@@ -409,11 +450,14 @@ static int zero_range_pages(const struct persist *p, uint64_t off, uint64_t len)
 		 * filesystem dropped the pages from the page cache and from every
 		 * mapping.
 		 */
+		if (test_hooks && test_hooks->sim_zero_range_done)
+			test_hooks->sim_zero_range_done(test_hooks->arg);
 		if (madvise(addr, len, MADV_DONTNEED) != 0) {
 			LOG_WARN("madvise(DONTNEED, len=%llu) failed: %s", (unsigned long long)len,
 				 strerror(errno));
 			memset(addr, 0, len); /* the file holds zeros already */
 		}
+		sim_lock_drop(locked);
 		return 0;
 	}
 	/* AUTO: the extent change is metadata, durable only once the file is synced */

@@ -23,7 +23,8 @@
  * the cache flushes itself), MSYNC for a mapping that is not PMEM.
  *
  * Thread safety: after persist_map() returns, every function may be called
- * from any thread concurrently; none takes a lock.
+ * from any thread concurrently. Only the simulator takes a lock: its
+ * write-backs and zero ranges exclude each other (persist.c says why).
  */
 #ifndef RDAX_PERSIST_H
 #define RDAX_PERSIST_H
@@ -89,11 +90,26 @@ void persist_unmap(struct persist *p);
 /*
  * persist_flush -- start write-back of the cache lines covering
  * [addr, addr + len) without ordering them (no fence). @addr must lie
- * inside the mapping. Context: any thread, never blocks on a lock.
+ * inside the mapping. Context: any thread; blocks only in SIM mode, on the
+ * simulator's lock.
  * A flush that fails (SIM pwrite, msync) cannot be reported to a client
  * before an acknowledgement that depends on it, so it aborts the process.
  */
 void persist_flush(const struct persist *p, const void *addr, size_t len);
+
+/*
+ * Test hooks (tests only): sim_zero_range_done runs inside a SIM zero range,
+ * after the file range is zeroed and before the private pages are dropped,
+ * holding the simulator's lock, so a test can try a write-back in that
+ * window (it must wait for the lock).
+ */
+struct persist_test_hooks {
+	void (*sim_zero_range_done)(void *arg);
+	void *arg;
+};
+
+/* persist_set_test_hooks -- install @hooks (NULL: none); call while no persist call runs */
+void persist_set_test_hooks(const struct persist_test_hooks *hooks);
 
 /* persist_drain -- fence: every earlier persist_flush() of this thread is durable */
 void persist_drain(const struct persist *p);
