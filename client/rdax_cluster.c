@@ -256,7 +256,8 @@ static int volume_create(const struct rdax_cluster_ctx *ctx, struct etcd_client 
 		return EXIT_USAGE;
 	}
 	if (min == 0)
-		min = replicas;
+		min = 1; /* the primary alone may go on when every other copy failed (Kafka's
+			    default) */
 	if (min > replicas) {
 		say("volume create: --min-replicas %u is more than --replicas %u", min, replicas);
 		return EXIT_USAGE;

@@ -466,10 +466,14 @@ static int run_daemon(const struct config *cfg)
 	code = daemon_open_namespaces(&d, cfg);
 	if (code)
 		goto out_stop;
-	code = daemon_start(&d, cfg);
+	/*
+	 * The cluster first: the volumes this node is primary of are replicated
+	 * (repl_registry.h) before a listener takes the first client write.
+	 */
+	code = daemon_start_cluster(&d, cfg);
 	if (code)
 		goto out_stop;
-	code = daemon_start_cluster(&d, cfg);
+	code = daemon_start(&d, cfg);
 	if (code)
 		goto out_stop;
 

@@ -7,6 +7,7 @@
 
 #include "namespace.h"
 #include "persist.h"
+#include "repl_registry.h"
 
 enum flush_mode vol_op_flush_mode(enum flush_mode configured, bool hammer)
 {
@@ -17,6 +18,9 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 			     int *code, uint64_t *written_back)
 {
 	if (!v || !v->ns || len == 0 || len > VOL_OP_INLINE_MAX)
+		return false;
+	/* a replicated volume's fsync waits for its replicas: never on the loop */
+	if (repl_registry_get(v))
 		return false;
 	if (mode == FLUSH_HAMMER)
 		return false;
@@ -53,6 +57,8 @@ void vol_op_run(struct vol_op *op)
 	switch (op->kind) {
 	case VOL_OP_FSYNC:
 		op->code = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
+		if (op->code == 0)
+			op->code = repl_fsync_wait(repl_registry_get(op->v), op->off, op->len);
 		break;
 	case VOL_OP_DISCARD:
 		op->code = volume_discard(op->v, op->off, op->len);

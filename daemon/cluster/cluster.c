@@ -20,14 +20,39 @@
 #include "log.h"
 #include "namespace.h"
 #include "persist.h"
+#include "cluster_txn.h"
+#include "repl_registry.h"
+#include "repl_volume.h"
 
 /* How often the node key's free space is refreshed (also after every local create). */
 #define CLUSTER_REFRESH_MS 5000
 /* Most volume names waiting to be looked at after a watch event. */
 #define CLUSTER_MAX_PENDING 256
 
+/* A volume this node is the primary of: its local copy and its replication. */
+struct primary {
+	struct cluster *c;
+	char name[CLUSTER_NAME_MAX + 1];
+	uint64_t epoch;
+	struct volume *v; /* opened for as long as the daemon runs */
+	struct repl_volume *rv;
+};
+
+/* A replica to remove from a volume's ISR (asked by a link's thread). */
+struct shrink {
+	struct primary *p;
+	char node[CLUSTER_NAME_MAX + 1];
+};
+
+#define CLUSTER_MAX_SHRINKS 64
+
 struct cluster {
 	struct cluster_opts o;
+	struct primary prim[REPL_REGISTRY_MAX];
+	unsigned nprim;
+	pthread_mutex_t shrink_lock;
+	struct shrink shrinks[CLUSTER_MAX_SHRINKS]; /* under shrink_lock */
+	unsigned nshrinks;
 	char *etcd_spec, *cluster_name, *node, *zone, *version;
 	char **addrs;
 	struct etcd_client *etcd;
@@ -116,6 +141,8 @@ static int join(struct cluster *c)
 	return put_node(c, true);
 }
 
+static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
+
 /*
  * become_primary -- a "creating" volume whose primary is this node: once
  * every replica's member key exists, set it "ready" and take the leader key
@@ -143,13 +170,11 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
 	struct cluster_volume_rec ready = *v;
 	ready.state = CLUSTER_VOL_READY;
 	/*
-	 * No replica link forwards writes yet (docs/cluster.md, "What exists"):
-	 * the other copies would fall behind with the first write, so the ISR
-	 * the volume starts serving with is the primary alone, and volume info
-	 * shows the others out-of-sync, which is what they are.
+	 * Replicate before the volume is ready: a client that sees it ready and
+	 * writes at once must find every write forwarded (a write taken before
+	 * the replication existed would be acknowledged without the replicas).
 	 */
-	ready.nisr = 1;
-	snprintf(ready.isr[0], sizeof(ready.isr[0]), "%s", c->node);
+	serve_as_primary(c, &ready);
 	char *vjson = NULL, ljson[256], inc[17];
 	snprintf(inc, sizeof(inc), "%016" PRIx64, c->incarnation);
 	snprintf(ljson, sizeof(ljson),
@@ -228,6 +253,139 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	return ret;
 }
 
+/* on_shrink -- a replica's link failed (link thread): queue its ISR shrink for this thread */
+static void on_shrink(void *arg, struct repl_volume *rv, const char *node)
+{
+	struct primary *p = arg;
+	struct cluster *c = p->c;
+	(void)rv;
+	pthread_mutex_lock(&c->shrink_lock);
+	if (c->nshrinks < CLUSTER_MAX_SHRINKS) {
+		c->shrinks[c->nshrinks].p = p;
+		snprintf(c->shrinks[c->nshrinks].node, CLUSTER_NAME_MAX + 1, "%.*s",
+			 CLUSTER_NAME_MAX, node);
+		c->nshrinks++;
+	}
+	/* no room: never released, so nothing it lacks is acknowledged (logged below) */
+	pthread_mutex_unlock(&c->shrink_lock);
+	etcd_client_wakeup(c->etcd);
+}
+
+/* node_url -- the first tcp:// address of node @name's key into @url ("" if none) */
+static void node_url(struct cluster *c, const char *name, char *url, size_t len)
+{
+	char key[CLUSTER_KEY_MAX], why[128];
+	struct etcd_range_result r;
+	struct cluster_node_rec n;
+	url[0] = '\0';
+	KEY(c, key, "nodes", name);
+	if (etcd_get(c->etcd, key, false, &r))
+		return;
+	if (r.count == 1 &&
+	    cluster_node_decode(r.kvs[0].value, r.kvs[0].value_len, &n, why, sizeof(why)) == 0 &&
+	    cluster_node_addr(&n, "tcp"))
+		snprintf(url, len, "%s", cluster_node_addr(&n, "tcp"));
+	etcd_range_result_free(&r);
+}
+
+/*
+ * serve_as_primary -- a ready volume whose primary is this node: open the
+ * local copy and start replicating it to the other ISR members; from then on
+ * the protocol layer's writes and fsyncs go through it (repl_registry.h)
+ */
+static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (strcmp(c->prim[i].name, v->name) == 0)
+			return;
+	if (c->nprim >= REPL_REGISTRY_MAX)
+		return;
+	struct primary *p = &c->prim[c->nprim];
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	snprintf(p->name, sizeof(p->name), "%s", v->name);
+	p->epoch = v->epoch;
+	int ret = store_volume_open(c->o.store, v->name, &p->v);
+	if (ret) {
+		LOG_ERROR("volume %s: cannot open the local copy to serve it: %s", v->name,
+			  rdax_strerror(ret));
+		return;
+	}
+	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
+	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
+	unsigned n = 0;
+	for (unsigned i = 0; i < v->nisr; i++) {
+		if (strcmp(v->isr[i], c->node) == 0)
+			continue;
+		node_url(c, v->isr[i], urls[n], sizeof(urls[n]));
+		m[n] =
+		    (struct repl_member_spec){v->isr[i], urls[n][0] ? urls[n] : "tcp://0.0.0.0:1"};
+		n++;
+	}
+	if (n == 0) {
+		/* nothing to forward to: the volume is served as a local one (fsyncs may run
+		 * inline) */
+		store_volume_close(c->o.store, &p->v);
+		c->nprim++; /* remembered, so later events do not look again */
+		LOG_INFO("volume %s: primary with no other replica", v->name);
+		return;
+	}
+	struct repl_opts o = {.volume = v->name,
+			      .mapping = p->v->data,
+			      .size = p->v->size,
+			      .epoch = v->epoch,
+			      .token_file = NULL,
+			      .shrink = on_shrink,
+			      .arg = p};
+	c->nprim++; /* before the links start: on_shrink may run at once */
+	ret = repl_start(&o, m, n, &p->rv);
+	if (ret == 0)
+		ret = repl_registry_put(p->v, p->rv);
+	if (ret) {
+		LOG_ERROR("volume %s: cannot start its replication: %s", v->name,
+			  rdax_strerror(ret));
+		return;
+	}
+	LOG_INFO("volume %s: serving as primary, epoch %" PRIu64 ", replicating to %u replica%s",
+		 v->name, v->epoch, n, n == 1 ? "" : "s");
+}
+
+/* shrinks -- run the queued ISR shrinks; one etcd cannot answer stays queued. True if any stays. */
+static bool shrinks(struct cluster *c)
+{
+	struct shrink q[CLUSTER_MAX_SHRINKS];
+	pthread_mutex_lock(&c->shrink_lock);
+	unsigned n = c->nshrinks;
+	memcpy(q, c->shrinks, n * sizeof(q[0]));
+	c->nshrinks = 0;
+	pthread_mutex_unlock(&c->shrink_lock);
+	unsigned left = 0;
+	for (unsigned i = 0; i < n; i++) {
+		char why[256];
+		int ret =
+		    cluster_isr_change(c->etcd, c->cluster_name, q[i].p->name, c->node,
+				       q[i].p->epoch, q[i].node, false, NULL, why, sizeof(why));
+		if (ret == 0 || ret == -ESTALE || ret == -EDQUOT || ret == -ENOENT ||
+		    ret == -EINVAL) {
+			if (ret)
+				LOG_ERROR("volume %s: %s", q[i].p->name, why);
+			repl_removed(q[i].p->rv, q[i].node, ret);
+			continue;
+		}
+		/* etcd did not answer: nothing the replica lacks is acknowledged; again soon */
+		LOG_WARN("volume %s: ISR shrink of %s waits for etcd: %s", q[i].p->name, q[i].node,
+			 why);
+		q[left++] = q[i];
+	}
+	if (left) {
+		pthread_mutex_lock(&c->shrink_lock);
+		for (unsigned i = 0; i < left && c->nshrinks < CLUSTER_MAX_SHRINKS; i++)
+			c->shrinks[c->nshrinks++] = q[i];
+		pthread_mutex_unlock(&c->shrink_lock);
+	}
+	return left > 0;
+}
+
 /* look_at -- one volume key (@json at @rev): what this node must do for it */
 static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
 {
@@ -243,6 +401,8 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 		return;
 	if (v.state == CLUSTER_VOL_CREATING && strcmp(v.primary, c->node) == 0)
 		become_primary(c, &v, rev);
+	else if (v.state == CLUSTER_VOL_READY && strcmp(v.primary, c->node) == 0)
+		serve_as_primary(c, &v);
 }
 
 /* look_at_name -- read volumes/<name> and look at it */
@@ -366,6 +526,7 @@ static void *cluster_thread(void *arg)
 			else
 				c->rescan = true;
 		}
+		bool waiting = shrinks(c);
 		unsigned n = c->npending;
 		c->npending = 0;
 		for (unsigned i = 0; i < n && !atomic_load(&c->stop); i++)
@@ -373,7 +534,7 @@ static void *cluster_thread(void *arg)
 		uint64_t now = now_ms(), next = c->next_keepalive_ms;
 		next = c->next_refresh_ms < next ? c->next_refresh_ms : next;
 		int wait = next > now ? (int)(next - now) : 0;
-		if (c->rescan)
+		if (c->rescan || waiting)
 			wait = wait > 300 ? 300 : wait;
 		etcd_client_poll(c->etcd, wait);
 	}
@@ -418,6 +579,8 @@ static int copy_opts(struct cluster *c, const struct cluster_opts *o)
 int cluster_start(const struct cluster_opts *o, struct cluster **out, char *err, size_t errlen)
 {
 	struct cluster *c = calloc(1, sizeof(*c));
+	if (c)
+		pthread_mutex_init(&c->shrink_lock, NULL);
 	if (!c || copy_opts(c, o)) {
 		if (c)
 			cluster_free(c);
@@ -478,6 +641,13 @@ void cluster_stop(struct cluster **cp)
 		atomic_store(&c->stop, true);
 		etcd_client_wakeup(c->etcd);
 		pthread_join(c->thread, NULL);
+	}
+	/* the workers and pools have stopped: nothing writes or fsyncs through these now */
+	repl_registry_clear(NULL);
+	for (unsigned i = 0; i < c->nprim; i++) {
+		repl_stop(&c->prim[i].rv);
+		if (c->prim[i].v)
+			store_volume_close(c->o.store, &c->prim[i].v);
 	}
 	int ret = etcd_lease_revoke(c->etcd, c->lease);
 	if (ret && ret != -ENOENT)

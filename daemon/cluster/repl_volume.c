@@ -222,6 +222,29 @@ void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
 	pthread_mutex_unlock(&rv->lock);
 }
 
+struct fsync_waiter {
+	struct repl_wait w;
+	struct completion c;
+};
+
+static void fsync_waiter_done(struct repl_wait *w, int status)
+{
+	completion_complete(&((struct fsync_waiter *)w)->c, status);
+}
+
+int repl_fsync_wait(struct repl_volume *rv, uint64_t off, uint64_t len)
+{
+	if (!rv)
+		return 0;
+	struct fsync_waiter f = {.w = {.done = fsync_waiter_done}};
+	completion_init(&f.c);
+	repl_fsync(rv, off, len, &f.w);
+	int status = -EIO;
+	completion_wait(&f.c, -1, &status);
+	completion_destroy(&f.c);
+	return status;
+}
+
 /* release_hold -- drop the hold a wait starts with (every part is queued now) */
 static void release_hold(struct repl_volume *rv, struct repl_wait *w)
 {

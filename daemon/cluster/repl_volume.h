@@ -114,6 +114,12 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
  */
 void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
 
+/*
+ * repl_fsync_wait -- repl_fsync() and wait for it on the calling thread (a
+ * pool thread: it may block). @rv NULL: 0 at once. Returns 0 or -EIO.
+ */
+int repl_fsync_wait(struct repl_volume *rv, uint64_t off, uint64_t len);
+
 /* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
 void repl_removed(struct repl_volume *rv, const char *node, int status);
 

@@ -22,6 +22,7 @@
 #include "rdax.pb-c.h"
 #include "size.h"
 #include "vol_op.h"
+#include "repl_registry.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -702,6 +703,9 @@ static void act_write(struct dispatch_out *out, struct session *s, const struct 
 		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
 		return;
 	}
+	struct repl_volume *rv = repl_registry_get(v);
+	if (rv) /* a replicated volume: record it for absent replicas before the bytes land */
+		repl_before_write(rv, rq->offset, h->payload_len);
 	out->action = DISPATCH_PAYLOAD;
 	out->payload_dst = v->data + rq->offset;
 	out->payload_len = h->payload_len;
@@ -987,6 +991,9 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 			  fmt_msg(m, "write not recorded: %s", rdax_strerror(ret)));
 		return;
 	}
+	struct repl_volume *rv = repl_registry_get(w->v);
+	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
+		repl_write(rv, w->offset, w->len);
 	if (w->fsync) {
 		struct frame_header h = {.type = FRAME_WRITE, .request_id = w->request_id};
 		struct job *j = job_new(env, &h, VOL_OP_FSYNC, false, NULL);

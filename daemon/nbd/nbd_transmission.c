@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "nbd_conn.h"
+#include "repl_registry.h"
 
 static const struct stream_limits nbd_limits = {
     .max_pending = NBD_CONN_MAX_PENDING,
@@ -98,6 +99,9 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 			return;
 		}
 		c->req = *r;
+		struct repl_volume *rv = repl_registry_get(c->v);
+		if (rv) /* recorded for absent replicas before the bytes land */
+			repl_before_write(rv, r->offset, r->length);
 		stream_payload_begin(&c->s, c->v->data + r->offset, r->length, c->v, r->offset);
 		return;
 	case NBD_CMD_FLUSH:
@@ -136,6 +140,9 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 		nbd_req_error(c, r->handle, r->type, NBD_EIO, "server could not track the write");
 		return;
 	}
+	struct repl_volume *rv = repl_registry_get(c->v);
+	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
+		repl_write(rv, r->offset, r->length);
 	if (r->flags & NBD_CMD_FLAG_FUA)
 		req_job(c, r, JOB_FUA);
 	else

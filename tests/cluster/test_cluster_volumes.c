@@ -189,10 +189,7 @@ static void test_create_and_info(void **state)
 	for (size_t k = 0; k < 2; k++) {
 		json_object *e = json_object_array_get_idx(reps, k);
 		const char *nd = jstr(e, "node");
-		/* no replica link exists yet: the primary alone is in sync (docs/cluster.md) */
-		assert_string_equal(jstr(e, "state"), strcmp(nd, jstr(o, "primary")) == 0
-							  ? "in-sync"
-							  : "out-of-sync");
+		assert_string_equal(jstr(e, "state"), "in-sync");
 		assert_int_equal(jint(e, "resync_bytes_left"), 0);
 		assert_int_equal(jint(e, "resync_bytes_total"), 0);
 		assert_true(nd[0] == 'n' && nd[1] >= '1' && nd[1] <= '0' + NODES);
@@ -213,6 +210,52 @@ static void test_create_and_info(void **state)
 	assert_non_null(strstr(r.out, "epoch: 1\n"));
 	assert_non_null(strstr(r.out, "primary: "));
 	hx_run_free(&r);
+}
+
+/* other_replica -- rv1's replica that is not its primary (index), and the primary's */
+static unsigned other_replica(unsigned *primary)
+{
+	json_object *o = info_json("rv1"), *reps;
+	unsigned other = 0;
+	*primary = (unsigned)(jstr(o, "primary")[1] - '1');
+	assert_true(json_object_object_get_ex(o, "replicas", &reps));
+	for (size_t k = 0; k < json_object_array_length(reps); k++) {
+		unsigned i = (unsigned)(jstr(json_object_array_get_idx(reps, k), "node")[1] - '1');
+		if (i != *primary)
+			other = i;
+	}
+	json_object_put(o);
+	return other;
+}
+
+static void test_replicated_write(void **state)
+{
+	(void)state;
+	/* through the primary; then the other replica, asked directly, has the same bytes */
+	static uint8_t data[256 << 10];
+	uint64_t rng = 99;
+	for (size_t i = 0; i < sizeof(data); i += 8) {
+		uint64_t v = hx_splitmix64(&rng);
+		memcpy(data + i, &v, 8);
+	}
+	unsigned primary, other = other_replica(&primary);
+	struct hx_run r;
+	assert_int_equal(nx_node_cli(&cl.node[primary], 20, data, sizeof(data), &r, "write", "rv1",
+				     "1M", "--fsync", NULL),
+			 0);
+	if (r.status)
+		fail_msg("write --fsync to the primary: %s", r.err);
+	hx_run_free(&r);
+	char len[16];
+	snprintf(len, sizeof(len), "%zu", sizeof(data));
+	assert_int_equal(
+	    nx_node_cli(&cl.node[other], 20, NULL, 0, &r, "read", "rv1", "1M", len, NULL), 0);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(r.out_len, sizeof(data));
+	assert_memory_equal(r.out, data, sizeof(data));
+	hx_run_free(&r);
+	printf("  256 KiB written --fsync through n%u read back from replica n%u\n", primary + 1,
+	       other + 1);
 }
 
 static void test_placement_errors(void **state)
@@ -329,8 +372,9 @@ int main(int argc, char **argv)
 	seed = nx_seed(argc, argv);
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_node_list),	     cmocka_unit_test(test_create_and_info),
-	    cmocka_unit_test(test_placement_errors), cmocka_unit_test(test_no_etcd),
-	    cmocka_unit_test(test_down_and_back),    cmocka_unit_test(test_primary_routing),
+	    cmocka_unit_test(test_replicated_write), cmocka_unit_test(test_placement_errors),
+	    cmocka_unit_test(test_no_etcd),	     cmocka_unit_test(test_down_and_back),
+	    cmocka_unit_test(test_primary_routing),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

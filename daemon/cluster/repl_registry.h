@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * repl_registry.h -- which local volumes this node replicates as their primary
+ *
+ * The protocol layer asks, on every write and fsync, whether the volume it
+ * touches is replicated from here (repl_volume.h); the cluster thread adds
+ * a volume when this node becomes its primary. Entries stay until the
+ * daemon stops (a lost primaryship is failover, docs/cluster.md).
+ *
+ * Thread safety: repl_registry_get() from any thread, lock-free (one load per
+ * entry); repl_registry_put() from the cluster thread only.
+ */
+#ifndef RDAXD_REPL_REGISTRY_H
+#define RDAXD_REPL_REGISTRY_H
+
+#include "repl_volume.h"
+#include "volume.h"
+
+#define REPL_REGISTRY_MAX 256
+
+/* repl_registry_get -- @v's replication, or NULL (not replicated from this node) */
+struct repl_volume *repl_registry_get(const struct volume *v);
+
+/* repl_registry_put -- @v is replicated through @rv from now on; 0 or -ENOSPC */
+int repl_registry_put(const struct volume *v, struct repl_volume *rv);
+
+/* repl_registry_clear -- forget every entry (after the workers stopped); returns them via @fn */
+void repl_registry_clear(void (*fn)(struct repl_volume *rv));
+
+#endif
