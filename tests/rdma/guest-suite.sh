@@ -18,7 +18,7 @@ logs=$1
 shift
 for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
-export ip=${VMTEST_IP:?not in the VM} logs
+export ip=${RDAX_VM_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -77,7 +77,7 @@ to_devdax() {
 
 export -f fsdax_refused to_devdax
 
-echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $VMTEST_PMEM_DEV"
+echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $RDAX_VM_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused
 
 export RDAX_IT_MODE=sim
