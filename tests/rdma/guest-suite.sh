@@ -88,7 +88,7 @@ check sim_cli 900 "$IT_CLI"
 check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
 check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
 # SIGTERM with slow clients on TCP, NBD and RDMA at once: one drain timeout
-[ -n "${DRAIN:-}" ] && check sim_drain_all 300 "$DRAIN"
+[ -n "${DRAIN:-}" ] && check sim_drain_all 600 "$DRAIN"
 # the same one-sided tests with daemons whose loops spin on their CQs
 export RDAX_IT_RDMA_BUSY_POLL=2000
 check sim_direct_busy_poll 600 "$DIRECT"
