@@ -30,6 +30,7 @@ static const struct {
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },
 	{ "format-no-lock", &rdax_faults.format_no_lock },
+	{ "drain-one-by-one", &rdax_faults.drain_one_by_one },
 };
 
 int faults_from_env(void)

@@ -58,6 +58,11 @@ struct rdax_faults {
 	 * range and the drop of the private pages
 	 */
 	bool sim_no_flush_lock;
+	/*
+	 * conn: SIGTERM drains the workers' connection sets one after another,
+	 * each waited for (one drain timeout per worker) instead of all at once
+	 */
+	bool drain_one_by_one;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -217,6 +217,38 @@ int url_parse_listen(const char *s, struct url *out, char *err, size_t errlen)
 	return parse(s, true, out, err, errlen);
 }
 
+int url_parse_endpoint(const char *s, size_t len, const char *scheme, uint16_t example_port,
+		       struct url *out, char *err, size_t errlen)
+{
+	char buf[URL_HOST_MAX + 16];
+	if (!s || !scheme || !out)
+		return fail(err, errlen, "no address");
+	if (len == 0)
+		return fail(err, errlen, "an empty address (HOST:PORT)");
+	if (len >= sizeof(buf))
+		return fail(err, errlen, "'%.32s...': address longer than %zu characters", s,
+			    sizeof(buf) - 1);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	const struct scheme sc = {scheme, 0, example_port};
+	struct url u;
+	memset(&u, 0, sizeof(u));
+	const char *rest;
+	int ret = parse_host(buf, buf, &sc, false, &u, &rest, err, errlen);
+	if (ret)
+		return ret;
+	if (*rest == '\0')
+		return fail(err, errlen, "'%s': no port (HOST:PORT, e.g. %s:%u)", buf, buf,
+			    (unsigned)example_port);
+	if (*rest != ':')
+		return fail(err, errlen, "'%s': unexpected '%.16s' after the host", buf, rest);
+	if (port_parse(rest + 1, 1, &u.port))
+		return fail(err, errlen, "'%s': bad port '%.16s' (1..65535)", buf, rest + 1);
+	snprintf(u.port_str, sizeof(u.port_str), "%u", (unsigned)u.port);
+	*out = u;
+	return 0;
+}
+
 const char *url_scheme_name(enum url_scheme scheme)
 {
 	for (size_t i = 0; i < NSCHEMES; i++)

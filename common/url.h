@@ -58,6 +58,16 @@ int url_parse(const char *s, struct url *out, char *err, size_t errlen);
 /* url_parse_listen -- the same for an address to listen on (rules above) */
 int url_parse_listen(const char *s, struct url *out, char *err, size_t errlen);
 
+/*
+ * url_parse_endpoint -- one "HOST:PORT" of a list with a scheme of its own
+ * (the endpoints of etcd://HOST:PORT[,HOST:PORT...]): the first @len bytes
+ * of @s, the host rules above, PORT written out and 1..65535. @scheme and
+ * @example_port only word the messages. Fills out->host, port, port_str
+ * (the scheme is 0). Returns 0, or -EINVAL with a reason in @err.
+ */
+int url_parse_endpoint(const char *s, size_t len, const char *scheme, uint16_t example_port,
+		       struct url *out, char *err, size_t errlen);
+
 /* url_scheme_name -- "tcp", "rdma", "nbd", "nbd+unix" */
 const char *url_scheme_name(enum url_scheme scheme);
 

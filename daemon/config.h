@@ -32,10 +32,10 @@
 #define CONFIG_DEFAULT_NS_SIZE (1ULL << 30)
 #define CONFIG_MAX_THREADS     1024
 /* Longest --rdma-busy-poll, microseconds (one second). */
-#define CONFIG_MAX_BUSY_POLL_US 1000000
-#define CONFIG_MAX_NAMESPACES	256
-#define CONFIG_MAX_LISTENS	64
-#define CONFIG_MAX_ADVERTISE	16
+#define CONFIG_MAX_BUSY_POLL_US	    1000000
+#define CONFIG_MAX_NAMESPACES	    256
+#define CONFIG_MAX_LISTENS	    64
+#define CONFIG_MAX_ADVERTISE	    16
 #define CONFIG_DEFAULT_CLUSTER_NAME "default"
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
@@ -76,7 +76,7 @@ struct config {
 	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
-	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
+	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (net/rdma_conn.h) */
 	char *config_path;	    /* --config, NULL if none */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */

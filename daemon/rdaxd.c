@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rdaxd.c -- the rdax daemon: serve PMEM volumes over TCP
+ * rdaxd.c -- the rdax daemon: serve PMEM volumes over TCP, NBD and RDMA
  *
  * Threads:
  *  - main: parses the configuration, opens the namespaces, then runs the
- *    accept loop (libev default loop): the listening sockets and the
- *    SIGTERM/SIGINT watchers. Every other thread blocks all signals.
+ *    accept loop (libev default loop): the listening sockets, the rdma_cm
+ *    listening channel and the SIGTERM/SIGINT watchers. Every other thread
+ *    blocks all signals.
  *  - N workers (--threads): one libev loop each; every connection lives on
  *    exactly one of them (assigned round-robin) and is never touched by
  *    another thread.
@@ -13,7 +14,10 @@
  *    on write-back, fences and per-volume serialisation.
  *  - the metadata pool (2 threads): hello, volume create/delete/open/close/
  *    list/info, connection teardown -- everything that takes namespace locks.
- *  Pools hand results back to the connection's worker with ev_async.
+ *  - with --cluster, the cluster thread (etcd) and, on a primary, one thread
+ *    per replica link (daemon/cluster).
+ *  Pools hand results back to the connection's worker with ev_async
+ *  (docs/architecture.md, "Threads").
  *
  * Shutdown (SIGTERM/SIGINT): stop accepting on every listener; every
  * connection of every transport stops reading, its requests in flight
@@ -145,8 +149,7 @@ static void ready_line(const struct listener *l, const struct store *store, char
 		struct ns *ns = store_namespace(store, i);
 		char size[32];
 		n += (size_t)snprintf(buf + n, len - n, "%s%s, %s, method %s", i ? "; " : "",
-				      ns->path,
-				      size_format(ns->persist.size, size, sizeof(size)),
+				      ns->path, size_format(ns->persist.size, size, sizeof(size)),
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
@@ -459,7 +462,8 @@ static int run_daemon(const struct config *cfg)
 		return fail(1, "cannot create the event loop");
 
 	if (cfg->token_file) {
-		int ret = token_file_read(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
+		int ret =
+		    token_file_read(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}

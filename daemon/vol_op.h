@@ -78,12 +78,12 @@ struct vol_op {
  *
  * A durable write handed to the fsync pool costs a hop to the pool thread
  * and back: 4.8 context switches and ~10 system calls per write against 1.0
- * and 4 for a plain write, measured by the comparative benchmark. Run on the
- * loop instead, an NBD FUA write went from 79.5 to 60.3 us p50 (interleaved
- * rounds, tests/bench/compare). Running there is safe only when it cannot
- * stall the loop's other connections: a short range, written back by CPU
- * cache flushes (or the simulator's pwrite into the page cache), not
- * waiting for another fsync of the volume. Everything else keeps the pool:
+ * and 4 for a plain write, measured by the comparative benchmark; run on
+ * the loop, 1.0 (docs/benchmarks.md has the latencies). Running there is
+ * safe only when it cannot stall the loop's other connections: a short
+ * range, written back by CPU cache flushes (or the simulator's pwrite into
+ * the page cache), not waiting for another fsync of the volume. Everything
+ * else keeps the pool:
  * longer ranges, fsyncs to the end of the volume, the hammer mode, the
  * msync method (write-back to a disk), and a volume whose fsync lock is
  * held (by a pool thread, or another loop).

@@ -1,7 +1,7 @@
 #!/bin/sh
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
 # (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
-# qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest;
+# qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, tests/vm;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;

@@ -2,12 +2,12 @@
 /*
  * dispatch.h -- one request in, one reply out; no sockets
  *
- * The transport (TCP now, RDMA later) frames bytes; dispatch decides. It
- * checks the header (dispatch_header), decodes the body, validates the
- * request in one function against the session and the volume (handle open
- * on this connection, range_check against the volume size, payload length,
- * limits), and then either answers at once or tells the transport what to
- * do next:
+ * The connection core (native_conn.h, over TCP or RDMA) frames bytes;
+ * dispatch decides. It checks the header (dispatch_header), decodes the
+ * body, validates the request in one function against the session and the
+ * volume (handle open on this connection, range_check against the volume
+ * size, payload length, limits), and then either answers at once or tells
+ * the transport what to do next:
  *
  *   DISPATCH_REPLY    send the reply
  *   DISPATCH_CLOSE    send the reply, then close the connection (bad header,

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "faults.h"
 #include "log.h"
 
 /* ---- one connection ---- */
@@ -216,6 +217,7 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 	ev_timer_set(&set->drain_timer, set->group ? set->group->drain_timeout : CONN_DRAIN_TIMEOUT,
 		     0.);
 	ev_timer_start(w->loop, &set->drain_timer);
+	LOG_INFO("worker %u: drain started, %u connection(s)", w->id, set->nconns);
 	for (struct conn *c = set->conns; c; c = c->next) {
 		if (c->in_dead || c->tearing_down)
 			continue;
@@ -284,6 +286,15 @@ struct conn_set *conn_sets_next(struct conn_sets *g)
 	return set;
 }
 
+/* sets_wait_idle -- until @n sets have reported idle after their drain */
+static void sets_wait_idle(struct conn_sets *g, unsigned n)
+{
+	pthread_mutex_lock(&g->lock);
+	while (g->idle < n)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
 void conn_sets_drain_wait(struct conn_sets *g)
 {
 	uint64_t accepted = 0;
@@ -291,12 +302,18 @@ void conn_sets_drain_wait(struct conn_sets *g)
 		accepted += __atomic_load_n(&g->sets[i]->accepted, __ATOMIC_RELAXED);
 	LOG_INFO("draining the connections of every transport (%u workers, %llu accepted in all)",
 		 g->nsets, (unsigned long long)accepted);
-	for (unsigned i = 0; i < g->nsets; i++)
+	/*
+	 * every set at once, then one wait; the control drain_one_by_one waits
+	 * for each set before the next is told (one drain timeout per worker,
+	 * as the transports were drained one after another before)
+	 */
+	bool one_by_one = rdax_faults.drain_one_by_one;
+	for (unsigned i = 0; i < g->nsets; i++) {
 		worker_post(g->sets[i]->worker, &g->sets[i]->drain_msg);
-	pthread_mutex_lock(&g->lock);
-	while (g->idle < g->nsets)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
+		if (one_by_one)
+			sets_wait_idle(g, i + 1);
+	}
+	sets_wait_idle(g, g->nsets);
 	LOG_INFO("every connection closed");
 }
 

@@ -18,7 +18,7 @@ logs=$1
 shift
 for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
-export ip=${VMTEST_IP:?not in the VM} logs
+export ip=${RDAX_VM_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -77,7 +77,7 @@ to_devdax() {
 
 export -f fsdax_refused to_devdax
 
-echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $VMTEST_PMEM_DEV"
+echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $RDAX_VM_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused
 
 export RDAX_IT_MODE=sim
@@ -88,7 +88,7 @@ check sim_cli 900 "$IT_CLI"
 check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
 check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
 # SIGTERM with slow clients on TCP, NBD and RDMA at once: one drain timeout
-[ -n "${DRAIN:-}" ] && check sim_drain_all 300 "$DRAIN"
+[ -n "${DRAIN:-}" ] && check sim_drain_all 600 "$DRAIN"
 # the same one-sided tests with daemons whose loops spin on their CQs
 export RDAX_IT_RDMA_BUSY_POLL=2000
 check sim_direct_busy_poll 600 "$DIRECT"

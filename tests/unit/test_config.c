@@ -15,21 +15,20 @@
 #include "config.h"
 #include "errors.h"
 #include "frame.h"
+#include "tmpdir.h"
 
 static char tmpdir[200];
 
 static int setup_tmpdir(void **state)
 {
-	const char *tmp = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof(tmpdir), "%s/rdax-test-config-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	tmpdir_make(tmpdir, sizeof(tmpdir), "test-config");
+	return 0;
 }
 
 static int teardown_tmpdir(void **state)
 {
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	tmpdir_remove(tmpdir);
+	return 0;
 }
 
 /* write_file -- @name in the temp dir with @text; returns the path (static buffer) */

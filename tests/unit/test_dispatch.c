@@ -23,6 +23,7 @@
 #include "rdax.pb-c.h"
 #include "session.h"
 #include "store.h"
+#include "tmpdir.h"
 
 #define VOL_SIZE (8ULL << 20)
 
@@ -42,12 +43,8 @@ static int setup(void **state)
 	struct fixture *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -1;
-	const char *tmp = getenv("TMPDIR");
-	snprintf(f->dir, sizeof(f->dir), "%s/rdax-test-dispatch-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(f->dir))
-		return -1;
-	snprintf(f->path, sizeof(f->path), "%s/ns0", f->dir);
+	tmpdir_make(f->dir, sizeof(f->dir), "test-dispatch");
+	tmpdir_file(f->path, sizeof(f->path), f->dir, "ns0");
 	char err[256];
 	if (store_new(&f->store) ||
 	    store_namespace_add(f->store, f->path, 64ULL << 20, PERSIST_SIM, err, sizeof(err))) {
@@ -75,8 +72,7 @@ static int teardown(void **state)
 	struct fixture *f = *state;
 	session_delete(&f->s);
 	store_delete(&f->store);
-	unlink(f->path);
-	rmdir(f->dir);
+	tmpdir_remove(f->dir);
 	free(f);
 	return 0;
 }
