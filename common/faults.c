@@ -30,6 +30,9 @@ static const struct {
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },
 	{ "format-no-lock", &rdax_faults.format_no_lock },
+	{ "fake-media", &rdax_faults.fake_media },
+	{ "usc-no-compare", &rdax_faults.usc_no_compare },
+	{ "no-badblock-check", &rdax_faults.no_badblock_check },
 };
 
 int faults_from_env(void)
