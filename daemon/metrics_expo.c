@@ -392,7 +392,9 @@ int metrics_expo_render(const struct metrics_expo_src *src, char **out, size_t *
 	put(&o, "rdax_media_errors_total %" PRIu64 "\n", media_guard_errors());
 	render_replicas(&o);
 	family(&o, "rdax_build_info", "gauge", "1, with the daemon's version as a label.");
-	put(&o, "rdax_build_info{version=\"%s\"} 1\n", src->version ? src->version : "unknown");
+	char version[128];
+	put(&o, "rdax_build_info{version=\"%s\"} 1\n",
+	    label_value(src->version ? src->version : "unknown", version, sizeof(version)));
 	if (o.oom) {
 		free(o.p);
 		return -ENOMEM;
