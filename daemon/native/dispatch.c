@@ -517,10 +517,7 @@ static void run_create(struct vol_op *op)
 	struct store *store = j->env->store;
 	j->pub.op.code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
 				      &j->ns_id, j->msg, sizeof(j->msg));
-	if (j->pub.op.code == 0)
-		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
-			 j->size, j->ns_id);
-	/* a refusal: the store's message (store.h) names the reason */
+	/* logged once, by the engine (namespace.c); a refusal's reason is in the store's message */
 }
 
 /* run_delete -- remove a volume that nobody has open */

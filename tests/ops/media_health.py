@@ -67,6 +67,8 @@ def bad_blocks(faults):
     c(ns["bad_blocks"] == [{"offset": noff + BAD_OFF, "length": 4096, "volume": "v1",
                             "volume_offset": BAD_OFF}],
       "the bad block is mapped to v1 at %d: %s" % (BAD_OFF, ns["bad_blocks"]))
+    c(daemon.log_text().count("bad block at offset %d" % (noff + BAD_OFF)) == 1,
+      "the bad block is logged once at start, with its volume")
     table = rdax(rdax_bin, daemon.tcp, "namespace", "list").stdout.decode()
     c("bad-blocks" in table and "volume v1 at %d" % BAD_OFF in table,
       "the table names the bad block and its volume")
@@ -138,7 +140,9 @@ def unsafe_shutdown(faults):
       "rdax_namespace_unsafe_shutdown = 1")
     c(sample(text, "rdax_volume_unsafe_shutdown", {"volume": "v1"}) == 1,
       "rdax_volume_unsafe_shutdown{v1} = 1")
-    c("unsafe shutdown while it was in use" in daemon.log_text(), "the log says so")
+    log = daemon.log_text()
+    c(log.count("unsafe shutdown while it was in use") == 1, "the log says so, once")
+    c(log.count('created volume "v1"') == 1, "the volume's creation is logged once")
     daemon.stop()
     daemon.start()
     ns = ns_list(daemon)
