@@ -1,6 +1,7 @@
 # opslib.py -- what the operations tests share: a temporary directory, rdaxd
 # started on a sim-mode namespace and stopped with SIGTERM (a test fails if
 # it does not exit), the rdax command, and reads of the metrics endpoint.
+import atexit
 import os
 import re
 import shutil
@@ -32,6 +33,13 @@ class Daemon:
         self.faults = faults
         self.extra = list(extra)
         self.proc = None
+        atexit.register(self._reap)  # a failed check exits: leave no daemon behind
+
+    def _reap(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
 
     def start(self):
         env = dict(os.environ)
