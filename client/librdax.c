@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +362,116 @@ int rdax_volume_delete(struct rdax_conn *conn, const char *name)
 	if (reply)
 		protobuf_c_message_free_unpacked(reply, NULL);
 	return ret;
+}
+
+/*
+ * The array rdax_namespace_list returns sits at the end of this block, which
+ * keeps the unpacked reply (the strings point into it) and the ranges.
+ */
+struct ns_list_block {
+	ProtobufCMessage *msg;
+	struct rdax_bad_range *ranges;
+	const char **marked;
+	struct rdax_namespace_status st[];
+};
+
+/* ns_block_of -- the block around a returned array */
+static struct ns_list_block *ns_block_of(struct rdax_namespace_status *st)
+{
+	return (struct ns_list_block *)((char *)st - offsetof(struct ns_list_block, st));
+}
+
+/* ns_status_fill -- the array of @b from the reply @r; 0 or -ENOMEM */
+static int ns_status_fill(struct ns_list_block *b, const Rdax__NamespaceListReply *r)
+{
+	size_t nr = 0, nm = 0;
+	for (size_t i = 0; i < r->n_namespaces; i++) {
+		const Rdax__NamespaceHealth *h = r->namespaces[i]->health;
+		nr += h ? h->n_bad_blocks : 0;
+		nm += h ? h->n_marked_volumes : 0;
+	}
+	b->ranges = calloc(nr ? nr : 1, sizeof(*b->ranges));
+	b->marked = calloc(nm ? nm : 1, sizeof(*b->marked));
+	if (!b->ranges || !b->marked)
+		return -ENOMEM;
+	size_t ri = 0, mi = 0;
+	for (size_t i = 0; i < r->n_namespaces; i++) {
+		const Rdax__NamespaceInfo *n = r->namespaces[i];
+		const Rdax__NamespaceHealth *h = n->health;
+		struct rdax_namespace_status *st = &b->st[i];
+		*st = (struct rdax_namespace_status){
+		    .id = n->id,
+		    .path = n->path,
+		    .kind = n->kind ? n->kind : "",
+		    .mode = n->mode,
+		    .persist_method = (enum rdax_persist_method)n->persist_method,
+		    .size = n->size,
+		    .free_bytes = n->free_bytes,
+		    .health = h ? h->state : "",
+		};
+		if (!h)
+			continue;
+		st->usc_supported = h->has_unsafe_shutdown_count;
+		st->unsafe_shutdown_count = h->unsafe_shutdown_count;
+		st->unsafe_shutdown = h->unsafe_shutdown;
+		st->badblocks_supported = h->badblocks_supported;
+		st->bad = &b->ranges[ri];
+		st->nbad = h->n_bad_blocks;
+		for (size_t k = 0; k < h->n_bad_blocks; k++, ri++)
+			b->ranges[ri] = (struct rdax_bad_range){
+			    .offset = h->bad_blocks[k]->offset,
+			    .length = h->bad_blocks[k]->length,
+			    .volume = h->bad_blocks[k]->volume,
+			    .volume_offset = h->bad_blocks[k]->volume_offset,
+			};
+		st->marked_volumes = (const char *const *)&b->marked[mi];
+		st->nmarked = h->n_marked_volumes;
+		for (size_t k = 0; k < h->n_marked_volumes; k++)
+			b->marked[mi++] = h->marked_volumes[k];
+	}
+	return 0;
+}
+
+int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **listp,
+			size_t *countp)
+{
+	if (!conn)
+		return -EINVAL;
+	if (!listp || !countp)
+		return conn_set_error(conn, -EINVAL, "rdax_namespace_list: NULL result pointer");
+	Rdax__NamespaceListRequest req = RDAX__NAMESPACE_LIST_REQUEST__INIT;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_NAMESPACE_LIST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__NamespaceListReply *r = (const Rdax__NamespaceListReply *)msg;
+	struct ns_list_block *b =
+	    calloc(1, sizeof(*b) + r->n_namespaces * sizeof(struct rdax_namespace_status));
+	if (!b || ns_status_fill(b, r)) {
+		if (b) {
+			free(b->ranges);
+			free(b->marked);
+		}
+		free(b);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	b->msg = msg;
+	*listp = b->st;
+	*countp = r->n_namespaces;
+	return 0;
+}
+
+void rdax_namespace_list_free(struct rdax_namespace_status **listp)
+{
+	if (!listp || !*listp)
+		return;
+	struct ns_list_block *b = ns_block_of(*listp);
+	protobuf_c_message_free_unpacked(b->msg, NULL);
+	free(b->ranges);
+	free(b->marked);
+	free(b);
+	*listp = NULL;
 }
 
 /* infos_new -- one allocation: @n entries, then their names; NULL on -ENOMEM */

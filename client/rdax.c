@@ -280,6 +280,119 @@ static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
+/* method_name -- a persistence method as rdaxd names it */
+static const char *method_name(enum rdax_persist_method m)
+{
+	switch (m) {
+	case RDAX_PERSIST_CPU_CACHE_FLUSH:
+		return "cpu-cache-flush";
+	case RDAX_PERSIST_FENCE_ONLY:
+		return "fence-only";
+	case RDAX_PERSIST_MSYNC:
+		return "msync";
+	case RDAX_PERSIST_SIM:
+		return "sim";
+	}
+	return "unknown";
+}
+
+/* print_namespaces_json -- rdax namespace list --json */
+static void print_namespaces_json(const struct rdax_namespace_status *l, size_t n)
+{
+	struct json j;
+	json_begin(&j, stdout);
+	json_array(&j, "namespaces");
+	for (size_t i = 0; i < n; i++) {
+		json_object(&j, NULL);
+		json_u64(&j, "id", l[i].id);
+		json_str(&j, "path", l[i].path);
+		json_str(&j, "kind", l[i].kind);
+		json_str(&j, "mode", l[i].mode);
+		json_str(&j, "method", method_name(l[i].persist_method));
+		json_u64(&j, "size", l[i].size);
+		json_u64(&j, "free_bytes", l[i].free_bytes);
+		json_str(&j, "health", l[i].health);
+		if (l[i].usc_supported)
+			json_u64(&j, "unsafe_shutdown_count", l[i].unsafe_shutdown_count);
+		else
+			json_str(&j, "unsafe_shutdown_count", NULL);
+		json_bool(&j, "unsafe_shutdown", l[i].unsafe_shutdown);
+		json_bool(&j, "badblocks_supported", l[i].badblocks_supported);
+		json_array(&j, "bad_blocks");
+		for (size_t k = 0; k < l[i].nbad; k++) {
+			json_object(&j, NULL);
+			json_u64(&j, "offset", l[i].bad[k].offset);
+			json_u64(&j, "length", l[i].bad[k].length);
+			json_str(&j, "volume", l[i].bad[k].volume);
+			json_u64(&j, "volume_offset", l[i].bad[k].volume_offset);
+			json_end(&j);
+		}
+		json_end(&j);
+		json_array(&j, "marked_volumes");
+		for (size_t k = 0; k < l[i].nmarked; k++)
+			json_str(&j, NULL, l[i].marked_volumes[k]);
+		json_end(&j);
+		json_end(&j);
+	}
+	json_finish(&j);
+}
+
+/* cmd_namespace_list -- rdax namespace list: a table, one namespace a line, then its troubles */
+static int cmd_namespace_list(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_namespace_status *l;
+	size_t n;
+	ret = rdax_namespace_list(ctx->conn, &l, &n);
+	if (ret == -RDAX_E_PROTOCOL) {
+		fail_msg("namespace list: %s (a daemon older than this command closes the "
+			 "connection: upgrade rdaxd)",
+			 rdax_conn_last_error(ctx->conn));
+		return EXIT_FAIL;
+	}
+	if (ret)
+		return fail(ctx, ret);
+	if (g_opts.json) {
+		print_namespaces_json(l, n);
+		rdax_namespace_list_free(&l);
+		return 0;
+	}
+	int wpath = 4;
+	for (size_t i = 0; i < n; i++) {
+		int w = (int)strlen(l[i].path);
+		wpath = w > wpath ? w : wpath;
+	}
+	printf("%-3s %-*s  %-6s  %-15s  %-9s  %-9s  %s\n", "ID", wpath, "PATH", "KIND", "METHOD",
+	       "SIZE", "FREE", "HEALTH");
+	for (size_t i = 0; i < n; i++) {
+		char sz[SIZE_FORMAT_MAX], fr[SIZE_FORMAT_MAX];
+		printf("%-3" PRIu32 " %-*s  %-6s  %-15s  %-9s  %-9s  %s\n", l[i].id, wpath,
+		       l[i].path, l[i].kind[0] ? l[i].kind : "?", method_name(l[i].persist_method),
+		       size_format(l[i].size, sz, sizeof(sz)),
+		       size_format(l[i].free_bytes, fr, sizeof(fr)),
+		       l[i].health[0] ? l[i].health : "?");
+		for (size_t k = 0; k < l[i].nbad; k++) {
+			char len[SIZE_FORMAT_MAX];
+			const struct rdax_bad_range *b = &l[i].bad[k];
+			size_format(b->length, len, sizeof(len));
+			if (b->volume)
+				printf("    bad block: offset %" PRIu64
+				       ", %s: volume %s at %" PRIu64 "\n",
+				       b->offset, len, b->volume, b->volume_offset);
+			else
+				printf("    bad block: offset %" PRIu64 ", %s: in no volume\n",
+				       b->offset, len);
+		}
+		for (size_t k = 0; k < l[i].nmarked; k++)
+			printf("    unsafe shutdown: volume %s may have lost acknowledged writes\n",
+			       l[i].marked_volumes[k]);
+	}
+	rdax_namespace_list_free(&l);
+	return 0;
+}
+
 /* cmd_volume_info -- rdax volume info NAME: key: value lines */
 static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 {
@@ -799,6 +912,18 @@ static const struct command commands[] = {
      "and fsync_bytes (written back by them). --json: one object with those\n"
      "names and name, every value in bytes or a count.\n",
      cmd_stat},
+    {"namespace list", "[--json]", 0, 0, OPT_JSON,
+     "List the server's namespaces: ID, PATH (on the server), KIND (devdax,\n"
+     "fsdax or file), METHOD (how a flush reaches persistence), SIZE, FREE and\n"
+     "HEALTH: ok, bad-blocks (reads of them get EIO; each range and the volume\n"
+     "it falls in follows on its own line) or unsafe-shutdown (the platform lost\n"
+     "power without flushing while the namespace was in use: acknowledged writes\n"
+     "may be lost; the marked volumes follow). The server reads the bad blocks\n"
+     "again for this. --json: {\"namespaces\": [{id, path, kind, mode, method,\n"
+     "size, free_bytes, health, unsafe_shutdown_count (null: not reported),\n"
+     "unsafe_shutdown, badblocks_supported, bad_blocks: [{offset, length, volume\n"
+     "(null: none), volume_offset}], marked_volumes: [NAME]}]}, sizes in bytes.\n",
+     cmd_namespace_list},
     {"crash-states", CRASH_CMD_USAGE, 0, 0, OPT_OWN, crash_cmd_help, cmd_crash_states},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -839,22 +964,36 @@ static void command_help(const struct command *cmd)
 	       cmd->usage, cmd->help);
 }
 
+/* group_of -- @word names a group of subcommands ("volume", "namespace") */
+static bool group_of(const char *word)
+{
+	return strcmp(word, "volume") == 0 || strcmp(word, "namespace") == 0;
+}
+
+/* in_group -- @cmd is a subcommand of group @word ("volume create" of "volume") */
+static bool in_group(const struct command *cmd, const char *word)
+{
+	size_t n = strlen(word);
+	return strncmp(cmd->name, word, n) == 0 && cmd->name[n] == ' ';
+}
+
 /*
  * find_command -- match the words at @argv against the table; *nwords = how
- * many words the name took. "volume" alone matches nothing (*group = true).
+ * many words the name took. A group word alone ("volume", "namespace")
+ * matches nothing (*group = true).
  */
 static const struct command *find_command(char **argv, int argc, int *nwords, bool *group)
 {
 	*group = false;
 	if (argc < 1)
 		return NULL;
-	if (strcmp(argv[0], "volume") == 0) {
+	if (group_of(argv[0])) {
 		*group = true;
 		if (argc < 2)
 			return NULL;
 		for (unsigned i = 0; i < NCOMMANDS; i++)
-			if (strncmp(commands[i].name, "volume ", 7) == 0 &&
-			    strcmp(commands[i].name + 7, argv[1]) == 0) {
+			if (in_group(&commands[i], argv[0]) &&
+			    strcmp(commands[i].name + strlen(argv[0]) + 1, argv[1]) == 0) {
 				*nwords = 2;
 				return &commands[i];
 			}
@@ -868,12 +1007,12 @@ static const struct command *find_command(char **argv, int argc, int *nwords, bo
 	return NULL;
 }
 
-/* volume_help -- the volume subcommands */
-static void volume_help(FILE *f)
+/* group_help -- the subcommands of group @word */
+static void group_help(FILE *f, const char *word)
 {
-	fprintf(f, "usage: rdax [OPTIONS] volume SUBCOMMAND\n\nsubcommands:\n");
+	fprintf(f, "usage: rdax [OPTIONS] %s SUBCOMMAND\n\nsubcommands:\n", word);
 	for (unsigned i = 0; i < NCOMMANDS; i++)
-		if (strncmp(commands[i].name, "volume ", 7) == 0)
+		if (in_group(&commands[i], word))
 			fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
 				commands[i].usage);
 }
@@ -893,7 +1032,7 @@ static int cmd_help(char **argv, int argc)
 		return 0;
 	}
 	if (group && argc == 1) {
-		volume_help(stdout);
+		group_help(stdout, argv[0]);
 		return 0;
 	}
 	fail_msg("help: unknown command '%s%s%s' (see 'rdax --help')", argv[0],
@@ -1062,12 +1201,12 @@ int main(int argc, char **argv)
 	if (!cmd) {
 		if (group && (i + 1 >= argc || strcmp(argv[i + 1], "--help") == 0 ||
 			      strcmp(argv[i + 1], "-h") == 0)) {
-			volume_help(i + 1 >= argc ? stderr : stdout);
+			group_help(i + 1 >= argc ? stderr : stdout, argv[i]);
 			return i + 1 >= argc ? EXIT_USAGE : 0;
 		}
 		if (group)
-			fail_msg("volume: unknown subcommand '%s' (see 'rdax help volume')",
-				 argv[i + 1]);
+			fail_msg("%s: unknown subcommand '%s' (see 'rdax help %s')", argv[i],
+				 argv[i + 1], argv[i]);
 		else
 			fail_msg("unknown command '%s' (see 'rdax --help')", argv[i]);
 		return EXIT_USAGE;

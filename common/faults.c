@@ -31,6 +31,9 @@ static const struct {
 	{ "no-media-guard", &rdax_faults.no_media_guard },
 	{ "format-no-lock", &rdax_faults.format_no_lock },
 	{ "drain-one-by-one", &rdax_faults.drain_one_by_one },
+	{ "fake-media", &rdax_faults.fake_media },
+	{ "usc-no-compare", &rdax_faults.usc_no_compare },
+	{ "no-badblock-check", &rdax_faults.no_badblock_check },
 };
 
 int faults_from_env(void)

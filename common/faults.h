@@ -63,6 +63,15 @@ struct rdax_faults {
 	 * each waited for (one drain timeout per worker) instead of all at once
 	 */
 	bool drain_one_by_one;
+	/*
+	 * media_health: read the unsafe-shutdown count and bad blocks from
+	 * PATH.media beside each namespace instead of the device (a test source)
+	 */
+	bool fake_media;
+	/* media_health: record the unsafe-shutdown count without comparing it */
+	bool usc_no_compare;
+	/* media_health: reads overlapping a known bad block are served, not refused */
+	bool no_badblock_check;
 };
 
 extern struct rdax_faults rdax_faults;

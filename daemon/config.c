@@ -16,6 +16,7 @@
 #include "cluster_meta.h"
 #include "errors.h"
 #include "frame.h"
+#include "metrics_http.h"
 #include "namespace.h"
 #include "size.h"
 #include "url.h"
@@ -31,6 +32,7 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
+	KEY_METRICS,
 	KEY_CLUSTER,
 	KEY_CLUSTER_NAME,
 	KEY_NODE,
@@ -64,6 +66,7 @@ static const struct setting {
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_METRICS] = {"metrics", required_argument, IN_FILE},
     [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
     [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
     [KEY_NODE] = {"node", required_argument, IN_FILE},
@@ -116,6 +119,7 @@ void config_free(struct config *c)
 	free(c->pidfile);
 	free(c->token_file);
 	free(c->config_path);
+	free(c->metrics);
 	free(c->format_path);
 	free(c->cluster);
 	free(c->cluster_name);
@@ -361,6 +365,11 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		c->max_payload = (uint32_t)size;
 		return 0;
+	case KEY_METRICS:
+		ret = metrics_http_parse(value, why, sizeof(why));
+		if (ret)
+			goto err_why;
+		return replace_string(&c->metrics, value);
 	case KEY_CLUSTER:
 		if (strncmp(value, "etcd://", 7) != 0 || value[7] == '\0') {
 			rdax_seterr(err, errlen, "%s%s '%s': not etcd://HOST:PORT[,HOST:PORT...]",
@@ -670,8 +679,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	if (c->format_path) {
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics ||
+		    c->cluster || c->cluster_name || c->node_name || c->zone || c->nadvertise) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -763,6 +772,10 @@ void config_usage(FILE *f)
 		"                        spins on its completion queue this long before it\n"
 		"                        sleeps again: lower latency for a busy CPU\n"
 		"                        (default 0: sleep at once)\n"
+		"  --metrics http://HOST:PORT  serve Prometheus metrics at /metrics there\n"
+		"                        (HOST a loopback or monitoring address; port 0\n"
+		"                        picks a free one, shown in the log; default: none;\n"
+		"                        docs/metrics.md)\n"
 		"  --cluster etcd://HOST:PORT[,HOST:PORT...]  join the cluster whose state\n"
 		"                        this etcd keeps: volumes replicated on several\n"
 		"                        nodes (docs/cluster.md); without it rdaxd is\n"

@@ -78,6 +78,7 @@ struct config {
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (net/rdma_conn.h) */
 	char *config_path;	    /* --config, NULL if none */
+	char *metrics;		    /* --metrics http://HOST:PORT (metrics_http.h); NULL: none */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */
 	char *cluster;

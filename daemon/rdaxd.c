@@ -16,6 +16,7 @@
  *    list/info, connection teardown -- everything that takes namespace locks.
  *  - with --cluster, the cluster thread (etcd) and, on a primary, one thread
  *    per replica link (daemon/cluster).
+ *  - with --metrics: the metrics endpoint's thread (metrics_http.h).
  *  Pools hand results back to the connection's worker with ev_async
  *  (docs/architecture.md, "Threads").
  *
@@ -49,6 +50,7 @@
 #include "fsync_pool.h"
 #include "log.h"
 #include "listener.h"
+#include "metrics_http.h"
 #include "namespace.h"
 #include "native_conn.h"
 #include "nbd_conn.h"
@@ -135,7 +137,10 @@ static int pidfile_write(const char *path)
 	return ret;
 }
 
-/* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
+/*
+ * ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])";
+ * run_daemon appends "; metrics http://HOST:PORT/metrics" with --metrics
+ */
 static void ready_line(const struct listener *l, const struct store *store, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
@@ -179,7 +184,9 @@ struct daemon {
 	struct conn_rdma_shared rdma_shared;
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
 	struct cluster *cluster;  /* NULL without --cluster */
-	bool served;		  /* the accept loop ran: connections may exist */
+	struct metrics_expo_src metrics_src;
+	struct metrics_http *metrics; /* NULL without --metrics */
+	bool served;		      /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
 
@@ -379,6 +386,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
  */
 static void daemon_stop(struct daemon *d, const struct config *cfg)
 {
+	metrics_http_stop(&d->metrics); /* first: a scrape reads everything below */
 	if (d->served) {
 		/* accept nothing more anywhere, then one drain for every transport at once */
 		listener_close(d->listener);
@@ -480,6 +488,15 @@ static int run_daemon(const struct config *cfg)
 	code = daemon_start(&d, cfg);
 	if (code)
 		goto out_stop;
+	if (cfg->metrics) {
+		d.metrics_src =
+		    (struct metrics_expo_src){.store = d.store, .version = RDAX_VERSION};
+		if (metrics_http_start(cfg->metrics, &d.metrics_src, &d.metrics, err,
+				       sizeof(err))) {
+			code = fail(1, "%s", err);
+			goto out_stop;
+		}
+	}
 
 	if (cfg->pidfile) {
 		int ret = pidfile_write(cfg->pidfile);
@@ -498,6 +515,9 @@ static int run_daemon(const struct config *cfg)
 
 	char line[2048];
 	ready_line(d.listener, d.store, line, sizeof(line));
+	if (d.metrics) /* last, so the listeners' addresses keep their place */
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "; metrics %s/metrics",
+			 metrics_http_url(d.metrics));
 	char mp[SIZE_FORMAT_MAX];
 	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line, cfg->threads,
 		 cfg->threads == 1 ? "" : "s",

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stddef.h>
 
+#include "metrics.h"
 #include "namespace.h"
 #include "persist.h"
 #include "repl_registry.h"
@@ -31,9 +32,15 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 	/* msync writes back to a disk: it may block for milliseconds */
 	if (v->ns->persist.method == PERSIST_METHOD_MSYNC)
 		return false;
-	int ret = fsync_range_try(v, off, len, mode, written_back);
+	uint64_t t0 = metrics_now_ns();
+	uint64_t wb = 0;
+	int ret = fsync_range_try(v, off, len, mode, &wb);
 	if (ret == -EBUSY)
 		return false; /* another fsync of the volume runs: the pool waits for it */
+	if (ret == 0)
+		metrics_fsync(metrics_now_ns() - t0, wb);
+	if (written_back)
+		*written_back = wb;
 	*code = ret;
 	return true;
 }
@@ -55,11 +62,15 @@ enum vol_op_pool vol_op_pool(const struct vol_op *op)
 void vol_op_run(struct vol_op *op)
 {
 	switch (op->kind) {
-	case VOL_OP_FSYNC:
+	case VOL_OP_FSYNC: {
+		uint64_t t0 = metrics_now_ns();
 		op->code = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
 		if (op->code == 0)
 			op->code = repl_fsync_wait(repl_registry_get(op->v), op->off, op->len);
+		if (op->code == 0)
+			metrics_fsync(metrics_now_ns() - t0, op->written_back);
 		break;
+	}
 	case VOL_OP_DISCARD:
 		op->code = volume_discard(op->v, op->off, op->len);
 		break;

@@ -6,19 +6,20 @@
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
 # systemd ... man-db: the unit's checks and the Debian packages' build and test,
-# packaging/).
+# packaging/; libpmem2-dev: unsafe-shutdown counts and bad blocks; libmicrohttpd-dev:
+# the metrics endpoint, prometheus: its checks, promtool and a real scraper).
 # Idempotent; needs root (or sudo).
 set -eu
 
 packages="build-essential cmake pkg-config
-	libpmem-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
+	libpmem-dev libpmem2-dev libmicrohttpd-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
 	libcmocka-dev python3
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
 	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
-	scdoc mandoc groff-base
+	scdoc mandoc groff-base prometheus
 	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db"
 
 missing=""

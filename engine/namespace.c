@@ -8,6 +8,7 @@
 #include "namespace.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,13 +206,26 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 		ns->volumes[ns->nvolumes++] = v;
 	}
 
+	ns->kind = ns_kind_of(&ns->persist, path);
+	ret = media_health_open(&ns->health, path, ns->hold_fd, ns->table);
+	if (ret) {
+		media_health_destroy(&ns->health);
+		goto err_free_volumes;
+	}
+	for (unsigned i = 0; i < ns->nvolumes; i++) {
+		int idx = vol_table_find(ns->table, ns->volumes[i]->name);
+		if (idx >= 0 && vol_table_get(ns->table, (unsigned)idx)->unsafe_shutdown)
+			LOG_ERROR("open %s: volume \"%s\" is marked by an unsafe shutdown", path,
+				  ns->volumes[i]->name);
+	}
+
 	if (!vol_table_copies_agree(ns->table)) {
 		/* one copy holds the state: give it its twin back before anything else can fail */
 		LOG_WARN("open %s: rewriting the metadata copy that does not hold the latest state",
 			 path);
 		ret = vol_table_repair(ns->table);
 		if (ret)
-			goto err_free_volumes;
+			goto err_health;
 	}
 
 	LOG_INFO("opened namespace %s: id=%" PRIu32 ", %u volumes, data %" PRIu64 " bytes", path,
@@ -219,6 +233,8 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 	*out = ns;
 	return 0;
 
+err_health:
+	media_health_destroy(&ns->health);
 err_free_volumes:
 	ns_volumes_free(ns);
 	vol_table_delete(&ns->table);
@@ -283,6 +299,8 @@ void ns_close(struct ns **nsp)
 			LOG_DEBUG("close %s: volume \"%s\": %" PRIu64 " bytes written back",
 				  ns->path, v->name, written);
 	}
+	media_health_close(&ns->health, ns->table); /* a clean close: after the write-back */
+	media_health_destroy(&ns->health);
 	ns_volumes_free(ns);
 	vol_table_delete(&ns->table);
 	persist_unmap(&ns->persist);
@@ -537,8 +555,64 @@ static void __ns_volume_info(struct ns *ns, const struct volume *v, struct volum
 	out->ns_id = ns->id;
 	out->open_count = v->open_count;
 	int idx = vol_table_find(ns->table, v->name);
-	if (idx >= 0)
-		memcpy(out->uuid, vol_table_get(ns->table, (unsigned)idx)->uuid, sizeof(out->uuid));
+	if (idx >= 0) {
+		const struct vt_volume *tv = vol_table_get(ns->table, (unsigned)idx);
+		memcpy(out->uuid, tv->uuid, sizeof(out->uuid));
+		out->unsafe_shutdown = tv->unsafe_shutdown;
+	}
+}
+
+const char *ns_kind_of(const struct persist *p, const char *path)
+{
+	if (p->is_devdax)
+		return "devdax";
+	struct statx stx;
+	if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx) == 0 &&
+	    (stx.stx_attributes_mask & STATX_ATTR_DAX) && (stx.stx_attributes & STATX_ATTR_DAX))
+		return "fsdax";
+	return "file";
+}
+
+int ns_volume_stats(struct ns *ns, struct ns_volume_stats **out, unsigned *count)
+{
+	if (!ns || !out || !count)
+		return -EINVAL;
+	struct media_health_info mh;
+	media_health_get(&ns->health, &mh);
+	pthread_mutex_lock(&ns->lock);
+	unsigned n = ns->nvolumes;
+	struct ns_volume_stats *a = n ? calloc(n, sizeof(*a)) : NULL;
+	if (n && !a) {
+		pthread_mutex_unlock(&ns->lock);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct volume *v = ns->volumes[i];
+		struct volume_stats vs;
+		volume_stats_get(v, &vs);
+		memcpy(a[i].name, v->name, sizeof(a[i].name));
+		a[i].size = v->size;
+		a[i].ns_offset = v->ns_offset;
+		a[i].dirty_bytes = vs.dirty_bytes;
+		memcpy(a[i].entries, vs.entries, sizeof(a[i].entries));
+		a[i].fsyncs = vs.fsyncs;
+		a[i].fsync_bytes = vs.fsync_bytes;
+		for (unsigned b = 0; b < mh.nbad; b++) {
+			uint64_t lo = mh.bad[b].off > v->ns_offset ? mh.bad[b].off : v->ns_offset;
+			uint64_t hi = mh.bad[b].off + mh.bad[b].len;
+			if (hi > v->ns_offset + v->size)
+				hi = v->ns_offset + v->size;
+			if (hi > lo)
+				a[i].bad_bytes += hi - lo;
+		}
+		int idx = vol_table_find(ns->table, v->name);
+		a[i].unsafe_shutdown =
+		    idx >= 0 && vol_table_get(ns->table, (unsigned)idx)->unsafe_shutdown;
+	}
+	pthread_mutex_unlock(&ns->lock);
+	*out = a;
+	*count = n;
+	return 0;
 }
 
 int ns_volume_list(struct ns *ns, struct volume_info *out, unsigned max, unsigned *count)

@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "media_health.h"
 #include "persist.h"
 
 struct volume;
@@ -48,10 +49,12 @@ struct vol_table;
 
 struct ns {
 	char *path;
-	uint32_t id;		/* names the namespace in dirty-tree locations */
-	int hold_fd;		/* holds the namespace lock (backing.h) while open */
-	struct persist persist; /* the mapping and its flush wrapper */
-	uint64_t data_offset;	/* first byte of the data area */
+	uint32_t id;		    /* names the namespace in dirty-tree locations */
+	int hold_fd;		    /* holds the namespace lock (backing.h) while open */
+	struct persist persist;	    /* the mapping and its flush wrapper */
+	const char *kind;	    /* "devdax", "fsdax" (a file in DAX mode) or "file" */
+	struct media_health health; /* unsafe shutdowns and bad blocks (media_health.h) */
+	uint64_t data_offset;	    /* first byte of the data area */
 	uint64_t data_size;
 	struct vol_table *table; /* on-media volume table, in-memory copy */
 	pthread_mutex_t lock;	 /* metadata operations */
@@ -143,8 +146,9 @@ struct volume_info {
 	uint64_t size;
 	uint64_t ns_offset; /* where its data starts in the namespace */
 	uint32_t ns_id;
-	uint8_t uuid[16];    /* the volume's uuid in the table */
-	unsigned open_count; /* openers at the time of the call */
+	uint8_t uuid[16];     /* the volume's uuid in the table */
+	unsigned open_count;  /* openers at the time of the call */
+	bool unsafe_shutdown; /* marked by an unsafe shutdown (vol_table.h) */
 };
 
 /*
@@ -156,6 +160,35 @@ int ns_volume_list(struct ns *ns, struct volume_info *out, unsigned max, unsigne
 
 /* ns_volume_info -- one volume by name; 0, -EINVAL, -ENOENT. Takes ns->lock. */
 int ns_volume_info(struct ns *ns, const char *name, struct volume_info *out);
+
+/* A volume's dirty state for reports (ns_volume_stats). */
+struct ns_volume_stats {
+	char name[NS_VOLUME_NAME_MAX + 1];
+	uint64_t size;
+	uint64_t ns_offset;
+	uint64_t dirty_bytes;
+	uint64_t entries[3]; /* DTREE_NR_SIZES: 4 KiB, 2 MiB, 1 GiB */
+	uint64_t fsyncs;
+	uint64_t fsync_bytes;
+	uint64_t bad_bytes; /* bytes of bad blocks inside the volume */
+	bool unsafe_shutdown;
+};
+
+/*
+ * ns_volume_stats -- every volume's name, dirty state and health into a
+ * malloc'd array (*out NULL when there are none). Context: takes ns->lock,
+ * and each volume's tree lock inside it for a moment (the data path takes
+ * tree locks but never ns->lock, so this order cannot deadlock). Returns 0,
+ * -EINVAL, -ENOMEM.
+ */
+int ns_volume_stats(struct ns *ns, struct ns_volume_stats **out, unsigned *count);
+
+/*
+ * ns_kind_of -- what a namespace is, by its mapping and path: "devdax",
+ * "fsdax" (a file the kernel serves in DAX mode, statx STATX_ATTR_DAX) or
+ * "file" (emulated PMEM)
+ */
+const char *ns_kind_of(const struct persist *p, const char *path);
 
 /* ns_free_bytes -- total free bytes and the largest free extent (either pointer may be NULL) */
 void ns_free_bytes(struct ns *ns, uint64_t *total, uint64_t *largest);

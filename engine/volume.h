@@ -100,6 +100,12 @@ int volume_mark_written(struct volume *v, uint64_t off, uint64_t len);
  */
 int volume_discard(struct volume *v, uint64_t off, uint64_t len);
 
+/*
+ * volume_range_bad -- does [off, off + len) of @v (validated) overlap a bad
+ * block of its namespace (media_health.h)? One load when there are none.
+ */
+bool volume_range_bad(struct volume *v, uint64_t off, uint64_t len);
+
 /* volume_stats_get -- sizes, dirty state and fsync counters (NULL arguments: no-op) */
 void volume_stats_get(struct volume *v, struct volume_stats *out);
 

@@ -230,6 +230,50 @@ unsigned rdax_conn_namespace_count(const struct rdax_conn *conn);
 int rdax_conn_namespace_get(const struct rdax_conn *conn, unsigned index,
 			    struct rdax_namespace_info *info);
 
+/* A bad block of a namespace's media (struct rdax_namespace_status). */
+struct rdax_bad_range {
+	uint64_t offset; /* in the namespace, bytes */
+	uint64_t length;
+	const char *volume;	/* the volume it falls in; NULL: in none */
+	uint64_t volume_offset; /* where in that volume */
+};
+
+/* A namespace with its kind and the health of its media (rdax_namespace_list). */
+struct rdax_namespace_status {
+	uint32_t id;
+	const char *path; /* on the server */
+	const char *kind; /* "devdax", "fsdax", "file"; "" from a server that does not say */
+	const char *mode; /* "auto" or "sim" */
+	enum rdax_persist_method persist_method;
+	uint64_t size;
+	uint64_t free_bytes;
+	const char *health; /* "ok", "bad-blocks", "unsafe-shutdown"; "" if not reported */
+	int usc_supported;  /* the device reports an unsafe-shutdown count ... */
+	uint64_t unsafe_shutdown_count; /* ... this one */
+	int unsafe_shutdown;	 /* hit by one while in use: acknowledged writes may be lost */
+	int badblocks_supported; /* the device reports its bad blocks */
+	size_t nbad;
+	const struct rdax_bad_range *bad; /* one per (bad block, volume it touches) */
+	size_t nmarked;
+	const char *const *marked_volumes; /* volumes marked by the unsafe shutdown */
+};
+
+/*
+ * rdax_namespace_list -- every namespace of the server with its kind and
+ * media health, the bad blocks read again by the server: *listp = an array
+ * of *countp entries (strings inside it), freed with
+ * rdax_namespace_list_free(). Context: blocks for one round trip.
+ * Returns 0, -EINVAL (NULL), -ENOMEM, -RDAX_E_PROTOCOL (among others: a
+ * server older than this request, which then closes the connection), or a
+ * connection error.
+ */
+int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **listp,
+			size_t *countp);
+
+/* rdax_namespace_list_free -- free what rdax_namespace_list returned; accepts NULL; sets *listp =
+ * NULL */
+void rdax_namespace_list_free(struct rdax_namespace_status **listp);
+
 /* --- volume management -------------------------------------------------- */
 
 /* A volume as the server lists it. */

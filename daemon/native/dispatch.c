@@ -51,6 +51,7 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_FSYNC] = &rdax__fsync_request__descriptor,
     [FRAME_DISCARD] = &rdax__discard_request__descriptor,
     [FRAME_STAT] = &rdax__stat_request__descriptor,
+    [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -181,6 +182,7 @@ static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...
 		st.message = msg;
 	}
 	rep.status = &st;
+	r->code = code;
 	return reply_pack(&rep.base, r);
 }
 
@@ -383,6 +385,131 @@ out_free:
 	free(infos);
 }
 
+/* health_state -- the one word of a namespace's health */
+static const char *health_state(const struct media_health_info *mh)
+{
+	return mh->unsafe_shutdown ? "unsafe-shutdown" : mh->nbad ? "bad-blocks" : "ok";
+}
+
+/* The parts of one namespace's entry in a NamespaceListReply. */
+struct ns_entry {
+	Rdax__NamespaceHealth health;
+	Rdax__BadRange *ranges;
+	Rdax__BadRange **range_ptrs;
+	char **marked;
+	struct ns_volume_stats *vols;
+	unsigned nvols;
+};
+
+/*
+ * ns_entry_fill -- the health of @ns into @e and @info: the bad blocks read
+ * again, each mapped to the volumes it touches. 0 or -ENOMEM.
+ */
+static int ns_entry_fill(struct ns *ns, struct ns_entry *e, Rdax__NamespaceInfo *info)
+{
+	struct media_health_info mh;
+	media_health_refresh(&ns->health, ns->path, ns->hold_fd);
+	media_health_get(&ns->health, &mh);
+	if (ns_volume_stats(ns, &e->vols, &e->nvols))
+		return -ENOMEM;
+	/* at most one entry per (range, volume), or one for a range in no volume */
+	size_t max = (size_t)mh.nbad * (e->nvols + 1);
+	e->ranges = calloc(max ? max : 1, sizeof(*e->ranges));
+	e->range_ptrs = calloc(max ? max : 1, sizeof(*e->range_ptrs));
+	e->marked = calloc(e->nvols ? e->nvols : 1, sizeof(*e->marked));
+	if (!e->ranges || !e->range_ptrs || !e->marked)
+		return -ENOMEM;
+	rdax__namespace_health__init(&e->health);
+	e->health.state = (char *)health_state(&mh);
+	e->health.has_unsafe_shutdown_count = mh.usc_supported;
+	e->health.unsafe_shutdown_count = mh.usc;
+	e->health.unsafe_shutdown = mh.unsafe_shutdown;
+	e->health.badblocks_supported = mh.badblocks_supported;
+	size_t n = 0;
+	for (unsigned b = 0; b < mh.nbad; b++) {
+		bool in_volume = false;
+		for (unsigned k = 0; k < e->nvols; k++) {
+			const struct ns_volume_stats *v = &e->vols[k];
+			uint64_t lo = mh.bad[b].off > v->ns_offset ? mh.bad[b].off : v->ns_offset;
+			uint64_t hi = mh.bad[b].off + mh.bad[b].len;
+			if (hi > v->ns_offset + v->size)
+				hi = v->ns_offset + v->size;
+			if (hi <= lo)
+				continue;
+			in_volume = true;
+			Rdax__BadRange *r = &e->ranges[n];
+			rdax__bad_range__init(r);
+			r->offset = lo;
+			r->length = hi - lo;
+			r->volume = (char *)v->name;
+			r->has_volume_offset = 1;
+			r->volume_offset = lo - v->ns_offset;
+			e->range_ptrs[n] = r;
+			n++;
+		}
+		if (!in_volume) {
+			Rdax__BadRange *r = &e->ranges[n];
+			rdax__bad_range__init(r);
+			r->offset = mh.bad[b].off;
+			r->length = mh.bad[b].len;
+			e->range_ptrs[n] = r;
+			n++;
+		}
+	}
+	e->health.n_bad_blocks = n;
+	e->health.bad_blocks = e->range_ptrs;
+	for (unsigned k = 0; k < e->nvols; k++)
+		if (e->vols[k].unsafe_shutdown)
+			e->marked[e->health.n_marked_volumes++] = e->vols[k].name;
+	e->health.marked_volumes = e->marked;
+	info->kind = (char *)ns->kind;
+	info->health = &e->health;
+	return 0;
+}
+
+/* run_namespace_list -- every namespace with its kind and health (NAMESPACE_LIST) */
+static void run_namespace_list(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	const struct dispatch_env *env = j->env;
+	unsigned n = store_namespace_count(env->store);
+	Rdax__NamespaceInfo *infos = calloc(n ? n : 1, sizeof(*infos));
+	Rdax__NamespaceInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	struct ns_entry *e = calloc(n ? n : 1, sizeof(*e));
+	j->pub.op.code = infos && ptrs && e ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < n && j->pub.op.code == 0; i++) {
+		struct ns *ns = store_namespace(env->store, i);
+		uint64_t total = 0;
+		ns_free_bytes(ns, &total, NULL);
+		rdax__namespace_info__init(&infos[i]);
+		infos[i].id = ns->id;
+		infos[i].path = ns->path;
+		infos[i].size = ns->persist.size;
+		infos[i].free_bytes = total;
+		infos[i].persist_method = persist_method_wire(ns->persist.method);
+		infos[i].mode = (char *)persist_mode_name(ns->persist.mode);
+		ptrs[i] = &infos[i];
+		j->pub.op.code = ns_entry_fill(ns, &e[i], &infos[i]);
+	}
+	if (j->pub.op.code == 0) {
+		Rdax__Status st = RDAX__STATUS__INIT;
+		Rdax__NamespaceListReply rep = RDAX__NAMESPACE_LIST_REPLY__INIT;
+		rep.status = &st;
+		rep.n_namespaces = n;
+		rep.namespaces = ptrs;
+		j->pub.op.code = reply_pack(&rep.base, &j->reply);
+	}
+	for (unsigned i = 0; e && i < n; i++) {
+		free(e[i].ranges);
+		free(e[i].range_ptrs);
+		free(e[i].marked);
+		free(e[i].vols);
+	}
+	free(e);
+	free(ptrs);
+	free(infos);
+}
+
 /* run_create -- place and create a volume */
 static void run_create(struct vol_op *op)
 {
@@ -390,10 +517,7 @@ static void run_create(struct vol_op *op)
 	struct store *store = j->env->store;
 	j->pub.op.code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
 				      &j->ns_id, j->msg, sizeof(j->msg));
-	if (j->pub.op.code == 0)
-		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
-			 j->size, j->ns_id);
-	/* a refusal: the store's message (store.h) names the reason */
+	/* logged once, by the engine (namespace.c); a refusal's reason is in the store's message */
 }
 
 /* run_delete -- remove a volume that nobody has open */
@@ -582,6 +706,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		return 0;
 	case FRAME_VOLUME_LIST:
+	case FRAME_NAMESPACE_LIST:
 		return 0;
 	case FRAME_VOLUME_CLOSE:
 		return check_handle(s, req.close->handle, &v, m);
@@ -618,8 +743,17 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			return -RDAX_E_TOO_BIG;
 		}
 		ret = range_check(off, len, v->size);
-		if (ret)
+		if (ret) {
 			range_error(m, ret, off, len, v);
+		} else if (volume_range_bad(v, off, len)) {
+			/* never load from poison: the copy would be a machine check */
+			fmt_msg(
+			    m,
+			    "read of volume \"%s\" [%" PRIu64 ", +%" PRIu64
+			    ") overlaps a bad block of the media (rdax namespace list shows it)",
+			    v->name, off, len);
+			ret = -EIO;
+		}
 		break;
 	case FRAME_FSYNC:
 		ret = check_handle(s, req.fsync->handle, &v, m);
@@ -791,6 +925,9 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_LIST:
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_list));
+		return;
+	case FRAME_NAMESPACE_LIST:
+		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_namespace_list));
 		return;
 	case FRAME_VOLUME_CLOSE: {
 		struct volume *closed = NULL;
@@ -1124,6 +1261,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		/* fall through */
 	case FRAME_VOLUME_LIST:
 	case FRAME_VOLUME_INFO:
+	case FRAME_NAMESPACE_LIST:
 		out->action = DISPATCH_REPLY;
 		out->reply.body = j->reply.body;
 		out->reply.body_len = j->reply.body_len;
@@ -1170,6 +1308,15 @@ struct dispatch_job *dispatch_teardown_job(struct session **sp)
 	j->pub.op.kind = VOL_OP_CALL;
 	j->pub.op.call = run_teardown;
 	return &j->pub;
+}
+
+int dispatch_reply_error(struct dispatch_reply *r, uint16_t type, uint64_t request_id, int code,
+			 const char *msg)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = (uint16_t)(type | FRAME_REPLY);
+	r->request_id = request_id;
+	return reply_status(r, code, "%s", msg);
 }
 
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r)

@@ -106,6 +106,7 @@ struct dispatch_reply {
 	uint32_t hold;	       /* handle held until the reply is sent (0: none) */
 	struct volume *volume; /* READ: the volume read ... */
 	uint64_t offset;       /* ... and where, for write-after-read ordering */
+	int code;	       /* the status: 0, or the error's negative code (metrics) */
 	/*
 	 * body is a shared constant (the status-only success reply, packed
 	 * once), never written to: dispatch_reply_release() does not free it.
@@ -204,6 +205,15 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
  * deleted on the spot.
  */
 struct dispatch_job *dispatch_teardown_job(struct session **sp);
+
+/*
+ * dispatch_reply_error -- build into @r (released or empty) an error reply
+ * to request @request_id of @type (FRAME_REPLY may be set) with @code and
+ * @msg: for a transport that finds a failure after dispatch answered (a
+ * READ whose copy out of the mapping met a bad page). 0 or -ENOMEM.
+ */
+int dispatch_reply_error(struct dispatch_reply *r, uint16_t type, uint64_t request_id, int code,
+			 const char *msg);
 
 /* dispatch_reply_release -- free the body and drop the hold of a reply (sent or not) */
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r);

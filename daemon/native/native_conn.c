@@ -4,11 +4,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "media_guard.h"
 
 /* One reply on the stream: its header bytes and what dispatch built. */
 struct native_reply {
@@ -64,6 +66,53 @@ static void native_out_release(struct stream *s, struct stream_out *o)
 	nc->nspare++;
 }
 
+/* frame_op -- the metrics' operation of a frame type (a reply's type without FRAME_REPLY) */
+static enum metrics_op frame_op(uint16_t type)
+{
+	static const enum metrics_op ops[FRAME_TYPE_MAX] = {
+	    [FRAME_HELLO] = METRICS_OP_HELLO,
+	    [FRAME_VOLUME_CREATE] = METRICS_OP_VOLUME_CREATE,
+	    [FRAME_VOLUME_DELETE] = METRICS_OP_VOLUME_DELETE,
+	    [FRAME_VOLUME_LIST] = METRICS_OP_VOLUME_LIST,
+	    [FRAME_VOLUME_INFO] = METRICS_OP_VOLUME_INFO,
+	    [FRAME_VOLUME_OPEN] = METRICS_OP_VOLUME_OPEN,
+	    [FRAME_VOLUME_CLOSE] = METRICS_OP_VOLUME_CLOSE,
+	    [FRAME_WRITE] = METRICS_OP_WRITE,
+	    [FRAME_READ] = METRICS_OP_READ,
+	    [FRAME_FSYNC] = METRICS_OP_FSYNC,
+	    [FRAME_DISCARD] = METRICS_OP_DISCARD,
+	    [FRAME_STAT] = METRICS_OP_STAT,
+	    [FRAME_NAMESPACE_LIST] = METRICS_OP_NAMESPACE_LIST,
+	};
+	type &= (uint16_t)~FRAME_REPLY;
+	return type > 0 && type < FRAME_TYPE_MAX ? ops[type] : METRICS_OP_OTHER;
+}
+
+/*
+ * snapshot_read -- copy a READ payload out of the mapping when it is queued
+ * (guarded: a bad page answers EIO instead of killing the daemon). Returns
+ * 0, -ENOMEM, or -EIO with @r turned into the error reply.
+ */
+static int snapshot_read(struct native_conn *nc, struct native_reply *nr, struct dispatch_reply *r)
+{
+	nr->payload_copy = malloc(r->payload_len);
+	if (!nr->payload_copy)
+		return -ENOMEM;
+	int ret = media_copy_out(nr->payload_copy, r->payload, r->payload_len);
+	if (ret) {
+		free(nr->payload_copy);
+		nr->payload_copy = NULL;
+		char m[128];
+		snprintf(m, sizeof(m), "media error reading volume \"%s\" at %" PRIu64,
+			 r->volume ? r->volume->name : "?", r->offset);
+		uint16_t type = r->type;
+		uint64_t id = r->request_id;
+		dispatch_reply_release(nc->session, r);
+		return dispatch_reply_error(r, type, id, -EIO, m) ? -ENOMEM : -EIO;
+	}
+	return 0;
+}
+
 /* queue_reply -- put a reply from dispatch on the stream (takes it over) */
 static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 {
@@ -78,12 +127,16 @@ static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 	nr->payload_copy = NULL;
 	if (r->payload_len && nc->t->snapshot_reads) {
 		/* a snapshot now: later requests and one-sided writes cannot change it */
-		nr->payload_copy = malloc(r->payload_len);
-		if (!nr->payload_copy) {
+		int ret = snapshot_read(nc, nr, r);
+		if (ret == -ENOMEM) {
 			free(nr);
 			goto err_nomem;
 		}
-		memcpy(nr->payload_copy, r->payload, r->payload_len);
+	}
+	metrics_request(nc->t->metrics, frame_op(r->type), r->payload_len);
+	if (r->code)
+		metrics_error(nc->t->metrics, r->code);
+	if (nr->payload_copy) {
 		if (r->hold)
 			session_handle_release(nc->session, r->hold);
 		r->hold = 0;
@@ -227,6 +280,7 @@ static void native_payload_done(struct stream *s, bool kept)
 	if (!kept)
 		return;
 	struct dispatch_out out;
+	metrics_bytes(nc->t->metrics, METRICS_OP_WRITE, nc->pw.len);
 	dispatch_payload_done(nc->env, nc->session, &nc->pw, &out);
 	nc->pw.hold = 0;
 	handle_out(nc, &out);
@@ -341,6 +395,7 @@ static void native_free(struct stream *s)
 		nc->spare = nr->next_spare;
 		free(nr);
 	}
+	metrics_conn(nc->t->metrics, false);
 	nc->t->free(nc);
 }
 
@@ -372,6 +427,7 @@ int native_conn_init(struct native_conn *nc, struct conn_set *set, const struct 
 		stream_release(&nc->s);
 		return ret;
 	}
+	metrics_conn(t->metrics, true);
 	return 0;
 }
 
@@ -385,6 +441,7 @@ static void socket_conn_free(struct native_conn *nc)
 
 static const struct native_transport native_socket = {
     .snapshot_reads = false,
+    .metrics = METRICS_TCP,
     .free = socket_conn_free,
 };
 

@@ -47,6 +47,7 @@
 
 #include "dispatch.h"
 #include "frame.h"
+#include "metrics.h"
 #include "stream.h"
 
 /* Replies queued + requests in the pools, per connection. */
@@ -74,6 +75,8 @@ struct native_conn;
 struct native_transport {
 	/* READ payloads copied when queued (the mapping may change under them otherwise) */
 	bool snapshot_reads;
+	/* the "transport" label of its requests in the metrics */
+	enum metrics_transport metrics;
 	/* free -- the transport's connection around @nc (after the stream was released) */
 	void (*free)(struct native_conn *nc);
 };

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
 
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
 struct nbd_out {
@@ -109,6 +110,7 @@ void nbd_req_error(struct nbd_conn *c, uint64_t handle, uint16_t type, uint32_t 
 {
 	LOG_DEBUG("%s: %s (handle %" PRIu64 ") failed: error %" PRIu32 ": %s", c->s.conn.peer,
 		  nbd_cmd_name(type), handle, error, msg ? msg : "");
+	metrics_error(METRICS_NBD, (int)error); /* NBD's error values are Linux's errno values */
 	struct nbd_out *o = out_new(c);
 	if (!o)
 		return;
@@ -135,6 +137,7 @@ void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
 		nbd_simple_reply_encode(o->hdr, 0, r->handle);
 		n = NBD_SIMPLE_REPLY_SIZE;
 	}
+	metrics_bytes(METRICS_NBD, METRICS_OP_READ, r->length);
 	out_queue(c, o, n, c->v->data + r->offset, r->length, r->offset);
 }
 
@@ -328,6 +331,7 @@ static bool nbd_end(struct stream *s)
 
 static void nbd_free(struct stream *s)
 {
+	metrics_conn(METRICS_NBD, false);
 	free(c_of(s));
 }
 
@@ -359,6 +363,7 @@ int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, co
 		goto err_free;
 	c->sh = sh;
 	c->phase = PH_FLAGS;
+	metrics_conn(METRICS_NBD, true);
 	stream_socket_start(&c->s, fd);
 	return 0;
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "nbd_conn.h"
 #include "repl_registry.h"
 
@@ -45,6 +46,25 @@ static void req_job(struct nbd_conn *c, const struct nbd_request *r, enum nbd_jo
 	nbd_job_submit(c, j);
 }
 
+/* cmd_op -- the metrics' operation of an NBD command */
+static enum metrics_op cmd_op(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ:
+		return METRICS_OP_READ;
+	case NBD_CMD_WRITE:
+		return METRICS_OP_WRITE;
+	case NBD_CMD_FLUSH:
+		return METRICS_OP_FSYNC;
+	case NBD_CMD_TRIM:
+		return METRICS_OP_DISCARD;
+	case NBD_CMD_WRITE_ZEROES:
+		return METRICS_OP_WRITE_ZEROES;
+	default:
+		return METRICS_OP_OTHER;
+	}
+}
+
 /* req_handle -- one request header (validated here, acted on or refused) */
 static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 {
@@ -66,6 +86,13 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
+	if (err == 0 && r->type == NBD_CMD_READ && r->length &&
+	    volume_range_bad(c->v, r->offset, r->length)) {
+		/* never load from poison: the send would meet a machine check */
+		why = "the range overlaps a bad block of the media (rdax namespace list shows it)";
+		err = NBD_EIO;
+	}
+	metrics_request(METRICS_NBD, cmd_op(r->type), 0);
 	if (err) {
 		char msg[NBD_MESSAGE_MAX];
 		snprintf(msg, sizeof(msg),
@@ -132,6 +159,7 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 	const struct nbd_request *r = &c->req;
 	if (!kept)
 		return; /* refused: its reply was queued with the header */
+	metrics_bytes(METRICS_NBD, METRICS_OP_WRITE, r->length);
 	/* stores first, then the mark, then the reply (or the FUA write-back) */
 	int ret = volume_mark_written(c->v, r->offset, r->length);
 	if (ret) {

@@ -700,6 +700,7 @@ static void rdma_transport_free(struct native_conn *nc)
 
 static const struct native_transport rdma_native = {
     .snapshot_reads = true,
+    .metrics = METRICS_RDMA,
     .free = rdma_transport_free,
 };
 

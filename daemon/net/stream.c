@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "media_guard.h"
 
 int stream_init(struct stream *s, struct conn_set *set, const struct conn_ops *conn_ops,
 		const struct stream_proto *proto, size_t in_min, size_t in_max, const char *peer)
@@ -133,8 +134,13 @@ void stream_process(struct stream *s)
 			size_t avail = stream_in_avail(s);
 			if (n > avail)
 				n = avail;
-			if (s->pdst && n)
-				memcpy(s->pdst + s->pgot, stream_in_data(s), n);
+			/* guarded: a bad page of the mapping fails this connection, not the daemon
+			 */
+			if (s->pdst && n &&
+			    media_copy_in(s->pdst + s->pgot, stream_in_data(s), n)) {
+				conn_fail(&s->conn, "media error writing the payload");
+				return;
+			}
 			s->pgot += (uint32_t)n;
 			stream_in_consume(s, n);
 			if (s->pgot < s->plen)

@@ -11,6 +11,8 @@
 #  3. the NVDIMM becomes devdax (ndctl) and the one-sided tests, the
 #     integration and bad-input suites run again against /dev/dax0.0
 #     (auto mode: CLWB + SFENCE).
+#  Before and after 3, rdax namespace list and the metrics name the kind
+#  (fsdax, devdax) and what the emulated device says of its health.
 # Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
 # log of a failed check is printed (its tail) and kept in LOG_DIR.
 set -u
@@ -69,16 +71,46 @@ fsdax_refused() {
 	echo "refused over rdma://, served over tcp://"
 }
 
+# ns_health -- rdaxd on namespace $1 (mode auto, tcp:// and --metrics): rdax namespace list
+# says kind $2, the metrics name it too; what the emulated NVDIMM reports of its
+# health (qemu's has no unsafe-shutdown count) is printed, and must be well formed
+ns_health() {
+	local ns=$1 kind=$2 out="$logs/health-$2.out" pid i json url
+	if [ -c "$ns" ]; then "$RDAXD" --format "$ns" --force || return 1; fi
+	"$RDAXD" --namespace "$ns" --listen tcp://127.0.0.1:7392 --metrics http://127.0.0.1:0 \
+		>"$out" 2>&1 &
+	pid=$!
+	for i in $(seq 1 240); do
+		grep -q "rdaxd: ready" "$out" && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.5
+	done
+	grep -q "rdaxd: ready" "$out" || { cat "$out"; kill $pid; return 1; }
+	json=$("$RDAX" --server tcp://127.0.0.1:7392 namespace list --json) || { kill $pid; return 1; }
+	"$RDAX" --server tcp://127.0.0.1:7392 namespace list
+	url=$(sed -n 's/.*metrics \(http:[^ ]*\).*/\1/p' "$out" | head -n 1)
+	curl -sf "$url" >"$logs/health-$kind.metrics" || { echo "no metrics at $url"; kill $pid; return 1; }
+	kill -TERM $pid && wait $pid || { echo "rdaxd did not exit 0"; return 1; }
+	echo "$json"
+	echo "$json" | grep -q "\"kind\":\"$kind\"" || { echo "kind is not $kind"; return 1; }
+	echo "$json" | grep -Eq '"unsafe_shutdown_count":(null|[0-9]+)' || return 1
+	echo "$json" | grep -Eq '"badblocks_supported":(true|false)' || return 1
+	grep -q "^rdax_namespace_info{.*kind=\"$kind\"" "$logs/health-$kind.metrics" ||
+		{ echo "metrics without kind $kind"; return 1; }
+	grep -E "^rdax_namespace_(media_health|unsafe|bad)" "$logs/health-$kind.metrics"
+}
+
 # to_devdax -- turn the NVDIMM into /dev/dax0.0
 to_devdax() {
 	umount /mnt/pmem && ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null &&
 		test -c /dev/dax0.0
 }
 
-export -f fsdax_refused to_devdax
+export -f fsdax_refused to_devdax ns_health
 
 echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $RDAX_VM_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused
+check fsdax_health 300 ns_health /mnt/pmem/rdax-health.ns,size=64M fsdax
 
 export RDAX_IT_MODE=sim
 check sim_direct 600 "$DIRECT"
@@ -102,6 +134,7 @@ check devdax_client 900 "$IT_CLIENT"
 check devdax_badinput 900 "$IT_BADINPUT"
 check devdax_cli 900 "$IT_CLI"
 unset RDAX_IT_NS
+check devdax_health 300 ns_health /dev/dax0.0 devdax
 
 echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
 [ $fail = 0 ]

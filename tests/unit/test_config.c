@@ -414,6 +414,34 @@ static void config_finish__format_combinations(void **state)
 	config_free(&c);
 }
 
+/* config_parse_args__metrics -- --metrics http://HOST:PORT, in the file too; bad forms named */
+static void config_parse_args__metrics(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--metrics", "http://127.0.0.1:0", NULL), 0);
+	assert_string_equal(c.metrics, "http://127.0.0.1:0");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--metrics=http://[::1]:9470", NULL), 0);
+	assert_string_equal(c.metrics, "http://[::1]:9470");
+	config_free(&c);
+	static const char *const bad[] = {"127.0.0.1:9470", "https://h:1", "http://h", "http://h:x",
+					  "http://:1", "http://h:1/metrics", "tcp://h:1", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(&c, err, "--metrics", bad[i], NULL), -EINVAL);
+		assert_non_null(strstr(err, "--metrics"));
+		assert_non_null(strstr(err, "http://HOST:PORT"));
+		config_free(&c);
+	}
+	const char *path = write_file("m.conf", "metrics = http://127.0.0.1:9470\n", 32);
+	assert_int_equal(parse(&c, err, "--config", path, NULL), 0);
+	assert_string_equal(c.metrics, "http://127.0.0.1:9470");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--format", "/x", "--metrics", "http://h:1", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +451,7 @@ int main(void)
 	    cmocka_unit_test(config_parse_listen__bad),
 	    cmocka_unit_test(config_parse_args__flags),
 	    cmocka_unit_test(config_parse_args__later_flag_wins),
+	    cmocka_unit_test(config_parse_args__metrics),
 	    cmocka_unit_test(config_parse_args__bad),
 	    cmocka_unit_test(config_parse_args__help_version),
 	    cmocka_unit_test(config_load_file__settings),
