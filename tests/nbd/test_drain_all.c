@@ -183,6 +183,8 @@ static void drain_run(unsigned threads, const char *faults, char **log, unsigned
 	raw[len] = '\0';
 	*log = (char *)raw;
 	*transports = rdma ? 3 : 2;
+	if (!strstr(*log, "nbd:127.0.0.1:"))
+		fprintf(stderr, "no NBD connection in the daemon's log:\n%s\n", *log);
 	assert_non_null(strstr(*log, "nbd:127.0.0.1:"));
 
 	wire_close(&tcp);
