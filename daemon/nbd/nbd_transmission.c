@@ -63,9 +63,15 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 	    .size = c->v->size,
 	    .max_block = c->sh->max_block,
 	    .structured = c->structured,
+	    .read_only = c->ro,
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
+	if (!err && c->ro && r->type == NBD_CMD_FLUSH && vol_op_has_dirty(c->v)) {
+		/* a read-only client's flush would write back what others wrote */
+		why = "the export is read-only for this client and has unflushed writes";
+		err = NBD_EPERM;
+	}
 	if (err) {
 		char msg[NBD_MESSAGE_MAX];
 		snprintf(msg, sizeof(msg),
