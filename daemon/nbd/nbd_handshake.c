@@ -186,7 +186,8 @@ static void opt_starttls(struct nbd_conn *c, uint32_t len)
 		return;
 	}
 	if (!c->sh->tls) {
-		nbd_opt_error(c, c->opt, NBD_REP_ERR_POLICY,
+		/* as nbdkit --tls=off: the option is not supported */
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNSUP,
 			      "TLS is off on this server (rdaxd --tls)");
 		return;
 	}

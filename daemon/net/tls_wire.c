@@ -10,9 +10,8 @@
 #include <gnutls/x509.h>
 
 #include "log.h"
+#include "tls_io.h"
 
-/* The largest TLS record's plaintext: small pieces are gathered up to this into one record. */
-#define TLS_RECORD_MAX 16384
 /* The first byte of a TLS record carrying a handshake message (a ClientHello). */
 #define TLS_CONTENT_HANDSHAKE 0x16
 
@@ -22,13 +21,11 @@ struct tls_wire {
 	struct stream *s;
 	const struct tls_server *srv;
 	enum tw_state state;
-	gnutls_session_t sess; /* from HANDSHAKE on */
-	size_t plain_left;     /* UPGRADE: bytes still to leave in plain */
-	size_t send_pending;   /* bytes of a record GnuTLS holds after GNUTLS_E_AGAIN */
+	size_t plain_left; /* UPGRADE: bytes still to leave in plain */
 	bool timer_on;
 	ev_timer hs_timer;
 	struct tls_peer peer;
-	uint8_t stage[TLS_RECORD_MAX]; /* small pieces gathered into one record */
+	struct tls_io io; /* the session from HANDSHAKE on */
 };
 
 static const struct stream_wire tls_wire_ops;
@@ -61,7 +58,7 @@ static void on_hs_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 /* hs_begin -- a session for the handshake, and its timer. 0 or a negative GnuTLS code. */
 static int hs_begin(struct tls_wire *t)
 {
-	int g = tls_server_session_new(t->srv, t->s->fd, &t->sess);
+	int g = tls_server_session_new(t->srv, t->s->fd, &t->io.sess);
 	if (g < 0) {
 		LOG_ERROR("%s: cannot make a TLS session: %s", t->s->conn.peer, gnutls_strerror(g));
 		return g;
@@ -80,8 +77,8 @@ static void peer_identity(struct tls_wire *t)
 	struct tls_peer *p = &t->peer;
 	p->tls = true;
 	p->how = "";
-	if (gnutls_auth_get_type(t->sess) == GNUTLS_CRD_PSK) {
-		const char *u = gnutls_psk_server_get_username(t->sess);
+	if (gnutls_auth_get_type(t->io.sess) == GNUTLS_CRD_PSK) {
+		const char *u = gnutls_psk_server_get_username(t->io.sess);
 		if (u && *u && strlen(u) <= TLS_IDENTITY_MAX) {
 			strcpy(p->identity, u);
 			p->authenticated = true;
@@ -92,7 +89,7 @@ static void peer_identity(struct tls_wire *t)
 	if (!t->srv->verify_peer)
 		return; /* a certificate not asked for proves nothing */
 	unsigned n = 0;
-	const gnutls_datum_t *certs = gnutls_certificate_get_peers(t->sess, &n);
+	const gnutls_datum_t *certs = gnutls_certificate_get_peers(t->io.sess, &n);
 	gnutls_x509_crt_t crt;
 	if (!certs || n == 0 || gnutls_x509_crt_init(&crt) < 0)
 		return;
@@ -112,26 +109,32 @@ static void peer_identity(struct tls_wire *t)
 /* hs_step -- drive the handshake: 0 done, -EAGAIN not yet, -EPROTO failed (alert sent) */
 static int hs_step(struct tls_wire *t)
 {
-	int g = gnutls_handshake(t->sess);
+	int g = gnutls_handshake(t->io.sess);
 	if (g == GNUTLS_E_SUCCESS) {
 		hs_timer_stop(t);
 		t->state = TW_OPEN;
 		peer_identity(t);
-		char *desc = gnutls_session_get_desc(t->sess);
-		LOG_INFO("%s: TLS %s%s%s%s", t->s->conn.peer, desc ? desc : "",
-			 t->peer.authenticated ? ", identity " : "",
-			 t->peer.authenticated ? t->peer.how : "",
-			 t->peer.authenticated ? ":" : "");
+		char *desc = gnutls_session_get_desc(t->io.sess);
 		if (t->peer.authenticated)
-			LOG_INFO("%s: TLS identity \"%s\"", t->s->conn.peer, t->peer.identity);
+			LOG_INFO("%s: TLS %s, identity %s:%s", t->s->conn.peer, desc ? desc : "",
+				 t->peer.how, t->peer.identity);
+		else
+			LOG_INFO("%s: TLS %s, no identity proved", t->s->conn.peer,
+				 desc ? desc : "");
 		gnutls_free(desc);
 		return 0;
 	}
 	if (g == GNUTLS_E_AGAIN || g == GNUTLS_E_INTERRUPTED || !gnutls_error_is_fatal(g))
 		return -EAGAIN;
 	hs_timer_stop(t);
-	LOG_WARN("%s: TLS handshake failed: %s", t->s->conn.peer, gnutls_strerror(g));
-	gnutls_alert_send_appropriate(t->sess, g);
+	gnutls_datum_t why = {NULL, 0};
+	if (g == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR)
+		gnutls_certificate_verification_status_print(
+		    gnutls_session_get_verify_cert_status(t->io.sess), GNUTLS_CRT_X509, &why, 0);
+	LOG_WARN("%s: TLS handshake failed: %s%s%s", t->s->conn.peer, gnutls_strerror(g),
+		 why.data ? " " : "", why.data ? (const char *)why.data : "");
+	gnutls_free(why.data);
+	gnutls_alert_send_appropriate(t->io.sess, g);
 	t->s->conn.why = "TLS handshake failed";
 	return -EPROTO;
 }
@@ -190,50 +193,14 @@ static ssize_t tls_recv(struct stream *s, void *buf, size_t len)
 	case TW_OPEN:
 		break;
 	}
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = gnutls_record_recv(t->sess, (uint8_t *)buf + got, len - got);
-		if (r > 0) {
-			got += (size_t)r;
-			continue;
-		}
-		if (r == 0) /* close_notify, or the socket closed */
-			return (ssize_t)got;
-		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
-			break;
-		if (r == GNUTLS_E_PREMATURE_TERMINATION)
-			return got ? (ssize_t)got : 0;
-		if (!gnutls_error_is_fatal((int)r) && r != GNUTLS_E_REHANDSHAKE)
-			break;
+	ssize_t r = tls_io_recv(&t->io, buf, len);
+	if (r == -EPROTO) {
 		/* a record that fails its check is never handed out: nothing reached @buf */
-		if (!got) {
-			LOG_WARN("%s: TLS receive failed: %s; closing", s->conn.peer,
-				 gnutls_strerror((int)r));
-			s->conn.why = "TLS record refused";
-			return -EPROTO;
-		}
-		break; /* the error comes again at the next call, after these bytes */
+		LOG_WARN("%s: TLS receive failed: %s; closing", s->conn.peer,
+			 gnutls_strerror(t->io.last_error));
+		s->conn.why = "TLS record refused";
 	}
-	return got ? (ssize_t)got : -EAGAIN;
-}
-
-/* gather -- the first record's worth of @iov: a piece itself, or small pieces copied to stage */
-static size_t gather(struct tls_wire *t, const struct iovec *iov, int n, const void **p)
-{
-	if (n == 1 || iov[0].iov_len >= TLS_RECORD_MAX / 2) {
-		*p = iov[0].iov_base;
-		return iov[0].iov_len < TLS_RECORD_MAX ? iov[0].iov_len : TLS_RECORD_MAX;
-	}
-	size_t len = 0;
-	for (int i = 0; i < n && len < TLS_RECORD_MAX; i++) {
-		size_t take = iov[i].iov_len;
-		if (take > TLS_RECORD_MAX - len)
-			take = TLS_RECORD_MAX - len;
-		memcpy(t->stage + len, iov[i].iov_base, take);
-		len += take;
-	}
-	*p = t->stage;
-	return len;
+	return r;
 }
 
 /*
@@ -277,29 +244,11 @@ static ssize_t tls_sendv(struct stream *s, const struct iovec *iov, int n)
 	case TW_OPEN:
 		break;
 	}
-	if (n == 0)
-		return 0;
-	ssize_t r;
-	if (t->send_pending) {
-		r = gnutls_record_send(t->sess, NULL, 0);
-		if (r >= 0) {
-			r = (ssize_t)t->send_pending;
-			t->send_pending = 0;
-			return r;
-		}
-	} else {
-		const void *p;
-		size_t len = gather(t, iov, n, &p);
-		r = gnutls_record_send(t->sess, p, len);
-		if (r >= 0)
-			return r;
-		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
-			t->send_pending = len;
-	}
-	if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
-		return -EAGAIN;
-	LOG_DEBUG("%s: TLS send failed: %s", s->conn.peer, gnutls_strerror((int)r));
-	return -EPIPE;
+	ssize_t r = tls_io_sendv(&t->io, iov, n);
+	if (r == -EPIPE)
+		LOG_DEBUG("%s: TLS send failed: %s", s->conn.peer,
+			  gnutls_strerror(t->io.last_error));
+	return r;
 }
 
 /* tls_close -- a close_notify if the socket takes it now, then the session and the socket */
@@ -308,10 +257,10 @@ static void tls_close(struct stream *s)
 	struct tls_wire *t = s->wire_ctx;
 	if (t) {
 		hs_timer_stop(t);
-		if (t->sess) {
+		if (t->io.sess) {
 			if (t->state == TW_OPEN && !s->conn.dead)
-				gnutls_bye(t->sess, GNUTLS_SHUT_WR);
-			gnutls_deinit(t->sess);
+				gnutls_bye(t->io.sess, GNUTLS_SHUT_WR);
+			gnutls_deinit(t->io.sess);
 		}
 		free(t);
 		s->wire_ctx = NULL;
@@ -323,7 +272,7 @@ static void tls_close(struct stream *s)
 static size_t tls_pending(const struct stream *s)
 {
 	const struct tls_wire *t = s->wire_ctx;
-	return t && t->state == TW_OPEN ? gnutls_record_check_pending(t->sess) : 0;
+	return t && t->state == TW_OPEN ? tls_io_pending(&t->io) : 0;
 }
 
 static const struct stream_wire tls_wire_ops = {
