@@ -7,6 +7,8 @@
 
 ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len)
 {
+	if (io->deferred)
+		return io->deferred > 0 ? 0 : -EPROTO;
 	size_t got = 0;
 	while (got < len) {
 		ssize_t r = gnutls_record_recv(io->sess, (uint8_t *)buf + got, len - got);
@@ -14,15 +16,19 @@ ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len)
 			got += (size_t)r;
 			continue;
 		}
-		if (r == 0 || r == GNUTLS_E_PREMATURE_TERMINATION)
-			return (ssize_t)got; /* the end: 0 now, or at the next call */
+		if (r == 0 || r == GNUTLS_E_PREMATURE_TERMINATION) {
+			io->deferred = 1; /* the end: 0 now, or at the next call */
+			return (ssize_t)got;
+		}
 		if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED)
 			break;
 		if (!gnutls_error_is_fatal((int)r) && r != GNUTLS_E_REHANDSHAKE)
 			break; /* a warning alert: nothing to hand out */
-		if (got)
-			break; /* the failure comes again at the next call, after these bytes */
 		io->last_error = (int)r;
+		if (got) {
+			io->deferred = -1; /* reported at the next call, after these bytes */
+			break;
+		}
 		return -EPROTO;
 	}
 	return got ? (ssize_t)got : -EAGAIN;
@@ -77,5 +83,7 @@ ssize_t tls_io_sendv(struct tls_io *io, const struct iovec *iov, int n)
 
 size_t tls_io_pending(const struct tls_io *io)
 {
+	if (io->deferred)
+		return 1;
 	return io->sess ? gnutls_record_check_pending(io->sess) : 0;
 }

@@ -33,6 +33,12 @@ struct tls_io {
 	gnutls_session_t sess;
 	size_t send_pending; /* bytes of a record GnuTLS holds after GNUTLS_E_AGAIN */
 	int last_error;	     /* the GnuTLS code of the last failure, for messages */
+	/*
+	 * the end (1) or a failure (-1) met in a receive that returned bytes:
+	 * reported by the next call, and announced by tls_io_pending (the
+	 * socket will not wake anyone for a close_notify already read)
+	 */
+	int deferred;
 	uint8_t stage[TLS_IO_RECORD_MAX];
 };
 
@@ -52,7 +58,10 @@ ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len);
  */
 ssize_t tls_io_sendv(struct tls_io *io, const struct iovec *iov, int n);
 
-/* tls_io_pending -- decrypted bytes held by GnuTLS, which no readable event announces */
+/*
+ * tls_io_pending -- decrypted bytes held by GnuTLS, or an end or failure
+ * not yet reported: what no readable event announces (> 0: call recv)
+ */
 size_t tls_io_pending(const struct tls_io *io);
 
 #endif

@@ -596,8 +596,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			fmt_msg(m, "this daemon requires TLS: connect with rdaxs://");
 			return -RDAX_E_ACCESS;
 		}
-		/* a name proved over TLS (acl.h) stands in for the token */
-		if (env->token && !s->access.who.user[0] &&
+		/* with a token, every client sends it, whatever else it proved */
+		if (env->token &&
 		    (!req.hello->has_token ||
 		     !dispatch_token_equal(env->token, env->token_len, req.hello->token.data,
 					   req.hello->token.len))) {
@@ -831,8 +831,8 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		char client[64];
 		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
 			  printable(req.hello->client_name, client, sizeof(client)));
-		/* validated: a client without a proved name that got here sent the token */
-		s->access.who.token = env->token != NULL && !s->access.who.user[0];
+		/* validated: with a token configured, the client sent it */
+		s->access.who.token = env->token != NULL;
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_hello));
 		return;
 	}
