@@ -30,6 +30,9 @@ static const struct {
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },
 	{ "format-no-lock", &rdax_faults.format_no_lock },
+	{ "tls-plain-ok", &rdax_faults.tls_plain_ok },
+	{ "tls-no-verify", &rdax_faults.tls_no_verify },
+	{ "acl-ignore", &rdax_faults.acl_ignore },
 };
 
 int faults_from_env(void)

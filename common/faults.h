@@ -58,6 +58,12 @@ struct rdax_faults {
 	 * range and the drop of the private pages
 	 */
 	bool sim_no_flush_lock;
+	/* TLS: with --tls require a plaintext client is served anyway */
+	bool tls_plain_ok;
+	/* TLS: client certificates are taken without checking them (CA, dates) */
+	bool tls_no_verify;
+	/* acl: every client has every right, whatever --acl says */
+	bool acl_ignore;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "faults.h"
 
 /* Rules per file: far more than any deployment writes, small enough to scan per request. */
 #define ACL_MAX_RULES 4096
@@ -185,7 +186,7 @@ static bool subject_matches(const struct acl_rule *r, const struct acl_subject *
 
 unsigned acl_rights(const struct acl *acl, const struct acl_subject *who, const char *name)
 {
-	if (!acl)
+	if (!acl || rdax_faults.acl_ignore)
 		return ACL_ALL;
 	unsigned rights = 0;
 	for (unsigned i = 0; i < acl->n && rights != ACL_ALL; i++) {

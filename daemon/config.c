@@ -273,7 +273,9 @@ static enum config_key key_lookup(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		norm[i] = key[i] == '_' ? '-' : key[i];
 	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (settings[k].has_arg == required_argument && strcmp(norm, settings[k].name) == 0)
+		/* flags without a value (--force) are no keys, unless they are file keys too */
+		if ((settings[k].has_arg == required_argument || (settings[k].flags & IN_FILE)) &&
+		    strcmp(norm, settings[k].name) == 0)
 			return (enum config_key)k;
 	}
 	return KEY_COUNT;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults.h"
 #include "size.h"
 #include "log.h"
 #include "nbd_conn.h"
@@ -159,8 +160,8 @@ static void who_from_wire(struct nbd_conn *c)
  */
 static bool refused_before_tls(struct nbd_conn *c)
 {
-	if (!c->sh->tls || c->sh->tls->mode != TLS_REQUIRE || tls_wire_active(&c->s) ||
-	    c->opt == NBD_OPT_STARTTLS || c->opt == NBD_OPT_ABORT)
+	if (!c->sh->tls || c->sh->tls->mode != TLS_REQUIRE || rdax_faults.tls_plain_ok ||
+	    tls_wire_active(&c->s) || c->opt == NBD_OPT_STARTTLS || c->opt == NBD_OPT_ABORT)
 		return false;
 	LOG_WARN("%s: option %s before STARTTLS, and this server requires TLS", c->s.conn.peer,
 		 nbd_opt_name(c->opt));

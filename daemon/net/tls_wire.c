@@ -9,6 +9,7 @@
 
 #include <gnutls/x509.h>
 
+#include "faults.h"
 #include "log.h"
 #include "tls_io.h"
 
@@ -153,7 +154,7 @@ static ssize_t detect(struct tls_wire *t)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
 	if (b != TLS_CONTENT_HANDSHAKE) {
 		t->state = TW_PLAIN;
-		if (t->srv->mode == TLS_REQUIRE) {
+		if (t->srv->mode == TLS_REQUIRE && !rdax_faults.tls_plain_ok) {
 			t->peer.plain_refused = true;
 			LOG_WARN("%s: a plaintext client, and this daemon requires TLS",
 				 t->s->conn.peer);

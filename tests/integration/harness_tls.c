@@ -53,7 +53,7 @@ static int proxy_start(const struct hx_daemon *d, int port, bool nbd, pid_t *pid
 {
 	char to[32];
 	snprintf(to, sizeof(to), "127.0.0.1:%d", port);
-	const char *argv[] = {TLS_PROXY_PATH, "--to", to, "--psk", d->tls_psk,
+	const char *argv[] = {TLS_PROXY_PATH,	    "--to", to, "--psk", d->tls_psk,
 			      nbd ? "--nbd" : NULL, NULL};
 	int pipefd[2];
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -125,8 +125,8 @@ int hx_tls_front(struct hx_daemon *d)
 	char line[sizeof(d->ready_line) + 16];
 	const char *after = nbd + strlen("nbd://127.0.0.1:");
 	after += strspn(after, "0123456789");
-	int n = snprintf(line, sizeof(line), "%.*snbd://127.0.0.1:%d%s",
-			 (int)(nbd - d->ready_line), d->ready_line, pport, after);
+	int n = snprintf(line, sizeof(line), "%.*snbd://127.0.0.1:%d%s", (int)(nbd - d->ready_line),
+			 d->ready_line, pport, after);
 	if (n < 0 || (size_t)n >= sizeof(d->ready_line))
 		return -ENAMETOOLONG;
 	memcpy(d->ready_line, line, (size_t)n + 1);

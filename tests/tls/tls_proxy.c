@@ -113,8 +113,8 @@ static int nbd_starttls(struct relay *r)
 	uint8_t rep[20];
 	if (full_write(r->sfd, opt, sizeof(opt)) || full_read(r->sfd, rep, sizeof(rep)))
 		return -1;
-	if (get64be(rep) != 0x3e889045565a9ULL || get32be(rep + 8) != 5 ||
-	    get32be(rep + 12) != 1 || get32be(rep + 16) != 0) {
+	if (get64be(rep) != 0x3e889045565a9ULL || get32be(rep + 8) != 5 || get32be(rep + 12) != 1 ||
+	    get32be(rep + 16) != 0) {
 		fprintf(stderr, "tls_proxy: NBD_OPT_STARTTLS not acknowledged\n");
 		return -1;
 	}
@@ -221,7 +221,8 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[i], "--nbd") == 0)
 			nbd_mode = true;
 		else {
-			fprintf(stderr, "usage: tls_proxy --to 127.0.0.1:PORT --psk FILE [--nbd]\n");
+			fprintf(stderr,
+				"usage: tls_proxy --to 127.0.0.1:PORT --psk FILE [--nbd]\n");
 			return 2;
 		}
 	}
