@@ -3,7 +3,7 @@
  * bench_tcp.c -- rdax over TCP loopback, next to the TCP floor of the same run
  *
  *   bench_tcp [--mode sim|auto] [--iters N] [--seconds S] [--threads N]
- *             [--client-cpu C] [--daemon-cpu D] [--dir DIR]
+ *             [--client-cpu C] [--daemon-cpu D] [--dir DIR] [--tls]
  *
  * Starts its own rdaxd (default: sim mode -- the power-fail simulator, a
  * flush is a pwrite of the flushed lines into the page cache, no disk I/O;
@@ -19,6 +19,11 @@
  * ping-pong between two threads of this program (round-trip p50/p99, and
  * its rate), and a one-way 1 MiB-message stream (bandwidth). Each rdax
  * figure is printed with its ratio to the matching floor figure.
+ *
+ * With --tls the daemon also offers TLS (--tls on, a PSK made for the run)
+ * and every rdax figure is measured a second time, in the same run against
+ * the same daemon and volume, over an rdaxs:// connection: a second table
+ * gives TLS beside plain and their ratio (docs/security.md).
  *
  * A benchmark, not a test: it prints one table and never passes or fails
  * on the numbers (exit status only reports that something did not run).
@@ -52,6 +57,15 @@ struct opts {
 	unsigned threads;
 	int client_cpu, daemon_cpu;
 	const char *dir;
+	bool tls;
+};
+
+/* The rdax figures of one connection. */
+struct figures {
+	double wf50, wf99; /* QD1 write + fsync, two RPCs (us) */
+	double dw50, dw99; /* QD1 durable write, one RPC (us) */
+	double iops;	   /* QD32 4 KiB writes */
+	double bw;	   /* QD8 1 MiB writes, MiB/s */
 };
 
 static double now_us(void)
@@ -337,6 +351,53 @@ static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const str
 	return (double)done / secs;
 }
 
+/* measure -- every rdax figure over @c (volume @v) */
+static void measure(struct rdax_conn *c, struct rdax_volume *v, const struct opts *o,
+		    struct figures *f)
+{
+	lat_write_fsync(v, o, false, &f->wf50, &f->wf99);
+	lat_write_fsync(v, o, true, &f->dw50, &f->dw99);
+	f->iops = async_writes(c, v, o, SMALL, 32);
+	f->bw = async_writes(c, v, o, BIG, 8) * BIG / (1 << 20);
+}
+
+/* tls_table -- TLS beside plain, in the same run */
+static void tls_table(const struct figures *p, const struct figures *t)
+{
+	printf("\n%-44s %14s %14s %9s\n", "rdaxs:// (TLS, PSK) beside tcp://", "TLS", "plain",
+	       "TLS/plain");
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB write + fsync (2 RPCs) p50 (us)", t->wf50,
+	       p->wf50, t->wf50 / p->wf50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p50 (us)", t->dw50,
+	       p->dw50, t->dw50 / p->dw50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p99 (us)", t->dw99,
+	       p->dw99, t->dw99 / p->dw99);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD32 4 KiB writes (IOPS)", t->iops, p->iops,
+	       t->iops / p->iops);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s)", t->bw, p->bw,
+	       t->bw / p->bw);
+}
+
+/* connect_tls -- a second connection to @d over rdaxs:// with the run's PSK, and its volume */
+static void connect_tls(const struct hx_daemon *d, const char *psk, struct rdax_conn **c,
+			struct rdax_volume **v)
+{
+	struct rdax_conn_opts *co;
+	rdax_conn_opts_new(&co);
+	rdax_conn_opts_set_queue_depth(co, 64);
+	rdax_conn_opts_set_tls_psk(co, psk, NULL);
+	char url[96];
+	snprintf(url, sizeof(url), "rdaxs://127.0.0.1:%d", d->port);
+	int ret = rdax_connect(url, co, c);
+	rdax_conn_opts_delete(&co);
+	if (ret) {
+		fprintf(stderr, "bench_tcp: %s\n", rdax_connect_last_error());
+		die("connect rdaxs://", ret);
+	}
+	if ((ret = rdax_volume_open(*c, "bench", v)))
+		die("volume over TLS", ret);
+}
+
 /* daemon_cpus -- the CPUs the daemon's threads last ran on, as a list "1" or "0,1" */
 static void daemon_cpus(pid_t pid, char *out, size_t len)
 {
@@ -383,7 +444,7 @@ static void daemon_cpus(pid_t pid, char *out, size_t len)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_tcp [--mode sim|auto] [--iters N] [--seconds S] "
-			"[--threads N] [--client-cpu C] [--daemon-cpu D] [--dir DIR]\n");
+			"[--threads N] [--client-cpu C] [--daemon-cpu D] [--dir DIR] [--tls]\n");
 	exit(2);
 }
 
@@ -393,7 +454,8 @@ int main(int argc, char **argv)
 		{ "mode", required_argument, NULL, 'm' },	{ "iters", required_argument, NULL, 'i' },
 		{ "seconds", required_argument, NULL, 's' },	{ "threads", required_argument, NULL, 't' },
 		{ "client-cpu", required_argument, NULL, 'c' }, { "daemon-cpu", required_argument, NULL, 'd' },
-		{ "dir", required_argument, NULL, 'D' },	{ NULL, 0, NULL, 0 },
+		{ "dir", required_argument, NULL, 'D' },	{ "tls", no_argument, NULL, 'T' },
+		{ NULL, 0, NULL, 0 },
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	struct opts o = { .mode = "sim", .iters = 5000, .seconds = 3, .threads = 1,
@@ -408,6 +470,7 @@ int main(int argc, char **argv)
 		case 'c': o.client_cpu = atoi(optarg); break;
 		case 'd': o.daemon_cpu = atoi(optarg); break;
 		case 'D': o.dir = optarg; break;
+		case 'T': o.tls = true; break;
 		default: usage();
 		}
 	}
@@ -426,6 +489,24 @@ int main(int argc, char **argv)
 	struct hx_daemon d;
 	struct hx_daemon_opts dopts = { .ns_size = "1G", .mode = o.mode, .threads = o.threads,
 					.cpu_mask = 1UL << o.daemon_cpu };
+	char psk[320];
+	if (o.tls) {
+		/* a key for this run: 32 bytes of a splitmix64 stream seeded by the clock */
+		uint64_t seed = (uint64_t)hx_now_ms();
+		char line[128];
+		int n = snprintf(line, sizeof(line), "bench:");
+		for (int i = 0; i < 4; i++)
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "%016llx",
+				      (unsigned long long)hx_splitmix64(&seed));
+		line[n++] = '\n';
+		snprintf(psk, sizeof(psk), "%s/bench.psk", dir);
+		if ((ret = hx_write_file(psk, line, (size_t)n)))
+			die("psk file", ret);
+		dopts.extra_args[0] = "--tls";
+		dopts.extra_args[1] = "on";
+		dopts.extra_args[2] = "--tls-psk";
+		dopts.extra_args[3] = psk;
+	}
 	if (hx_daemon_start(&d, dir, &dopts) != 0) {
 		fprintf(stderr, "bench_tcp: rdaxd did not start\n");
 		return 1;
@@ -454,11 +535,18 @@ int main(int argc, char **argv)
 	floor_pingpong(&o, &f50, &f99, &frate);
 	double fbw = floor_stream(&o);
 
-	double wf50, wf99, dw50, dw99;
-	lat_write_fsync(v, &o, false, &wf50, &wf99);
-	lat_write_fsync(v, &o, true, &dw50, &dw99);
-	double iops = async_writes(conn, v, &o, SMALL, 32);
-	double bw = async_writes(conn, v, &o, BIG, 8) * BIG / (1 << 20);
+	struct figures pf, tf;
+	measure(conn, v, &o, &pf);
+	double wf50 = pf.wf50, wf99 = pf.wf99, dw50 = pf.dw50, dw99 = pf.dw99;
+	double iops = pf.iops, bw = pf.bw;
+	if (o.tls) {
+		struct rdax_conn *tc;
+		struct rdax_volume *tv;
+		connect_tls(&d, psk, &tc, &tv);
+		measure(tc, tv, &o, &tf);
+		rdax_volume_close(&tv);
+		rdax_disconnect(&tc);
+	}
 
 	char where[256];
 	daemon_cpus(d.pid, where, sizeof(where));
@@ -491,6 +579,8 @@ int main(int argc, char **argv)
 	       frate, iops / frate);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
 	       fbw, bw / fbw);
+	if (o.tls)
+		tls_table(&pf, &tf);
 
 	rdax_volume_close(&v);
 	rdax_disconnect(&conn);
