@@ -51,6 +51,9 @@ static int parse_subject(const char *w, struct acl_rule *r)
 /* parse_rights -- "ro", "rw", "create", comma-separated; 0 or -EINVAL */
 static int parse_rights(char *w, unsigned *out)
 {
+	size_t n = strlen(w);
+	if (n == 0 || w[0] == ',' || w[n - 1] == ',' || strstr(w, ",,"))
+		return -EINVAL; /* an empty item is a typo, not nothing */
 	unsigned rights = 0;
 	for (char *save = NULL, *t = strtok_r(w, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		if (strcmp(t, "ro") == 0)

@@ -47,8 +47,8 @@
 #include "librdax.h"
 
 #define VOL_SIZE (256ULL << 20)
-#define SMALL 4096
-#define BIG (1U << 20)
+#define SMALL	 4096
+#define BIG	 (1U << 20)
 
 struct opts {
 	const char *mode;
@@ -164,7 +164,7 @@ static void *floor_server(void *arg)
 static int floor_connect(struct floor_srv *s, pthread_t *th)
 {
 	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 	if (bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s->lfd, 1) < 0 ||
 	    getsockname(s->lfd, (struct sockaddr *)&a, &alen) < 0)
@@ -181,7 +181,7 @@ static int floor_connect(struct floor_srv *s, pthread_t *th)
 /* floor_pingpong -- 64-byte round trips: p50 and p99 in microseconds, rate = 1 / mean */
 static void floor_pingpong(const struct opts *o, double *p50, double *p99, double *rate)
 {
-	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 0 };
+	struct floor_srv s = {.cpu = o->daemon_cpu, .mode = 0};
 	pthread_t th;
 	int fd = floor_connect(&s, &th);
 	if (fd < 0) {
@@ -190,7 +190,7 @@ static void floor_pingpong(const struct opts *o, double *p50, double *p99, doubl
 	}
 	unsigned n = o->iters * 2;
 	double *lat = malloc(n * sizeof(double));
-	char b[64] = { 0 };
+	char b[64] = {0};
 	for (unsigned i = 0; i < n / 10; i++) /* warm up */
 		if (write_full(fd, b, 64) || read_full(fd, b, 64))
 			exit(1);
@@ -216,7 +216,7 @@ struct acker {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned inflight;
-	bool done;	/* the sender sent its last message */
+	bool done; /* the sender sent its last message */
 	uint64_t acked;
 };
 
@@ -247,13 +247,13 @@ static void *floor_acker(void *arg)
  */
 static double floor_stream(const struct opts *o)
 {
-	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 1 };
+	struct floor_srv s = {.cpu = o->daemon_cpu, .mode = 1};
 	pthread_t th, ath;
 	int fd = floor_connect(&s, &th);
 	if (fd < 0)
 		exit(1);
 	uint8_t *b = calloc(1, BIG);
-	struct acker a = { .fd = fd };
+	struct acker a = {.fd = fd};
 	pthread_mutex_init(&a.lock, NULL);
 	pthread_cond_init(&a.cond, NULL);
 	pthread_create(&ath, NULL, floor_acker, &a);
@@ -284,8 +284,8 @@ static double floor_stream(const struct opts *o)
 
 /* --- rdax --------------------------------------------------------------- */
 
-static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool durable,
-			    double *p50, double *p99)
+static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool durable, double *p50,
+			    double *p99)
 {
 	uint8_t buf[SMALL];
 	memset(buf, 0x5a, sizeof(buf));
@@ -325,7 +325,8 @@ static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const str
 	bool stop = false;
 	while (!stop || rdax_inflight(c) > 0) {
 		while (!stop && rdax_inflight(c) < qd) {
-			uint64_t off = (next++ * 7919 % slots) * bs; /* scattered, no overlap in flight */
+			uint64_t off =
+			    (next++ * 7919 % slots) * bs; /* scattered, no overlap in flight */
 			int ret = rdax_submit_write(v, off, buf, bs, 0, next);
 			if (ret == -EAGAIN)
 				break;
@@ -451,27 +452,52 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "mode", required_argument, NULL, 'm' },	{ "iters", required_argument, NULL, 'i' },
-		{ "seconds", required_argument, NULL, 's' },	{ "threads", required_argument, NULL, 't' },
-		{ "client-cpu", required_argument, NULL, 'c' }, { "daemon-cpu", required_argument, NULL, 'd' },
-		{ "dir", required_argument, NULL, 'D' },	{ "tls", no_argument, NULL, 'T' },
-		{ NULL, 0, NULL, 0 },
+	    {"mode", required_argument, NULL, 'm'},
+	    {"iters", required_argument, NULL, 'i'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"client-cpu", required_argument, NULL, 'c'},
+	    {"daemon-cpu", required_argument, NULL, 'd'},
+	    {"dir", required_argument, NULL, 'D'},
+	    {"tls", no_argument, NULL, 'T'},
+	    {NULL, 0, NULL, 0},
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	struct opts o = { .mode = "sim", .iters = 5000, .seconds = 3, .threads = 1,
-			  .client_cpu = 0, .daemon_cpu = ncpu > 1 ? 1 : 0 };
+	struct opts o = {.mode = "sim",
+			 .iters = 5000,
+			 .seconds = 3,
+			 .threads = 1,
+			 .client_cpu = 0,
+			 .daemon_cpu = ncpu > 1 ? 1 : 0};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'm': o.mode = optarg; break;
-		case 'i': o.iters = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 's': o.seconds = atof(optarg); break;
-		case 't': o.threads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'c': o.client_cpu = atoi(optarg); break;
-		case 'd': o.daemon_cpu = atoi(optarg); break;
-		case 'D': o.dir = optarg; break;
-		case 'T': o.tls = true; break;
-		default: usage();
+		case 'm':
+			o.mode = optarg;
+			break;
+		case 'i':
+			o.iters = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o.seconds = atof(optarg);
+			break;
+		case 't':
+			o.threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			o.client_cpu = atoi(optarg);
+			break;
+		case 'd':
+			o.daemon_cpu = atoi(optarg);
+			break;
+		case 'D':
+			o.dir = optarg;
+			break;
+		case 'T':
+			o.tls = true;
+			break;
+		default:
+			usage();
 		}
 	}
 	if ((strcmp(o.mode, "sim") && strcmp(o.mode, "auto")) || o.iters < 10 || o.seconds <= 0 ||
@@ -487,8 +513,8 @@ int main(int argc, char **argv)
 	if (pin_self(o.client_cpu))
 		fprintf(stderr, "bench_tcp: cannot pin the client to CPU %d\n", o.client_cpu);
 	struct hx_daemon d;
-	struct hx_daemon_opts dopts = { .ns_size = "1G", .mode = o.mode, .threads = o.threads,
-					.cpu_mask = 1UL << o.daemon_cpu };
+	struct hx_daemon_opts dopts = {
+	    .ns_size = "1G", .mode = o.mode, .threads = o.threads, .cpu_mask = 1UL << o.daemon_cpu};
 	char psk[320];
 	if (o.tls) {
 		/* a key for this run: 32 bytes of a splitmix64 stream seeded by the clock */
