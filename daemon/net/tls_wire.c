@@ -183,8 +183,23 @@ static ssize_t tls_recv(struct stream *s, void *buf, size_t len)
 		return -EAGAIN;
 	case TW_PLAIN:
 		return stream_socket_wire.recv(s, buf, len);
-	case TW_UPGRADE:
-		return -EAGAIN; /* the handshake's bytes wait until the ACK has left */
+	case TW_UPGRADE: {
+		/*
+		 * the client must wait for the ACK before its handshake: a byte now
+		 * is plaintext injected ahead of TLS (and, left unread, would spin
+		 * the loop while the ACK cannot leave)
+		 */
+		uint8_t b;
+		ssize_t n = recv(s->fd, &b, 1, MSG_PEEK);
+		if (n == 0)
+			return 0;
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											 : -errno;
+		LOG_WARN("%s: bytes before the STARTTLS reply has left; closing", s->conn.peer);
+		s->conn.why = "bytes before TLS";
+		return -EPROTO;
+	}
 	case TW_HANDSHAKE: {
 		int r = hs_step(t);
 		if (r)
