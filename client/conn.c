@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pb_arena.h"
 #include "rdax.pb-c.h"
+#include "psk_file.h"
 #include "transport_rdma.h"
 
 /* iovecs gathered for one sendmsg (two per request: header+body, payload) */
@@ -340,11 +341,33 @@ int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const
 	return ret;
 }
 
-int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
-		      char *err, size_t errlen)
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen)
 {
 	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
-	return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err, errlen);
+	if (!opts || !opts->tls_psk_file)
+		return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err,
+				       errlen);
+	/* a PSK signs the connection request (rdma_auth.h) */
+	struct psk_entry *e;
+	size_t n;
+	int ret = psk_file_read(opts->tls_psk_file, &e, &n, err, errlen);
+	if (ret)
+		return ret;
+	size_t i = 0;
+	while (opts->tls_username && i < n && strcmp(e[i].user, opts->tls_username) != 0)
+		i++;
+	if (i == n) {
+		snprintf(err, errlen, "PSK file %s: no user %s in it", opts->tls_psk_file,
+			 opts->tls_username);
+		psk_file_free(&e, n);
+		return -EINVAL;
+	}
+	struct rdma_tp_auth auth = {e[i].user, e[i].key, e[i].key_len};
+	ret = rdma_tp_connect_auth(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &auth, &c->rdma, err,
+				   errlen);
+	psk_file_free(&e, n);
+	return ret;
 }
 
 /* --- operations and their requests -------------------------------------- */

@@ -236,11 +236,12 @@ int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const
 		   char *err, size_t errlen);
 
 /*
- * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h).
+ * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h),
+ * the request signed with the PSK of @opts if it names one (rdma_auth.h).
  * Returns 0 or -errno; @err says why.
  */
-int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
-		      char *err, size_t errlen);
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen);
 
 /*
  * conn_set_error -- record the detailed message of a failed call (what

@@ -247,18 +247,23 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 		    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
 		    "librdax speaks rdaxd's own protocol: tcp://, rdaxs:// or rdma://",
 		    url);
-	if (u.scheme != URL_RDAXS && opts && (opts->tls_cert_dir || opts->tls_psk_file))
+	/* a PSK also signs rdma:// connection requests; certificates are TLS only */
+	if (u.scheme == URL_TCP && opts && (opts->tls_cert_dir || opts->tls_psk_file))
 		return connect_fail(-EINVAL,
 				    "TLS credentials given for %s: connect to rdaxs://HOST:PORT "
 				    "to use TLS",
 				    url);
+	if (u.scheme == URL_RDMA && opts && opts->tls_cert_dir)
+		return connect_fail(-EINVAL,
+				    "rdma:// has no TLS: a certificate cannot be used (a PSK "
+				    "signs the connection request)");
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
 		return connect_fail(ret, "%s", strerror(-ret));
 	if (u.scheme == URL_RDMA)
-		ret = conn_connect_rdma(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
-					sizeof(err));
+		ret = conn_connect_rdma(c, opts, u.host, u.port_str, strchr(u.host, ':') != NULL,
+					err, sizeof(err));
 	else
 		ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
 				   sizeof(err));

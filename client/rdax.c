@@ -836,6 +836,7 @@ static void usage(FILE *f)
 		"                      DIR/client-cert.pem and client-key.pem, if there,\n"
 		"                      prove the client (default: the system's CAs)\n"
 		"  --tls-psk FILE      rdaxs://: a pre-shared key from psktool's FILE\n"
+		"                      (rdma://: it signs the connection request)\n"
 		"  --tls-username NAME the PSK user (default: the file's first)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
 		"                      wait)\n"

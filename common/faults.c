@@ -33,6 +33,7 @@ static const struct {
 	{ "tls-plain-ok", &rdax_faults.tls_plain_ok },
 	{ "tls-no-verify", &rdax_faults.tls_no_verify },
 	{ "acl-ignore", &rdax_faults.acl_ignore },
+	{ "rdma-auth-no-replay-check", &rdax_faults.rdma_auth_no_replay_check },
 };
 
 int faults_from_env(void)

@@ -64,6 +64,8 @@ struct rdax_faults {
 	bool tls_no_verify;
 	/* acl: every client has every right, whatever --acl says */
 	bool acl_ignore;
+	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */
+	bool rdma_auth_no_replay_check;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "psk_file.h"
 
 /* The daemon's set (daemon/net/tls_server.c): TLS 1.2 and 1.3, PSK exchanges when used. */
 #define TLS_PRIO_BASE "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -20,43 +21,33 @@
 static int psk_load(struct tls_client *c, const char *path, const char *user, char *err,
 		    size_t errlen)
 {
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		rdax_seterr(err, errlen, "PSK file %s: %s", path, strerror(errno));
-		return -EINVAL;
+	struct psk_entry *e;
+	size_t n;
+	int ret = psk_file_read(path, &e, &n, err, errlen);
+	if (ret)
+		return ret;
+	size_t i = 0;
+	while (user && i < n && strcmp(e[i].user, user) != 0)
+		i++;
+	if (i == n) {
+		rdax_seterr(err, errlen, "PSK file %s: no user %s in it", path, user);
+		ret = -EINVAL;
+		goto out;
 	}
-	char line[1024];
-	int ret = -EINVAL;
-	while (fgets(line, sizeof(line), f)) {
-		line[strcspn(line, "\r\n")] = '\0';
-		char *colon = strchr(line, ':');
-		if (!colon || colon == line)
-			continue;
-		*colon = '\0';
-		if (user && strcmp(line, user) != 0)
-			continue;
-		if (strlen(line) >= sizeof(c->username))
-			break;
-		strcpy(c->username, line);
-		gnutls_datum_t key = {(unsigned char *)colon + 1, (unsigned)strlen(colon + 1)};
-		ret = -ENOMEM;
-		if (gnutls_psk_allocate_client_credentials(&c->psk) < 0)
-			break;
-		int g = gnutls_psk_set_client_credentials(c->psk, c->username, &key,
-							  GNUTLS_PSK_KEY_HEX);
-		ret = 0;
-		if (g < 0) {
-			rdax_seterr(err, errlen, "PSK file %s, user %s: %s", path, c->username,
-				    gnutls_strerror(g));
-			ret = -EINVAL;
-		}
-		break;
+	snprintf(c->username, sizeof(c->username), "%s", e[i].user);
+	ret = -ENOMEM;
+	if (gnutls_psk_allocate_client_credentials(&c->psk) < 0)
+		goto out;
+	gnutls_datum_t key = {e[i].key, (unsigned)e[i].key_len};
+	int g = gnutls_psk_set_client_credentials(c->psk, c->username, &key, GNUTLS_PSK_KEY_RAW);
+	ret = 0;
+	if (g < 0) {
+		rdax_seterr(err, errlen, "PSK file %s, user %s: %s", path, c->username,
+			    gnutls_strerror(g));
+		ret = -EINVAL;
 	}
-	explicit_bzero(line, sizeof(line));
-	fclose(f);
-	if (ret == -EINVAL && !err[0])
-		rdax_seterr(err, errlen, "PSK file %s: %s", path,
-			    user ? "no such user in it" : "no 'username:hexkey' line");
+out:
+	psk_file_free(&e, n);
 	return ret;
 }
 

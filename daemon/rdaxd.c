@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -307,6 +308,23 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 			    ret == -ENODEV ? " (no RDMA device: load rdma_ucm and configure a "
 					     "device, see docs/rdma.md)"
 					   : "");
+	if (cfg->tls == TLS_REQUIRE && !cfg->tls_psk_file)
+		return fail(1, "--tls require with an rdma:// listener needs --tls-psk: rdma:// "
+			       "has no TLS, its connection requests are signed with the PSK "
+			       "(docs/security.md)");
+	if (cfg->tls_psk_file) {
+		/*
+		 * rdma:// has no TLS: with a PSK file, connection requests are
+		 * signed with its keys (rdma_auth.h); with --tls require, unsigned
+		 * ones are refused.
+		 */
+		struct rdma_auth_verifier *v;
+		ret = rdma_auth_verifier_new(cfg->tls_psk_file, (uint32_t)time(NULL), &v, err,
+					     sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+		server_rdma_set_auth(d->rdma, v, cfg->tls == TLS_REQUIRE);
+	}
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind != CONFIG_LISTEN_RDMA)

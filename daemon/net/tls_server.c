@@ -10,6 +10,7 @@
 
 #include "errors.h"
 #include "faults.h"
+#include "psk_file.h"
 
 /*
  * TLS 1.2 and 1.3 only; the PSK key exchanges added to GnuTLS's NORMAL set
@@ -30,41 +31,20 @@ static int file_check(const char *path)
 }
 
 /*
- * psk_file_check -- every line "username:hexkey" (psktool's format): the
- * file is read by GnuTLS at each handshake, so a mistake is found here, at
- * start, not as a failed handshake later. 0 or -EINVAL (@err says where).
+ * psk_file_check -- the file is read by GnuTLS at each handshake, so a
+ * mistake in it is found here, at start, not as a failed handshake later.
+ * 0 or -EINVAL (@err says where).
  */
 static int psk_file_check(const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		rdax_seterr(err, errlen, "--tls-psk %s: %s", path, strerror(errno));
-		return -EINVAL;
-	}
-	char line[1024];
-	unsigned n = 0, users = 0;
-	int ret = 0;
-	while (fgets(line, sizeof(line), f)) {
-		n++;
-		line[strcspn(line, "\r\n")] = '\0';
-		if (line[0] == '\0')
-			continue;
-		char *colon = strchr(line, ':');
-		size_t hex = colon ? strspn(colon + 1, "0123456789abcdefABCDEF") : 0;
-		if (!colon || colon == line || hex == 0 || hex % 2 || colon[1 + hex] != '\0') {
-			rdax_seterr(err, errlen,
-				    "--tls-psk %s:%u: not 'username:hexkey' (psktool's format)",
-				    path, n);
-			ret = -EINVAL;
-			break;
-		}
-		users++;
-	}
-	fclose(f);
-	if (ret == 0 && users == 0) {
-		rdax_seterr(err, errlen, "--tls-psk %s: no 'username:hexkey' line", path);
-		ret = -EINVAL;
-	}
+	struct psk_entry *e;
+	size_t n;
+	char why[512];
+	int ret = psk_file_read(path, &e, &n, why, sizeof(why));
+	if (ret == 0)
+		psk_file_free(&e, n);
+	else if (ret == -EINVAL)
+		rdax_seterr(err, errlen, "--tls-psk: %s", why);
 	return ret;
 }
 
