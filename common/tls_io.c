@@ -9,11 +9,13 @@ ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len)
 {
 	if (io->deferred)
 		return io->deferred > 0 ? 0 : -EPROTO;
+	io->maybe_more = false;
 	size_t got = 0;
 	while (got < len) {
 		ssize_t r = gnutls_record_recv(io->sess, (uint8_t *)buf + got, len - got);
 		if (r > 0) {
 			got += (size_t)r;
+			io->maybe_more = got == len;
 			continue;
 		}
 		if (r == 0 || r == GNUTLS_E_PREMATURE_TERMINATION) {
@@ -83,7 +85,7 @@ ssize_t tls_io_sendv(struct tls_io *io, const struct iovec *iov, int n)
 
 size_t tls_io_pending(const struct tls_io *io)
 {
-	if (io->deferred)
+	if (io->deferred || io->maybe_more)
 		return 1;
 	return io->sess ? gnutls_record_check_pending(io->sess) : 0;
 }

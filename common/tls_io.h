@@ -19,6 +19,7 @@
 #ifndef RDAX_COMMON_TLS_IO_H
 #define RDAX_COMMON_TLS_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -39,6 +40,13 @@ struct tls_io {
 	 * socket will not wake anyone for a close_notify already read)
 	 */
 	int deferred;
+	/*
+	 * the last receive stopped because the buffer was full, not because the
+	 * socket was empty: GnuTLS may hold records it read ahead, which neither
+	 * a readable event nor gnutls_record_check_pending (decrypted bytes
+	 * only) announces
+	 */
+	bool maybe_more;
 	uint8_t stage[TLS_IO_RECORD_MAX];
 };
 
