@@ -14,8 +14,10 @@
 #include "psk_file.h"
 
 /* The daemon's set (daemon/net/tls_server.c): TLS 1.2 and 1.3, PSK exchanges when used. */
-#define TLS_PRIO_BASE "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
-#define TLS_PRIO_PSK  ":+ECDHE-PSK:+DHE-PSK:+PSK"
+#define TLS_PRIO_BASE                                                                              \
+	"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:"        \
+	"+CHACHA20-POLY1305"
+#define TLS_PRIO_PSK ":+ECDHE-PSK:+DHE-PSK:+PSK"
 
 /* psk_load -- @user's key (or the first user's) from psktool's file into c->psk */
 static int psk_load(struct tls_client *c, const char *path, const char *user, char *err,
