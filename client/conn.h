@@ -41,6 +41,8 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "librdax.h"
+#include "tls_client.h"
+#include "tls_io.h"
 #include "url.h"
 
 /* Largest reply body accepted (a volume list of 1024 volumes fits easily). */
@@ -132,6 +134,9 @@ struct rdax_conn_opts {
 	int timeout_ms;
 	unsigned queue_depth;
 	unsigned busy_poll_us;
+	char *tls_cert_dir; /* rdaxs:// */
+	char *tls_psk_file;
+	char *tls_username;
 };
 
 struct rdma_tp;
@@ -139,6 +144,8 @@ struct rdma_tp;
 struct rdax_conn {
 	int fd;			      /* tcp:// */
 	struct rdma_tp *rdma;	      /* rdma:// (fd is -1) */
+	struct tls_io *tls;	      /* rdaxs://: the session over fd */
+	struct tls_client *tls_creds; /* rdaxs://: what the session uses */
 	char peer[URL_HOST_MAX + 16]; /* "HOST:PORT" or "[HOST]:PORT", for messages */
 
 	/* limits and facts from HELLO */
@@ -221,11 +228,20 @@ int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool n
 		 char *err, size_t errlen);
 
 /*
- * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h).
+ * conn_start_tls -- rdaxs://: TLS over the connected socket with @opts'
+ * credentials, to @host (tls_client.h). 0, -ENOMEM, or the code of
+ * tls_client_new / tls_client_handshake (@err says why).
+ */
+int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		   char *err, size_t errlen);
+
+/*
+ * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h),
+ * the request signed with the PSK of @opts if it names one (rdma_auth.h).
  * Returns 0 or -errno; @err says why.
  */
-int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
-		      char *err, size_t errlen);
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen);
 
 /*
  * conn_set_error -- record the detailed message of a failed call (what

@@ -43,6 +43,9 @@ void rdax_conn_opts_delete(struct rdax_conn_opts **optsp)
 		return;
 	free((*optsp)->token);
 	free((*optsp)->client_name);
+	free((*optsp)->tls_cert_dir);
+	free((*optsp)->tls_psk_file);
+	free((*optsp)->tls_username);
 	free(*optsp);
 	*optsp = NULL;
 }
@@ -76,6 +79,32 @@ int rdax_conn_opts_set_token_file(struct rdax_conn_opts *opts, const char *path)
 	opts->token = token;
 	opts->token_len = len;
 	return 0;
+}
+
+/* replace_opt -- *slot = a copy of @value (NULL: none); 0 or -ENOMEM */
+static int replace_opt(char **slot, const char *value)
+{
+	char *copy = NULL;
+	if (value && !(copy = strdup(value)))
+		return -ENOMEM;
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+int rdax_conn_opts_set_tls_certificates(struct rdax_conn_opts *opts, const char *dir)
+{
+	if (!opts || !dir)
+		return -EINVAL;
+	return replace_opt(&opts->tls_cert_dir, dir);
+}
+
+int rdax_conn_opts_set_tls_psk(struct rdax_conn_opts *opts, const char *path, const char *username)
+{
+	if (!opts || !path)
+		return -EINVAL;
+	int ret = replace_opt(&opts->tls_psk_file, path);
+	return ret ? ret : replace_opt(&opts->tls_username, username);
 }
 
 int rdax_conn_opts_set_client_name(struct rdax_conn_opts *opts, const char *name)
@@ -213,22 +242,34 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 	char err[CONN_ERR_MAX];
 	if (url_parse(url, &u, err, sizeof(err)))
 		return connect_fail(-EINVAL, "bad server address %s", err);
-	if (u.scheme != URL_TCP && u.scheme != URL_RDMA)
+	if (u.scheme != URL_TCP && u.scheme != URL_RDMA && u.scheme != URL_RDAXS)
 		return connect_fail(
 		    -EINVAL,
 		    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
-		    "librdax speaks rdaxd's own protocol: tcp:// or rdma://",
+		    "librdax speaks rdaxd's own protocol: tcp://, rdaxs:// or rdma://",
 		    url);
+	/* a PSK also signs rdma:// connection requests; certificates are TLS only */
+	if (u.scheme == URL_TCP && opts && (opts->tls_cert_dir || opts->tls_psk_file))
+		return connect_fail(-EINVAL,
+				    "TLS credentials given for %s: connect to rdaxs://HOST:PORT "
+				    "to use TLS",
+				    url);
+	if (u.scheme == URL_RDMA && opts && opts->tls_cert_dir)
+		return connect_fail(-EINVAL,
+				    "rdma:// has no TLS: a certificate cannot be used (a PSK "
+				    "signs the connection request)");
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
 		return connect_fail(ret, "%s", strerror(-ret));
 	if (u.scheme == URL_RDMA)
-		ret = conn_connect_rdma(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
-					sizeof(err));
+		ret = conn_connect_rdma(c, opts, u.host, u.port_str, strchr(u.host, ':') != NULL,
+					err, sizeof(err));
 	else
 		ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
 				   sizeof(err));
+	if (ret == 0 && u.scheme == URL_RDAXS)
+		ret = conn_start_tls(c, opts, u.host, err, sizeof(err));
 	if (ret) {
 		connect_fail(ret, "%s", err);
 		goto err_delete;

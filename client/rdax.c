@@ -42,6 +42,9 @@ struct ctx {
 	struct rdax_cluster_ctx cluster; /* --cluster: rdax_cluster.h */
 	const char *volume;		 /* the command's volume name, if it has one */
 	const char *token_file;
+	const char *tls_cert_dir; /* rdaxs:// credentials */
+	const char *tls_psk_file;
+	const char *tls_username;
 	int timeout_ms;
 	struct rdax_conn *conn;
 	char what[320]; /* "write vol1": what failure messages name */
@@ -130,6 +133,14 @@ static int connect_server(struct ctx *ctx)
 	if (ctx->token_file && (ret = rdax_conn_opts_set_token_file(opts, ctx->token_file))) {
 		fail_msg("token file %s: %s", ctx->token_file,
 			 ret == -EINVAL ? "empty" : rdax_strerror(ret));
+		rdax_conn_opts_delete(&opts);
+		return EXIT_FAIL;
+	}
+	if ((ctx->tls_cert_dir &&
+	     (ret = rdax_conn_opts_set_tls_certificates(opts, ctx->tls_cert_dir))) ||
+	    (ctx->tls_psk_file &&
+	     (ret = rdax_conn_opts_set_tls_psk(opts, ctx->tls_psk_file, ctx->tls_username)))) {
+		fail_msg("TLS options: %s", rdax_strerror(ret));
 		rdax_conn_opts_delete(&opts);
 		return EXIT_FAIL;
 	}
@@ -931,7 +942,8 @@ static const struct command commands[] = {
 /* usage -- the overview of rdax --help */
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] "
+	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--tls-certificates DIR] "
+		   "[--tls-psk FILE [--tls-username NAME]] [--timeout SECONDS] "
 		   "[--cluster URL] COMMAND [ARGS]\n\ncommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
@@ -940,10 +952,17 @@ static void usage(FILE *f)
 		"  help [COMMAND]\n"
 		"\noptions:\n"
 		"  --server URL        the rdaxd to talk to: tcp://HOST[:PORT], IPv6 as\n"
-		"                      tcp://[::1]:7470, or rdma://HOST[:PORT] over RDMA\n"
+		"                      tcp://[::1]:7470, rdaxs://HOST[:PORT] in TLS, or\n"
+		"                      rdma://HOST[:PORT] over RDMA\n"
 		"                      (default: $RDAX_SERVER, else %s)\n"
 		"  --token-file PATH   send this file's contents (trailing newline stripped)\n"
 		"                      as the access token (default: $RDAX_TOKEN_FILE)\n"
+		"  --tls-certificates DIR  rdaxs://: DIR/ca-cert.pem checks the server;\n"
+		"                      DIR/client-cert.pem and client-key.pem, if there,\n"
+		"                      prove the client (default: the system's CAs)\n"
+		"  --tls-psk FILE      rdaxs://: a pre-shared key from psktool's FILE\n"
+		"                      (rdma://: it signs the connection request)\n"
+		"  --tls-username NAME the PSK user (default: the file's first)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
 		"                      wait)\n"
 		"  --cluster etcd://HOST:PORT[,...]  the cluster's etcd (default:\n"
@@ -1140,6 +1159,9 @@ int main(int argc, char **argv)
 	static const struct option global[] = {
 	    {"server", required_argument, NULL, 's'},
 	    {"token-file", required_argument, NULL, 't'},
+	    {"tls-certificates", required_argument, NULL, 'X'},
+	    {"tls-psk", required_argument, NULL, 'P'},
+	    {"tls-username", required_argument, NULL, 'U'},
 	    {"timeout", required_argument, NULL, 'T'},
 	    {"cluster", required_argument, NULL, 'C'},
 	    {"cluster-name", required_argument, NULL, 'N'},
@@ -1167,6 +1189,15 @@ int main(int argc, char **argv)
 		case 't':
 			ctx.token_file = optarg;
 			break;
+		case 'X':
+			ctx.tls_cert_dir = optarg;
+			break;
+		case 'P':
+			ctx.tls_psk_file = optarg;
+			break;
+		case 'U':
+			ctx.tls_username = optarg;
+			break;
 		case 'T':
 			if (parse_timeout(optarg, &ctx.timeout_ms))
 				return EXIT_USAGE;
@@ -1182,6 +1213,10 @@ int main(int argc, char **argv)
 					 (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
 			return EXIT_USAGE;
 		}
+	}
+	if (ctx.tls_username && !ctx.tls_psk_file) {
+		fail_msg("--tls-username names a user of --tls-psk FILE (see 'rdax --help')");
+		return EXIT_USAGE;
 	}
 	int i = optind;
 	if (i >= argc) {

@@ -34,6 +34,10 @@ static const struct {
 	{ "fake-media", &rdax_faults.fake_media },
 	{ "usc-no-compare", &rdax_faults.usc_no_compare },
 	{ "no-badblock-check", &rdax_faults.no_badblock_check },
+	{ "tls-plain-ok", &rdax_faults.tls_plain_ok },
+	{ "tls-no-verify", &rdax_faults.tls_no_verify },
+	{ "acl-ignore", &rdax_faults.acl_ignore },
+	{ "rdma-auth-no-replay-check", &rdax_faults.rdma_auth_no_replay_check },
 };
 
 int faults_from_env(void)

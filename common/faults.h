@@ -72,6 +72,14 @@ struct rdax_faults {
 	bool usc_no_compare;
 	/* media_health: reads overlapping a known bad block are served, not refused */
 	bool no_badblock_check;
+	/* TLS: with --tls require a plaintext client is served anyway */
+	bool tls_plain_ok;
+	/* TLS: client certificates are taken without checking them (CA, dates) */
+	bool tls_no_verify;
+	/* acl: every client has every right, whatever --acl says */
+	bool acl_ignore;
+	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */
+	bool rdma_auth_no_replay_check;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -29,6 +29,11 @@ enum config_key {
 	KEY_LOG_LEVEL,
 	KEY_PIDFILE,
 	KEY_TOKEN_FILE,
+	KEY_TLS,
+	KEY_TLS_CERTIFICATES,
+	KEY_TLS_PSK,
+	KEY_TLS_VERIFY_PEER,
+	KEY_ACL,
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
@@ -63,6 +68,11 @@ static const struct setting {
     [KEY_LOG_LEVEL] = {"log-level", required_argument, IN_FILE},
     [KEY_PIDFILE] = {"pidfile", required_argument, IN_FILE},
     [KEY_TOKEN_FILE] = {"token-file", required_argument, IN_FILE},
+    [KEY_TLS] = {"tls", required_argument, IN_FILE},
+    [KEY_TLS_CERTIFICATES] = {"tls-certificates", required_argument, IN_FILE},
+    [KEY_TLS_PSK] = {"tls-psk", required_argument, IN_FILE},
+    [KEY_TLS_VERIFY_PEER] = {"tls-verify-peer", no_argument, IN_FILE},
+    [KEY_ACL] = {"acl", required_argument, IN_FILE},
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
@@ -118,6 +128,9 @@ void config_free(struct config *c)
 	free(c->listens);
 	free(c->pidfile);
 	free(c->token_file);
+	free(c->tls_cert_dir);
+	free(c->tls_psk_file);
+	free(c->acl_file);
 	free(c->config_path);
 	free(c->metrics);
 	free(c->format_path);
@@ -264,7 +277,9 @@ static enum config_key key_lookup(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		norm[i] = key[i] == '_' ? '-' : key[i];
 	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (settings[k].has_arg == required_argument && strcmp(norm, settings[k].name) == 0)
+		/* flags without a value (--force) are no keys, unless they are file keys too */
+		if ((settings[k].has_arg == required_argument || (settings[k].flags & IN_FILE)) &&
+		    strcmp(norm, settings[k].name) == 0)
 			return (enum config_key)k;
 	}
 	return KEY_COUNT;
@@ -414,18 +429,50 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		c->nadvertise++;
 		return 0;
 	}
+	case KEY_TLS:
+		if (strcmp(value, "off") == 0)
+			c->tls = TLS_OFF;
+		else if (strcmp(value, "on") == 0)
+			c->tls = TLS_ON;
+		else if (strcmp(value, "require") == 0)
+			c->tls = TLS_REQUIRE;
+		else {
+			rdax_seterr(err, errlen, "%s%s '%s': not off, on or require", from, name,
+				    value);
+			return -EINVAL;
+		}
+		return 0;
+	case KEY_TLS_VERIFY_PEER:
+		/* a flag on the command line (value ""), a boolean in the file */
+		if (*value == '\0' || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
+		    strcmp(value, "1") == 0)
+			c->tls_verify_peer = true;
+		else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0 ||
+			 strcmp(value, "0") == 0)
+			c->tls_verify_peer = false;
+		else {
+			rdax_seterr(err, errlen, "%s%s '%s': not true or false", from, name, value);
+			return -EINVAL;
+		}
+		return 0;
 	case KEY_PIDFILE:
 	case KEY_TOKEN_FILE:
+	case KEY_TLS_CERTIFICATES:
+	case KEY_TLS_PSK:
+	case KEY_ACL:
 	case KEY_CONFIG:
 	case KEY_FORMAT:
 		if (*value == '\0') {
 			rdax_seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
 		}
-		return replace_string(key == KEY_PIDFILE      ? &c->pidfile
-				      : key == KEY_TOKEN_FILE ? &c->token_file
-				      : key == KEY_CONFIG     ? &c->config_path
-							      : &c->format_path,
+		return replace_string(key == KEY_PIDFILE	    ? &c->pidfile
+				      : key == KEY_TOKEN_FILE	    ? &c->token_file
+				      : key == KEY_TLS_CERTIFICATES ? &c->tls_cert_dir
+				      : key == KEY_TLS_PSK	    ? &c->tls_psk_file
+				      : key == KEY_ACL		    ? &c->acl_file
+				      : key == KEY_CONFIG	    ? &c->config_path
+								    : &c->format_path,
 				      value);
 	case KEY_FORCE:
 		c->force = true;
@@ -678,9 +725,10 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		return -EINVAL;
 	if (c->format_path) {
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
-		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics ||
-		    c->cluster || c->cluster_name || c->node_name || c->zone || c->nadvertise) {
+		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
+		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics || c->cluster ||
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -691,6 +739,21 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	}
 	if (c->force) {
 		rdax_seterr(err, errlen, "--force only goes with --format PATH");
+		return -EINVAL;
+	}
+	if (c->tls == TLS_OFF && (c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer)) {
+		rdax_seterr(err, errlen,
+			    "--tls-certificates, --tls-psk and --tls-verify-peer need --tls on or "
+			    "--tls require");
+		return -EINVAL;
+	}
+	if (c->tls != TLS_OFF && !c->tls_cert_dir && !c->tls_psk_file) {
+		rdax_seterr(err, errlen, "--tls %s needs --tls-certificates DIR or --tls-psk FILE",
+			    tls_mode_name(c->tls));
+		return -EINVAL;
+	}
+	if (c->tls_verify_peer && !c->tls_cert_dir) {
+		rdax_seterr(err, errlen, "--tls-verify-peer needs --tls-certificates DIR");
 		return -EINVAL;
 	}
 	int cluster_ret = config_finish_cluster(c, err, errlen);
@@ -765,6 +828,17 @@ void config_usage(FILE *f)
 		"  --pidfile PATH        write the daemon's pid here, removed at exit\n"
 		"  --token-file PATH     clients must send this file's contents (trailing\n"
 		"                        newline stripped) in HELLO\n"
+		"  --tls MODE            off (default), on (TLS offered: rdaxs:// clients on\n"
+		"                        tcp:// listeners, NBD STARTTLS; plaintext served too)\n"
+		"                        or require (plaintext clients refused)\n"
+		"  --tls-certificates DIR  x509: DIR/ca-cert.pem, server-cert.pem,\n"
+		"                        server-key.pem (the layout of qemu and nbdkit)\n"
+		"  --tls-psk FILE        pre-shared keys, psktool's 'username:hexkey' lines;\n"
+		"                        the username is the client's identity\n"
+		"  --tls-verify-peer     require a client certificate signed by\n"
+		"                        DIR/ca-cert.pem; its common name is the identity\n"
+		"  --acl FILE            which identities see, read, write, create which\n"
+		"                        volumes (docs/security.md); default: all of them\n"
 		"  --flush-mode MODE     tracked (default: write back what was written) or\n"
 		"                        hammer (write back the whole volume; a baseline)\n"
 		"  --max-payload SIZE    largest WRITE/READ per request (1M..%uM, default %uM)\n"

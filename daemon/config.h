@@ -24,6 +24,7 @@
 #include "log.h"
 #include "url.h"
 #include "persist.h"
+#include "tls_server.h"
 #include "volume.h"
 
 #define CONFIG_DEFAULT_PORT    7470
@@ -79,6 +80,13 @@ struct config {
 	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (net/rdma_conn.h) */
 	char *config_path;	    /* --config, NULL if none */
 	char *metrics;		    /* --metrics http://HOST:PORT (metrics_http.h); NULL: none */
+
+	/* TLS and access (docs/security.md) */
+	enum tls_mode tls;    /* --tls off (default), on, require */
+	char *tls_cert_dir;   /* --tls-certificates DIR; NULL: no x509 */
+	char *tls_psk_file;   /* --tls-psk FILE; NULL: no PSK */
+	bool tls_verify_peer; /* --tls-verify-peer */
+	char *acl_file;	      /* --acl FILE; NULL: every client has every right */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */
 	char *cluster;

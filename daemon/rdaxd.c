@@ -36,10 +36,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
 
+#include "acl.h"
 #include "cluster.h"
 #include "config.h"
 #include "conn.h"
@@ -58,6 +60,7 @@
 #include "rdma_listen.h"
 #include "size.h"
 #include "store.h"
+#include "tls_server.h"
 #include "token.h"
 #include "worker.h"
 
@@ -172,6 +175,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 struct daemon {
 	uint8_t *token;
 	size_t token_len;
+	struct tls_server *tls; /* NULL: --tls off */
+	struct acl *acl;	/* NULL: no --acl */
 	struct store *store;
 	struct dispatch_env env;
 	struct fsync_pool *pool_fsync, *pool_meta;
@@ -237,6 +242,16 @@ static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer)
 }
 
 /*
+ * nbd_authenticates -- does every NBD client prove who it is (TLS required,
+ * with PSK or client certificates)? Then a token need not confine NBD to
+ * loopback.
+ */
+static bool nbd_authenticates(const struct daemon *d)
+{
+	return d->tls && d->tls->mode == TLS_REQUIRE && (d->tls->psk || d->tls->verify_peer);
+}
+
+/*
  * daemon_start_nbd -- the NBD listeners, if any --listen asks for NBD.
  * With a token, nbd:// must be loopback-only (docs/nbd.md). 0 or an exit code.
  */
@@ -251,6 +266,8 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		return 0;
 	d->nbd_shared = (struct nbd_shared){
 	    .store = d->store,
+	    .tls = d->tls,
+	    .acl = d->acl,
 	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	    .flush_mode = cfg->flush_mode,
 	    .max_block = NBD_MAX_BLOCK,
@@ -260,7 +277,8 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind == CONFIG_LISTEN_NBD)
 			ret = listener_add_tcp(
-			    d->listener, "nbd", "nbd:", l->host, l->port, d->token != NULL,
+			    d->listener, "nbd", "nbd:", l->host, l->port,
+			    d->token != NULL && !nbd_authenticates(d),
 			    "; NBD has no access token, and this daemon has --token-file: use a "
 			    "loopback address, or nbd+unix:///PATH (guarded by file permissions); "
 			    "see docs/nbd.md",
@@ -301,6 +319,23 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 			    ret == -ENODEV ? " (no RDMA device: load rdma_ucm and configure a "
 					     "device, see docs/rdma.md)"
 					   : "");
+	if (cfg->tls == TLS_REQUIRE && !cfg->tls_psk_file)
+		return fail(1, "--tls require with an rdma:// listener needs --tls-psk: rdma:// "
+			       "has no TLS, its connection requests are signed with the PSK "
+			       "(docs/security.md)");
+	if (cfg->tls_psk_file) {
+		/*
+		 * rdma:// has no TLS: with a PSK file, connection requests are
+		 * signed with its keys (rdma_auth.h); with --tls require, unsigned
+		 * ones are refused.
+		 */
+		struct rdma_auth_verifier *v;
+		ret = rdma_auth_verifier_new(cfg->tls_psk_file, (uint32_t)time(NULL), &v, err,
+					     sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+		server_rdma_set_auth(d->rdma, v, cfg->tls == TLS_REQUIRE);
+	}
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind != CONFIG_LISTEN_RDMA)
@@ -322,6 +357,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	    .max_body = FRAME_DEFAULT_MAX_BODY,
 	    .token = d->token,
 	    .token_len = d->token_len,
+	    .acl = d->acl,
 	    .flush_mode = cfg->flush_mode,
 	    .server_version = RDAX_VERSION,
 	    .transports = rdaxd_transports,
@@ -338,6 +374,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->native = (struct native_shared){
 	    .env = &d->env,
+	    .tls = d->tls,
 	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	};
 
@@ -406,6 +443,8 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	free(d->workers);
 	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
 	store_delete(&d->store);
+	tls_server_delete(&d->tls);
+	acl_delete(&d->acl);
 	if (d->pidfile_written && unlink(cfg->pidfile) < 0)
 		LOG_WARN("remove pidfile %s: %s", cfg->pidfile, strerror(errno));
 	free(d->token);
@@ -456,6 +495,32 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/* daemon_load_security -- the TLS credentials and the ACL, checked before anything starts */
+static int daemon_load_security(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	if (cfg->tls != TLS_OFF) {
+		struct tls_server_opts o = {
+		    .mode = cfg->tls,
+		    .cert_dir = cfg->tls_cert_dir,
+		    .psk_file = cfg->tls_psk_file,
+		    .verify_peer = cfg->tls_verify_peer,
+		};
+		int ret = tls_server_new(&o, &d->tls, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+		LOG_INFO("TLS %s:%s%s%s", tls_mode_name(cfg->tls), d->tls->x509 ? " x509" : "",
+			 d->tls->psk ? " psk" : "",
+			 cfg->tls_verify_peer ? ", client certificates required" : "");
+	}
+	if (cfg->acl_file) {
+		int ret = acl_load(cfg->acl_file, &d->acl, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+	}
+	return 0;
+}
+
 /* run_daemon -- serve until SIGTERM/SIGINT; the exit code */
 static int run_daemon(const struct config *cfg)
 {
@@ -475,6 +540,9 @@ static int run_daemon(const struct config *cfg)
 		if (ret)
 			return fail(1, "%s", err);
 	}
+	code = daemon_load_security(&d, cfg);
+	if (code)
+		goto out_stop;
 	code = daemon_open_namespaces(&d, cfg);
 	if (code)
 		goto out_stop;

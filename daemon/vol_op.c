@@ -116,3 +116,10 @@ struct vol_op *vol_op_of_msg(struct worker_msg *m)
 	struct fsync_task *t = (struct fsync_task *)((char *)m - offsetof(struct fsync_task, done));
 	return (struct vol_op *)((char *)t - offsetof(struct vol_op, task));
 }
+
+bool vol_op_has_dirty(struct volume *v)
+{
+	struct volume_stats vs;
+	volume_stats_get(v, &vs);
+	return vs.dirty_bytes != 0;
+}

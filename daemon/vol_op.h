@@ -126,4 +126,11 @@ bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worke
 /* vol_op_of_msg -- the op whose completion message @m is */
 struct vol_op *vol_op_of_msg(struct worker_msg *m);
 
+/*
+ * vol_op_has_dirty -- has @v bytes written and not yet made durable? (A
+ * read-only client's fsync is refused only then: otherwise it changes nothing.)
+ * Context: any thread; takes the dirty tree's lock briefly.
+ */
+bool vol_op_has_dirty(struct volume *v);
+
 #endif

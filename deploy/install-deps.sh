@@ -1,6 +1,7 @@
 #!/bin/sh
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
-# (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
+# (libgnutls28-dev: TLS; gnutls-bin: certtool and psktool for the TLS tests;
+# qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, tests/vm;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
@@ -14,7 +15,7 @@ set -eu
 packages="build-essential cmake pkg-config
 	libpmem-dev libpmem2-dev libmicrohttpd-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
-	libcmocka-dev python3
+	libcmocka-dev python3 libgnutls28-dev gnutls-bin
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs

@@ -150,6 +150,26 @@ int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
 #define RDAX_MAX_BUSY_POLL_US 1000000U
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
 
+/*
+ * rdax_conn_opts_set_tls_certificates -- rdaxs://: x509 credentials in
+ * @dir, the layout of qemu and libnbd: ca-cert.pem (the CA the server's
+ * certificate must chain to, and name the host connected to), and
+ * client-cert.pem + client-key.pem if present (for a daemon with
+ * --tls-verify-peer: the certificate's common name is the client's
+ * identity). Without this or a PSK, rdaxs:// checks the server against the
+ * system's CAs. The files are read by rdax_connect. Returns 0, -EINVAL
+ * (NULL), -ENOMEM.
+ */
+int rdax_conn_opts_set_tls_certificates(struct rdax_conn_opts *opts, const char *dir);
+
+/*
+ * rdax_conn_opts_set_tls_psk -- rdaxs://: a pre-shared key from @path
+ * (psktool's "username:hexkey" lines) for @username (NULL: the file's first
+ * user); the username is the client's identity. The file is read by
+ * rdax_connect. Returns 0, -EINVAL (NULL path), -ENOMEM.
+ */
+int rdax_conn_opts_set_tls_psk(struct rdax_conn_opts *opts, const char *path, const char *username);
+
 /* --- connections -------------------------------------------------------- */
 
 /*
@@ -159,13 +179,17 @@ int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
  * "rdma://HOST[:PORT]": the same over RDMA (an RC queue pair through
  * librdmacm; HOST an address of an RDMA device): writes and reads are then
  * one-sided RDMA operations, everything else the same requests as over TCP
- * (docs/rdma.md).
+ * (docs/rdma.md). "rdaxs://HOST[:PORT]": tcp:// in TLS (a daemon with --tls
+ * on or require), with the credentials of rdax_conn_opts_set_tls_*
+ * (docs/security.md); TLS options with another scheme are refused.
  * @opts: NULL for the defaults.
  * Context: blocks (name lookup, connect, one round trip).
  * Returns 0 and sets *connp; or -EINVAL (NULL, malformed URL),
  * -ENODEV (rdma:// without RDMA devices), -EHOSTUNREACH (the name does not resolve),
- * -ECONNREFUSED and other connect errors, -ETIMEDOUT, -RDAX_E_ACCESS (token
- * refused), -RDAX_E_VERSION, -RDAX_E_PROTOCOL (not an rdax server), -ENOMEM.
+ * -ECONNREFUSED and other connect errors (also a TLS handshake the server
+ * refused: wrong PSK, unknown user, certificate not accepted), -EPROTO
+ * (another TLS failure), -ETIMEDOUT, -RDAX_E_ACCESS (token refused, or TLS
+ * required by the daemon), -RDAX_E_VERSION, -RDAX_E_PROTOCOL (not an rdax server), -ENOMEM.
  * On failure rdax_connect_last_error() says why.
  */
 int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax_conn **connp);

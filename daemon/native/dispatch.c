@@ -87,6 +87,7 @@ struct job {
 	bool has_ns_id;
 	uint32_t ns_id;
 	struct session *teardown;
+	struct acl_subject who; /* LIST: the volumes this subject may see */
 
 	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
@@ -559,14 +560,19 @@ static void run_list(struct vol_op *op)
 		j->pub.op.code = -ENOMEM;
 		goto out_free;
 	}
+	unsigned shown = 0;
 	for (unsigned i = 0; i < n; i++) {
-		volume_info_wire(&vols[i], &infos[i]);
-		ptrs[i] = &infos[i];
+		/* a volume the client may not read is invisible (acl.h) */
+		if (!(acl_rights(j->env->acl, &j->who, vols[i].name) & ACL_READ))
+			continue;
+		volume_info_wire(&vols[i], &infos[shown]);
+		ptrs[shown] = &infos[shown];
+		shown++;
 	}
 	Rdax__Status st = RDAX__STATUS__INIT;
 	Rdax__VolumeListReply rep = RDAX__VOLUME_LIST_REPLY__INIT;
 	rep.status = &st;
-	rep.n_volumes = n;
+	rep.n_volumes = shown;
 	rep.volumes = ptrs;
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 	if (j->pub.op.code == -RDAX_E_TOO_BIG)
@@ -643,6 +649,43 @@ static int check_name(const char *name, char *m)
 }
 
 /*
+ * check_rights -- may the client do what needs @right with the volume @name
+ * (acl.h)? A volume it may not even read does not exist for it: the same
+ * ENOENT and message as a missing volume. 0, -ENOENT or -RDAX_E_ACCESS.
+ */
+static int check_rights(const struct dispatch_env *env, const struct session *s, const char *name,
+			unsigned right, char *m)
+{
+	unsigned rights = acl_rights(env->acl, &s->access.who, name);
+	if (rights & right)
+		return 0;
+	if (!(rights & ACL_READ) && right != ACL_CREATE) {
+		fmt_msg(m, "no volume \"%s\"", name);
+		return -ENOENT;
+	}
+	char who[ACL_NAME_MAX + 8];
+	fmt_msg(m, "%s may not %s volume \"%s\" (--acl)",
+		acl_subject_describe(&s->access.who, who, sizeof(who)),
+		right == ACL_CREATE ? "create or delete" : "open", name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
+ * check_writable -- a write, discard or fsync on @handle: refused on a
+ * handle opened read-only, except an fsync with nothing dirty (it changes
+ * nothing). 0 or -RDAX_E_ACCESS.
+ */
+static int check_writable(struct session *s, uint32_t handle, struct volume *v, bool fsync, char *m)
+{
+	if (!session_handle_ro(s, handle))
+		return 0;
+	if (fsync && !vol_op_has_dirty(v))
+		return 0;
+	fmt_msg(m, "volume \"%s\" is open read-only: this client has ro rights (--acl)", v->name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
  * validate_request -- every check of a decoded request, in one place, before
  * anything acts on it. Returns 0 (with *vp the volume of handle requests)
  * or the error, with its message in @m and *close set when the connection
@@ -671,6 +714,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			    req.hello->protocol_version, FRAME_VERSION);
 			return -RDAX_E_VERSION;
 		}
+		if (s->access.plain_refused) {
+			*close = true;
+			fmt_msg(m, "this daemon requires TLS: connect with rdaxs://");
+			return -RDAX_E_ACCESS;
+		}
+		/* with a token, every client sends it, whatever else it proved */
 		if (env->token &&
 		    (!req.hello->has_token ||
 		     !dispatch_token_equal(env->token, env->token_len, req.hello->token.data,
@@ -685,6 +734,9 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		ret = check_name(req.create->name, m);
 		if (ret)
 			return ret;
+		ret = check_rights(env, s, req.create->name, ACL_CREATE, m);
+		if (ret)
+			return ret;
 		if (req.create->size == 0 || !is_aligned(req.create->size, RDAX_PAGE_SIZE)) {
 			fmt_msg(m, "volume size %" PRIu64 " is not a positive multiple of %llu",
 				req.create->size, RDAX_PAGE_SIZE);
@@ -692,11 +744,15 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		return 0;
 	case FRAME_VOLUME_DELETE:
-		return check_name(req.del->name, m);
+		ret = check_name(req.del->name, m);
+		return ret ? ret : check_rights(env, s, req.del->name, ACL_CREATE, m);
 	case FRAME_VOLUME_INFO:
-		return check_name(req.info->name, m);
+		ret = check_name(req.info->name, m);
+		return ret ? ret : check_rights(env, s, req.info->name, ACL_READ, m);
 	case FRAME_VOLUME_OPEN:
 		ret = check_name(req.open->name, m);
+		if (ret == 0)
+			ret = check_rights(env, s, req.open->name, ACL_READ, m);
 		if (ret)
 			return ret;
 		if (s->nopen >= SESSION_MAX_HANDLES) {
@@ -715,6 +771,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		break;
 	case FRAME_WRITE:
 		ret = check_handle(s, req.write->handle, &v, m);
+		if (ret == 0)
+			ret = check_writable(s, req.write->handle, v, false, m);
 		if (ret)
 			return ret;
 		off = req.write->offset;
@@ -757,6 +815,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		break;
 	case FRAME_FSYNC:
 		ret = check_handle(s, req.fsync->handle, &v, m);
+		if (ret == 0)
+			ret = check_writable(s, req.fsync->handle, v, true, m);
 		if (ret)
 			return ret;
 		off = req.fsync->has_offset ? req.fsync->offset : 0;
@@ -768,6 +828,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		break;
 	case FRAME_DISCARD:
 		ret = check_handle(s, req.discard->handle, &v, m);
+		if (ret == 0)
+			ret = check_writable(s, req.discard->handle, v, false, m);
 		if (ret)
 			return ret;
 		off = req.discard->offset;
@@ -902,6 +964,8 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		char client[64];
 		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
 			  printable(req.hello->client_name, client, sizeof(client)));
+		/* validated: with a token configured, the client sent it */
+		s->access.who.token = env->token != NULL;
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_hello));
 		return;
 	}
@@ -924,7 +988,10 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
 		return;
 	case FRAME_VOLUME_LIST:
-		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_list));
+		j = job_new(env, h, VOL_OP_CALL, true, run_list);
+		if (j)
+			j->who = s->access.who;
+		out_job(out, j);
 		return;
 	case FRAME_NAMESPACE_LIST:
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_namespace_list));
@@ -1200,6 +1267,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 						 : "out of memory");
 		return;
 	}
+	if (!(acl_rights(env->acl, &s->access.who, j->pub.op.v->name) & ACL_WRITE))
+		session_handle_set_ro(s, handle);
 	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->pub.op.v->name,
 		  handle);
 	Rdax__Status st = RDAX__STATUS__INIT;

@@ -87,6 +87,7 @@ struct dispatch_env {
 	uint32_t max_body;
 	const uint8_t *token; /* NULL: no token needed */
 	size_t token_len;
+	const struct acl *acl;	    /* NULL: every client has every right (acl.h) */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER: for every fsync */
 	const char *server_version;
 	const char *const *transports; /* reported in HELLO */

@@ -11,6 +11,8 @@
 
 #include "log.h"
 #include "media_guard.h"
+#include "sock.h"
+#include "tls_wire.h"
 
 /* One reply on the stream: its header bytes and what dispatch built. */
 struct native_reply {
@@ -305,6 +307,21 @@ static bool can_dispatch(struct native_conn *nc)
 	return stream_can_take(&nc->s, &native_limits);
 }
 
+/*
+ * access_from_wire -- before HELLO: what the wire proved (a TLS name) or
+ * refused (plaintext where TLS is required) goes into the session
+ */
+static void access_from_wire(struct native_conn *nc)
+{
+	struct tls_peer p;
+	tls_wire_peer(&nc->s, &p);
+	struct session_access *a = &nc->session->access;
+	a->tls = p.tls;
+	a->plain_refused = p.plain_refused;
+	if (p.authenticated)
+		snprintf(a->who.user, sizeof(a->who.user), "%s", p.identity);
+}
+
 /* native_input -- one step: a header, or a body (dispatched) */
 static bool native_input(struct stream *s)
 {
@@ -337,6 +354,8 @@ static bool native_input(struct stream *s)
 		if (avail < nc->hdr.body_len)
 			return false;
 		nc->rstate = NATIVE_HEADER;
+		if (!nc->session->hello_done)
+			access_from_wire(nc);
 		dispatch_request(nc->env, nc->session, &nc->hdr, stream_in_data(s), &out);
 		stream_in_consume(s, nc->hdr.body_len);
 		handle_out(nc, &out);
@@ -454,6 +473,13 @@ int native_conn_start_socket(struct conn_set *set, const struct native_shared *s
 	if (native_conn_init(nc, set, &stream_socket_conn_ops, &native_socket, sh, NATIVE_INBUF_MIN,
 			     0, peer))
 		goto err_free;
+	nc->session->access.who.local = sock_peer_is_local(fd);
+	/* rdaxs:// and tcp:// clients on the same listener: the first byte tells */
+	if (sh->tls && tls_wire_attach(&nc->s, sh->tls, true)) {
+		stream_release(&nc->s);
+		session_delete(&nc->session);
+		goto err_free;
+	}
 	stream_socket_start(&nc->s, fd);
 	return 0;
 

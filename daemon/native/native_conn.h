@@ -49,6 +49,7 @@
 #include "frame.h"
 #include "metrics.h"
 #include "stream.h"
+#include "tls_server.h"
 
 /* Replies queued + requests in the pools, per connection. */
 #define NATIVE_MAX_PENDING 128
@@ -66,7 +67,8 @@
 /* What every native connection of the daemon shares. */
 struct native_shared {
 	const struct dispatch_env *env;
-	struct vol_pools pools; /* fsync and discard; hello, volume metadata, teardown */
+	struct vol_pools pools;	      /* fsync and discard; hello, volume metadata, teardown */
+	const struct tls_server *tls; /* NULL: --tls off (socket connections only) */
 };
 
 struct native_conn;

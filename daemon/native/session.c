@@ -92,10 +92,24 @@ int session_handle_add(struct session *s, struct volume *v, uint32_t *handle)
 	slot->gen++;
 	slot->v = v;
 	slot->open = true;
+	slot->ro = false;
 	slot->holds = 0;
 	s->nopen++;
 	*handle = handle_pack(index, slot->gen);
 	return 0;
+}
+
+void session_handle_set_ro(struct session *s, uint32_t handle)
+{
+	struct session_slot *slot = s ? handle_slot(s, handle) : NULL;
+	if (slot)
+		slot->ro = true;
+}
+
+bool session_handle_ro(struct session *s, uint32_t handle)
+{
+	struct session_slot *slot = s ? handle_slot(s, handle) : NULL;
+	return slot && slot->open && slot->ro;
 }
 
 int session_handle_get(struct session *s, uint32_t handle, struct volume **v)

@@ -12,6 +12,8 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "sock.h"
+#include "tls_wire.h"
 
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
 struct nbd_out {
@@ -363,6 +365,12 @@ int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, co
 		goto err_free;
 	c->sh = sh;
 	c->phase = PH_FLAGS;
+	c->who.local = sock_peer_is_local(fd);
+	/* plain until NBD_OPT_STARTTLS */
+	if (sh->tls && tls_wire_attach(&c->s, sh->tls, false)) {
+		stream_release(&c->s);
+		goto err_free;
+	}
 	metrics_conn(METRICS_NBD, true);
 	stream_socket_start(&c->s, fd);
 	return 0;

@@ -58,10 +58,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "acl.h"
 #include "namespace.h"
 #include "nbd_proto.h"
 #include "store.h"
 #include "stream.h"
+#include "tls_server.h"
 #include "vol_op.h"
 #include "volume.h"
 
@@ -91,6 +93,8 @@ struct nbd_shared {
 	struct vol_pools pools;	    /* FLUSH, FUA, TRIM, WRITE_ZEROES; export lookup, list, close */
 	enum flush_mode flush_mode; /* the daemon's; each fsync's by vol_op_flush_mode() */
 	uint32_t max_block;	    /* <= NBD_MAX_BLOCK */
+	const struct tls_server *tls; /* NULL: --tls off (NBD_OPT_STARTTLS refused) */
+	const struct acl *acl;	      /* NULL: every client sees and writes every volume */
 };
 
 /*
@@ -147,6 +151,8 @@ struct nbd_conn {
 	bool structured; /* NBD_OPT_STRUCTURED_REPLY acknowledged */
 	unsigned noptions;
 	uint32_t opt, opt_len, opt_got;
+	struct acl_subject who; /* a TLS name once the handshake is done; local */
+	bool ro;		/* the export is read-only for this client (acl.h) */
 
 	/* transmission */
 	struct volume *v;	/* the export, open while the connection lives */

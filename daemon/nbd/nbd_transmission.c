@@ -83,6 +83,7 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 	    .size = c->v->size,
 	    .max_block = c->sh->max_block,
 	    .structured = c->structured,
+	    .read_only = c->ro,
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
@@ -91,6 +92,11 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 		/* never load from poison: the send would meet a machine check */
 		why = "the range overlaps a bad block of the media (rdax namespace list shows it)";
 		err = NBD_EIO;
+	}
+	if (!err && c->ro && r->type == NBD_CMD_FLUSH && vol_op_has_dirty(c->v)) {
+		/* a read-only client's flush would write back what others wrote */
+		why = "the export is read-only for this client and has unflushed writes";
+		err = NBD_EPERM;
 	}
 	metrics_request(METRICS_NBD, cmd_op(r->type), 0);
 	if (err) {

@@ -836,7 +836,7 @@ static const struct conn_ops rdma_conn_ops = {
 };
 
 int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
-		    uint8_t initiator_depth, const char *peer)
+		    uint8_t initiator_depth, const char *peer, const char *identity)
 {
 	struct conn_rdma *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -849,6 +849,9 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 		free(c);
 		goto err_reject;
 	}
+	if (identity) /* proved by the signed request: the ACL's user:NAME */
+		snprintf(c->nc.session->access.who.user, sizeof(c->nc.session->access.who.user),
+			 "%s", identity);
 	c->rw = rw;
 	c->id = id;
 	c->client_cd = *cd;

@@ -499,9 +499,12 @@ static void socket_progress(struct conn *c)
 	stream_process(s);
 	if (c->in_dead || c->tearing_down || s->fd < 0)
 		return;
-	if (stream_want_input(s))
+	if (stream_want_input(s)) {
 		ev_io_start(c->set->worker->loop, &s->rio);
-	else
+		/* bytes already inside the wire: no readable event will come for them */
+		if (s->wire->pending && s->wire->pending(s))
+			ev_feed_event(c->set->worker->loop, &s->rio, EV_READ);
+	} else
 		ev_io_stop(c->set->worker->loop, &s->rio);
 }
 
@@ -570,7 +573,8 @@ const struct conn_ops stream_socket_conn_ops = {
 void stream_socket_start(struct stream *s, int fd)
 {
 	s->fd = fd;
-	s->wire = &stream_socket_wire;
+	if (!s->wire)
+		s->wire = &stream_socket_wire;
 	ev_io_init(&s->rio, socket_on_read, fd, EV_READ);
 	s->rio.data = s;
 	ev_io_init(&s->wio, socket_on_write, fd, EV_WRITE);

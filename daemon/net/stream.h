@@ -91,6 +91,11 @@ struct stream_wire {
 	ssize_t (*sendv)(struct stream *s, const struct iovec *iov, int n);
 	/* close -- release the wire (the socket) */
 	void (*close)(struct stream *s);
+	/*
+	 * pending -- bytes the wire holds already received (decrypted TLS
+	 * records), which no readable event will announce; NULL: none ever
+	 */
+	size_t (*pending)(const struct stream *s);
 };
 
 /* What the protocol over a stream supplies. Every callback runs on the worker thread. */
@@ -309,7 +314,8 @@ extern const struct stream_wire stream_socket_wire;
 /*
  * stream_socket_start -- from any thread: @s (stream_init'ed with
  * stream_socket_conn_ops) takes the connected, non-blocking socket @fd and
- * goes to its worker, which owns both from now on.
+ * goes to its worker, which owns both from now on. The wire is the plain
+ * socket unless one was set before (tls_wire_attach).
  */
 void stream_socket_start(struct stream *s, int fd);
 

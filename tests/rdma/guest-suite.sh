@@ -106,11 +106,62 @@ to_devdax() {
 		test -c /dev/dax0.0
 }
 
-export -f fsdax_refused to_devdax ns_health
+# rdma_auth -- rdma:// with --tls require and a PSK: signed clients served with their ACL,
+# unsigned and wrongly keyed ones refused, a replayed request refused; the control: the
+# same replay with the nonce check switched off (RDAX_FAULTS) is accepted
+rdma_auth() {
+	local d=/tmp/rdma-auth port=7393 psk wrong acl out
+	rm -rf $d && mkdir -p $d
+	psk=$d/keys.psk wrong=$d/wrong.psk acl=$d/acl
+	printf 'alice:00112233445566778899aabbccddeeff\nbob:ffeeddccbbaa99887766554433221100\n' >$psk
+	printf 'alice:0011223344556677889900aabbccddee\n' >$wrong
+	printf 'user:alice alice-* rw,create\n' >$acl
+	start() { # start [RDAX_FAULTS]
+		RDAX_FAULTS=${1:-} "$RDAXD" --namespace $d/ns,size=64M,mode=sim \
+			--listen "rdma://$ip:$port" --tls require --tls-psk $psk --acl $acl \
+			>$d/out 2>$d/err &
+		pid=$!
+		for i in $(seq 1 120); do
+			grep -q "rdaxd: ready" $d/out && return 0
+			kill -0 $pid 2>/dev/null || break
+			sleep 0.5
+		done
+		cat $d/err
+		return 1
+	}
+	start || return 1
+	local r="$RDAX --timeout 60 --server rdma://$ip:$port"
+	$r --tls-psk $psk --tls-username alice volume create alice-1 16M ||
+		{ echo "alice (signed) refused"; return 1; }
+	echo data | $r --tls-psk $psk --tls-username alice write alice-1 0 --fsync ||
+		{ echo "alice cannot write"; return 1; }
+	out=$($r --tls-psk $psk --tls-username bob volume list) ||
+		{ echo "bob (signed) refused"; return 1; }
+	echo "$out" | grep -q alice-1 && { echo "bob sees alice's volume"; return 1; }
+	$r volume list 2>&1 && { echo "an unsigned client was served"; return 1; }
+	$r --tls-psk $wrong --tls-username alice volume list 2>&1 &&
+		{ echo "a wrong key was accepted"; return 1; }
+	"$REPLAY" "$ip" $port $psk alice || return 1
+	grep -q "a replay of an earlier request" $d/err || { echo "no replay in the log"; return 1; }
+	kill -TERM $pid && wait $pid || { echo "rdaxd did not exit 0"; return 1; }
+	# the control: without the nonce check the replay gets in, so the check is what refused it
+	start rdma-auth-no-replay-check || return 1
+	if "$REPLAY" "$ip" $port $psk alice; then
+		echo "control: the replay was refused with the check off"
+		kill -TERM $pid
+		return 1
+	fi
+	echo "control: with the check off the replay was accepted (caught)"
+	kill -TERM $pid && wait $pid
+	return 0
+}
+
+export -f fsdax_refused to_devdax ns_health rdma_auth
 
 echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $RDAX_VM_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused
 check fsdax_health 300 ns_health /mnt/pmem/rdax-health.ns,size=64M fsdax
+[ -n "${REPLAY:-}" ] && check rdma_auth 600 rdma_auth
 
 export RDAX_IT_MODE=sim
 check sim_direct 600 "$DIRECT"

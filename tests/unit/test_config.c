@@ -442,9 +442,67 @@ static void config_parse_args__metrics(void **state)
 	config_free(&c);
 }
 
+/* the TLS and ACL settings: flags, file keys, and the combinations config_finish refuses */
+static void config_tls__keys_and_combinations(void **state)
+{
+	static const char text[] = "tls = require\n"
+				   "tls-certificates = /etc/rdax/tls\n"
+				   "tls-psk = /etc/rdax/keys.psk\n"
+				   "tls-verify-peer = true\n"
+				   "acl = /etc/rdax/acl\n";
+	const char *path = write_file("tls.conf", text, sizeof(text) - 1);
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(c.tls, TLS_REQUIRE);
+	assert_string_equal(c.tls_cert_dir, "/etc/rdax/tls");
+	assert_string_equal(c.tls_psk_file, "/etc/rdax/keys.psk");
+	assert_true(c.tls_verify_peer);
+	assert_string_equal(c.acl_file, "/etc/rdax/acl");
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	config_free(&c);
+
+	config_init(&c);
+	assert_int_equal(
+	    parse(&c, err, "--tls", "on", "--tls-psk", "/k", "--tls-verify-peer", NULL), 0);
+	assert_int_equal(c.tls, TLS_ON);
+	assert_true(c.tls_verify_peer);
+	/* verifying client certificates needs the certificates directory (its CA) */
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--tls-certificates"));
+	config_free(&c);
+
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls", "maybe", NULL), -EINVAL);
+	assert_non_null(strstr(err, "not off, on or require"));
+	config_free(&c);
+
+	/* credentials without --tls would be silently unused: refused */
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls-psk", "/k", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--tls on"));
+	config_free(&c);
+
+	/* --tls on without any credentials */
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls", "on", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+
+	/* a boolean key with a value that is not one */
+	const char *bad = write_file("bad.conf", "tls-verify-peer = perhaps\n", 26);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, bad, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "bad.conf:1"));
+	config_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(config_tls__keys_and_combinations),
 	    cmocka_unit_test(config_parse_namespace__options),
 	    cmocka_unit_test(config_parse_namespace__bad),
 	    cmocka_unit_test(config_parse_listen__forms),
