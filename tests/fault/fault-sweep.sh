@@ -59,6 +59,8 @@ for f in "$daemon" "$rdax"; do
 	[ -x "$f" ] || { echo "fault-sweep: $f missing (build the tree first)" >&2; exit 2; }
 done
 command -v nbdsh >/dev/null || { echo "fault-sweep: nbdsh missing (libnbd-bin)" >&2; exit 2; }
+# nbdsh runs "python3 -m nbd": Debian's python3, where python3-libnbd installs the module
+nbdsh_path=/usr/bin:/bin:$PATH
 work=${work:-$(mktemp -d "${TMPDIR:-/tmp}/rdax-fault-sweep-XXXXXX")}
 mkdir -p "$work"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
@@ -151,7 +153,7 @@ scenario() {
 	cli volume create w 64K
 	cli volume delete w
 	rc=0
-	timeout 30 nbdsh -u "$nbd/v" -c "
+	PATH=$nbdsh_path timeout 30 nbdsh -u "$nbd/v" -c "
 import os
 buf = open('$c', 'rb').read()
 h.pwrite(buf, 131072)
@@ -192,6 +194,10 @@ failed=0
 scenario
 stop_daemon
 total=$(sed -n 's/^fault points reached: //p' "$work/base.log" | tail -1)
+if ! grep -q FLUSHED "$out"; then
+	echo "fault-sweep: the baseline's NBD client did not run; see $out" >&2
+	exit 2
+fi
 if [ "$st" != 0 ] || [ -z "$total" ] || [ $failed -ne 0 ]; then
 	echo "fault-sweep: the baseline failed (exit $st); see $work/base.log $work/base.out" >&2
 	exit 2
