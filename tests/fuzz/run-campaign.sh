@@ -59,11 +59,12 @@ if [ -z "$cc" ]; then
 	exit 2
 fi
 echo "fuzz: building the libFuzzer tree in $build"
+mkdir -p "$build"
 CC=$cc cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESTS_FUZZ=ON \
-	-DDEBUG_SANITIZE=ON -DDEBUG_WERROR=OFF -DBUILD_BENCH=OFF >"$build.configure.log" 2>&1 ||
-	{ cat "$build.configure.log" >&2; exit 2; }
-cmake --build "$build" -j"$(nproc)" --target fuzz_all >"$build.build.log" 2>&1 ||
-	{ tail -40 "$build.build.log" >&2; exit 2; }
+	-DDEBUG_SANITIZE=ON -DDEBUG_WERROR=OFF -DBUILD_BENCH=OFF >"$build/fuzz-configure.log" 2>&1 ||
+	{ cat "$build/fuzz-configure.log" >&2; exit 2; }
+cmake --build "$build" -j"$(nproc)" --target fuzz_all >"$build/fuzz-build.log" 2>&1 ||
+	{ tail -40 "$build/fuzz-build.log" >&2; exit 2; }
 
 mkdir -p "$work/artifacts" "$work/logs"
 if [ -n "$runs" ]; then
