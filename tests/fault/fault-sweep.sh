@@ -2,13 +2,14 @@
 # fault-sweep.sh -- fail every fault point of rdaxd in turn under a client scenario
 #
 #   tests/fault/fault-sweep.sh [--build-dir DIR] [--every K] [--from N] [--to N]
-#                              [--work-dir DIR] [--keep] [--control]
+#                              [--work-dir DIR] [--keep] [--control] [--mode sim|auto]
 #
 # rdaxd-fault (tests/fault/CMakeLists.txt) counts the fallible calls it
 # makes -- allocations, sockets, files and mappings, threads, event loops,
 # protobuf unpacks (fault_wrap.c) -- and with RDAX_FAULT_AT=N fails the Nth
-# (common/faults.h). For each N this script starts it on a fresh sim-mode
-# namespace with native and NBD listeners and runs a scenario with the real
+# (common/faults.h). For each N this script starts it on a fresh namespace
+# (--mode: sim, the default, or auto, where the namespace is mapped with
+# pmem_map_file) with native and NBD listeners and runs a scenario with the real
 # clients (rdax, nbdsh): create, durable and plain writes, read, fsync,
 # discard, stat, list, info, a second volume created and deleted, an NBD
 # write + flush + read; then SIGTERM. A point passes when:
@@ -40,6 +41,7 @@ to=0
 work=
 keep=0
 control=0
+mode=sim
 while [ $# -gt 0 ]; do
 	case $1 in
 	--build-dir) build=$2; shift 2 ;;
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--work-dir) work=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--control) control=1; shift ;;
+	--mode) mode=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) echo "fault-sweep: unknown argument '$1' (--help)" >&2; exit 2 ;;
 	esac
@@ -72,7 +75,7 @@ dpid=
 start_daemon() {
 	local log=$1
 	shift
-	env "$@" "$daemon" --namespace "$ns,size=16M,mode=sim" --listen tcp://127.0.0.1:0 \
+	env "$@" "$daemon" --namespace "$ns,size=16M,mode=$mode" --listen tcp://127.0.0.1:0 \
 		--listen nbd://127.0.0.1:0 --threads 2 >"$log" 2>&1 &
 	dpid=$!
 	local i
