@@ -75,6 +75,7 @@ dpid=
 start_daemon() {
 	local log=$1
 	shift
+	: >"$log" # before the daemon's shell opens it: the wait below reads it at once
 	env "$@" "$daemon" --namespace "$ns,size=16M,mode=$mode" --listen tcp://127.0.0.1:0 \
 		--listen nbd://127.0.0.1:0 --threads 2 >"$log" 2>&1 &
 	dpid=$!
