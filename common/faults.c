@@ -3,8 +3,10 @@
 #include "faults.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -38,6 +40,7 @@ static const struct {
 	{ "tls-no-verify", &rdax_faults.tls_no_verify },
 	{ "acl-ignore", &rdax_faults.acl_ignore },
 	{ "rdma-auth-no-replay-check", &rdax_faults.rdma_auth_no_replay_check },
+	{ "leak-per-request", &rdax_faults.leak_per_request },
 };
 
 int faults_from_env(void)
@@ -67,4 +70,76 @@ int faults_from_env(void)
 	}
 	free(copy);
 	return ret;
+}
+
+/* The counted fault points: which one fails, and how many were reached. */
+static unsigned long fault_at;	  /* RDAX_FAULT_AT; 0: none */
+static unsigned long fault_count; /* points reached */
+static int fault_init;		  /* 0 not read, 1 reading, 2 read */
+static bool fault_report;
+
+/* __sanitizer_print_stack_trace -- the sanitizers' stack dump, where one is linked */
+void __sanitizer_print_stack_trace(void) __attribute__((weak));
+
+/* fault_report_at_exit -- "fault points reached: M" for the sweep */
+static void fault_report_at_exit(void)
+{
+	char line[64];
+	int n = snprintf(line, sizeof(line), "fault points reached: %lu\n",
+			 __atomic_load_n(&fault_count, __ATOMIC_RELAXED));
+	if (write(STDERR_FILENO, line, (size_t)n) < 0)
+		return;
+}
+
+/*
+ * fault_env -- read RDAX_FAULT_AT and RDAX_FAULT_REPORT once. getenv,
+ * strtoul and atexit allocate nothing, so this may run inside an
+ * allocation's fault point; a thread racing the first reader counts its
+ * point without failing it.
+ */
+static bool fault_env(void)
+{
+	int state = __atomic_load_n(&fault_init, __ATOMIC_ACQUIRE);
+	if (state == 2)
+		return true;
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&fault_init, &expect, 1, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE))
+		return expect == 2;
+	const char *at = getenv("RDAX_FAULT_AT");
+	const char *report = getenv("RDAX_FAULT_REPORT");
+	fault_at = at ? strtoul(at, NULL, 10) : 0;
+	fault_report = report && *report && strcmp(report, "0") != 0;
+	if (fault_report)
+		atexit(fault_report_at_exit);
+	__atomic_store_n(&fault_init, 2, __ATOMIC_RELEASE);
+	return true;
+}
+
+bool faults_point(const char *what)
+{
+	bool ready = fault_env();
+	unsigned long n = __atomic_add_fetch(&fault_count, 1, __ATOMIC_RELAXED);
+	if (!ready || fault_at == 0 || n != fault_at)
+		return false;
+	char line[160];
+	int len = snprintf(line, sizeof(line), "fault injected: point %lu, %s fails\n", n, what);
+	if (write(STDERR_FILENO, line, (size_t)len) < 0)
+		return true;
+	if (__sanitizer_print_stack_trace)
+		__sanitizer_print_stack_trace();
+	return true;
+}
+
+unsigned long faults_points_reached(void)
+{
+	return __atomic_load_n(&fault_count, __ATOMIC_RELAXED);
+}
+
+void faults_leak(size_t n)
+{
+	/* volatile: the compiler may not drop an allocation nobody reads */
+	volatile char *p = malloc(n);
+	for (size_t i = 0; p && i < n; i += 64)
+		p[i] = 1;
 }

@@ -13,6 +13,7 @@
 #define RDAX_FAULTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct rdax_faults {
 	/* fsync: skip the write-back of the first entry of every fsync */
@@ -80,9 +81,45 @@ struct rdax_faults {
 	bool acl_ignore;
 	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */
 	bool rdma_auth_no_replay_check;
+	/*
+	 * dispatch: every native request leaks 4 KiB (written, so resident):
+	 * the soak's memory check and the fault sweep's leak check must
+	 * report it
+	 */
+	bool leak_per_request;
 };
 
 extern struct rdax_faults rdax_faults;
+
+/*
+ * Counted fault points (librpma's fault injection): a fallible call of the
+ * daemon -- an allocation, a socket, a mapping, a thread, an unpack --
+ * asks faults_point() first, and fails as if the call had failed when it is
+ * the Nth point reached in the process, counting from 1 over every thread:
+ *
+ *   RDAX_FAULT_AT=N      fail the Nth point (once); unset or 0: none
+ *   RDAX_FAULT_REPORT=1  at exit, print the number of points reached
+ *                        ("fault points reached: M" on stderr), so a sweep
+ *                        knows how far N goes
+ *
+ * The failed point is announced on stderr with its call stack. The calls
+ * are routed here at link time (tests/fault: rdaxd-fault is rdaxd linked
+ * with -Wl,--wrap for each), so rdaxd itself pays nothing. A sweep runs
+ * N = 1, 2, ... until a run reaches fewer than N points
+ * (tests/fault/fault-sweep.sh).
+ */
+
+/*
+ * faults_point -- count one fault point (@what names the call, for the
+ * announcement): true if this one is to fail. Context: any thread; lock-free.
+ */
+bool faults_point(const char *what);
+
+/* faults_leak -- allocate @n bytes, write them and forget them (leak_per_request) */
+void faults_leak(size_t n);
+
+/* faults_points_reached -- how many points were counted so far */
+unsigned long faults_points_reached(void);
 
 /*
  * faults_from_env -- read RDAX_FAULTS (comma-separated names above, with

@@ -529,16 +529,10 @@ static void strip_comment(char *s)
 	}
 }
 
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+int config_load_stream(struct config *c, FILE *f, const char *name, char *err, size_t errlen)
 {
-	if (!c || !path)
+	if (!c || !f || !name)
 		return -EINVAL;
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		int ret = -errno;
-		rdax_seterr(err, errlen, "config file %s: %s", path, strerror(errno));
-		return ret;
-	}
 	char *line = NULL;
 	size_t cap = 0;
 	unsigned lineno = 0;
@@ -550,7 +544,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 		if (*s == '\0')
 			continue;
 		char from[CONFIG_ERR_MAX / 2];
-		snprintf(from, sizeof(from), "%s:%u: ", path, lineno);
+		snprintf(from, sizeof(from), "%s:%u: ", name, lineno);
 		char *eq = strchr(s, '=');
 		if (!eq) {
 			rdax_seterr(err, errlen, "%sexpected 'key = value', got '%s'", from, s);
@@ -576,9 +570,23 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 	}
 	if (ret == 0 && ferror(f)) {
 		ret = -EIO;
-		rdax_seterr(err, errlen, "config file %s: read error", path);
+		rdax_seterr(err, errlen, "config file %s: read error", name);
 	}
 	free(line);
+	return ret;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+	if (!c || !path)
+		return -EINVAL;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		int ret = -errno;
+		rdax_seterr(err, errlen, "config file %s: %s", path, strerror(errno));
+		return ret;
+	}
+	int ret = config_load_stream(c, f, path, err, errlen);
 	fclose(f);
 	return ret;
 }

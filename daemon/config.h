@@ -128,6 +128,14 @@ int config_parse_args(struct config *c, int argc, char *const argv[], char *err,
 int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
 
 /*
+ * config_load_stream -- what config_load_file() does once the file is open:
+ * apply every "key = value" line read from @f, errors naming @name and the
+ * line (the config-file fuzzer feeds it from memory). Returns 0, -EINVAL,
+ * -EIO (a read error).
+ */
+int config_load_stream(struct config *c, FILE *f, const char *name, char *err, size_t errlen);
+
+/*
  * config_set -- apply one setting by its long name ("namespace", "threads",
  * ...; '_' is accepted for '-'). @from names the source in errors ("--" for
  * a flag, "FILE:LINE: " for the config file). Returns 0 or -EINVAL.

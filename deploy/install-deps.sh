@@ -8,7 +8,8 @@
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
 # systemd ... man-db: the unit's checks and the Debian packages' build and test,
 # packaging/; libpmem2-dev: unsafe-shutdown counts and bad blocks; libmicrohttpd-dev:
-# the metrics endpoint, prometheus: its checks, promtool and a real scraper).
+# the metrics endpoint, prometheus: its checks, promtool and a real scraper;
+# clang-14, libclang-rt-14-dev: libFuzzer and its sanitizers, tests/fuzz).
 # Idempotent; needs root (or sudo).
 set -eu
 
@@ -21,7 +22,8 @@ packages="build-essential cmake pkg-config
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
 	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
 	scdoc mandoc groff-base prometheus
-	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db"
+	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db
+	clang-14 libclang-rt-14-dev"
 
 missing=""
 for p in $packages; do

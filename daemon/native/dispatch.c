@@ -16,6 +16,7 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "faults.h"
 #include "pb_arena.h"
 #include "fsync.h"
 #include "log.h"
@@ -1131,6 +1132,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	bool close;
 
 	out_init(out, h->type, h->request_id);
+	if (rdax_faults.leak_per_request)
+		faults_leak(4096);
 	if (h->type == 0 || h->type >= FRAME_TYPE_MAX || h->body_len > env->max_body) {
 		/* dispatch_header() refuses these; never index the table with them */
 		out_error(out, true, -RDAX_E_PROTOCOL, "bad frame header");

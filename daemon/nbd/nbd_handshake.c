@@ -242,35 +242,24 @@ static void opt_skipped(struct nbd_conn *c)
 	}
 }
 
+int nbd_handshake_name_check(const char *name, size_t len, char copy[NS_VOLUME_NAME_MAX + 1])
+{
+	if (len == 0 || len > NS_VOLUME_NAME_MAX)
+		return -EINVAL;
+	memcpy(copy, name, len);
+	copy[len] = '\0';
+	/* also refuses NUL bytes inside the name */
+	if (ns_volume_name_valid(copy) != 0 || strlen(copy) != len)
+		return -EINVAL;
+	return 0;
+}
+
 /* opt_lookup -- start the export lookup of INFO / GO / EXPORT_NAME for @name */
 static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool want_name,
 		       bool want_description)
 {
 	char copy[NS_VOLUME_NAME_MAX + 1];
-	bool valid = len > 0 && len <= NS_VOLUME_NAME_MAX;
-	if (valid) {
-		memcpy(copy, name, len);
-		copy[len] = '\0';
-		/* also refuses NUL bytes inside the name */
-		valid = ns_volume_name_valid(copy) == 0 && strlen(copy) == len;
-	}
-	if (valid) {
-		/* a volume the client may not read does not exist for it: export_done's answer */
-		who_from_wire(c);
-		unsigned rights = acl_rights(c->sh->acl, &c->who, copy);
-		c->ro = !(rights & ACL_WRITE);
-		if (!(rights & ACL_READ)) {
-			if (c->opt == NBD_OPT_EXPORT_NAME) {
-				conn_close(&c->s.conn, "unknown export");
-				return;
-			}
-			char msg[NBD_MESSAGE_MAX];
-			snprintf(msg, sizeof(msg), "export \"%s\": no such volume", copy);
-			nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, msg);
-			return;
-		}
-	}
-	if (!valid) {
+	if (nbd_handshake_name_check(name, len, copy)) {
 		if (c->opt == NBD_OPT_EXPORT_NAME) {
 			LOG_DEBUG("%s: export_name: not a volume name; closing", c->s.conn.peer);
 			conn_close(&c->s.conn, "unknown export");
@@ -279,6 +268,20 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN,
 			      len == 0 ? "no default export: name a volume"
 				       : "no such export (not a volume name)");
+		return;
+	}
+	/* a volume the client may not read does not exist for it: export_done's answer */
+	who_from_wire(c);
+	unsigned rights = acl_rights(c->sh->acl, &c->who, copy);
+	c->ro = !(rights & ACL_WRITE);
+	if (!(rights & ACL_READ)) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			conn_close(&c->s.conn, "unknown export");
+			return;
+		}
+		char msg[NBD_MESSAGE_MAX];
+		snprintf(msg, sizeof(msg), "export \"%s\": no such volume", copy);
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, msg);
 		return;
 	}
 	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);
@@ -354,6 +357,18 @@ static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
 	}
 }
 
+int nbd_handshake_opt_check(const struct nbd_opt_header *h, unsigned noptions, bool *read)
+{
+	if (h->magic != NBD_OPTS_MAGIC)
+		return -EPROTO;
+	if (noptions > NBD_MAX_OPTIONS)
+		return -E2BIG;
+	if (h->len > NBD_OPT_SKIP_MAX)
+		return -EMSGSIZE;
+	*read = opt_is_read(h->option) && h->len <= NBD_OPT_MAX_LEN;
+	return 0;
+}
+
 /* get32be -- a big-endian 32-bit value */
 static uint32_t get32be(const uint8_t *p)
 {
@@ -386,21 +401,23 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		if (avail < NBD_OPT_HEADER_SIZE)
 			return false;
 		struct nbd_opt_header h;
+		bool read;
 		nbd_opt_header_decode(p, &h);
 		stream_in_consume(s, NBD_OPT_HEADER_SIZE);
-		if (h.magic != NBD_OPTS_MAGIC) {
+		switch (nbd_handshake_opt_check(&h, ++c->noptions, &read)) {
+		case 0:
+			break;
+		case -EPROTO:
 			LOG_WARN("%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
 				 h.magic);
 			conn_close(&s->conn, "bad option magic");
 			return false;
-		}
-		if (++c->noptions > NBD_MAX_OPTIONS) {
+		case -E2BIG:
 			LOG_WARN("%s: more than %d options; closing", s->conn.peer,
 				 NBD_MAX_OPTIONS);
 			conn_close(&s->conn, "too many options");
 			return false;
-		}
-		if (h.len > NBD_OPT_SKIP_MAX) {
+		default:
 			LOG_WARN("%s: option %s (%" PRIu32 ") with %" PRIu32
 				 " bytes of data (limit %u); closing",
 				 s->conn.peer, nbd_opt_name(h.option), h.option, h.len,
@@ -411,8 +428,7 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		c->opt = h.option;
 		c->opt_len = h.len;
 		c->opt_got = 0;
-		c->phase =
-		    opt_is_read(h.option) && h.len <= NBD_OPT_MAX_LEN ? PH_OPT_DATA : PH_OPT_SKIP;
+		c->phase = read ? PH_OPT_DATA : PH_OPT_SKIP;
 		return true;
 	}
 	case PH_OPT_DATA:
