@@ -1161,6 +1161,9 @@ static int rx_body(struct rdax_conn *c)
 	req->status = code;
 	if (code && text)
 		req->errmsg = strdup(text);
+	if (code == -RDAX_E_NOT_PRIMARY)
+		snprintf(c->primary_url, sizeof(c->primary_url), "%s",
+			 st->primary_url ? st->primary_url : "");
 	if (base == FRAME_WRITE && ((Rdax__WriteReply *)msg)->has_written_back)
 		req->written_back = ((Rdax__WriteReply *)msg)->written_back;
 	if (base == FRAME_FSYNC && ((Rdax__FsyncReply *)msg)->has_written_back)

@@ -26,6 +26,7 @@ static const struct {
 	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },
+	{ "replica-no-fence", &rdax_faults.replica_no_fence },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

@@ -44,6 +44,8 @@ struct rdax_faults {
 	bool change_record_no_persist;
 	/* replication: an fsync is acknowledged without waiting for the replicas */
 	bool repl_ack_early;
+	/* cluster gate: a replica applies requests of any epoch (no fencing, invariant 4) */
+	bool replica_no_fence;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

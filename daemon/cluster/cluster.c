@@ -20,6 +20,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "persist.h"
+#include "cluster_gate.h"
 #include "cluster_txn.h"
 #include "repl_registry.h"
 #include "repl_volume.h"
@@ -34,7 +35,7 @@ struct primary {
 	struct cluster *c;
 	char name[CLUSTER_NAME_MAX + 1];
 	uint64_t epoch;
-	struct volume *v; /* opened for as long as the daemon runs */
+	struct gate_vol *g; /* the local copy (held open by its gate) and its record */
 	struct repl_volume *rv;
 };
 
@@ -142,6 +143,7 @@ static int join(struct cluster *c)
 }
 
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
+static void node_url(struct cluster *c, const char *name, char *url, size_t len);
 
 /*
  * become_primary -- a "creating" volume whose primary is this node: once
@@ -240,6 +242,18 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 			  v->name, info.size, v->size);
 		return -EEXIST;
 	}
+	struct gate_vol *g;
+	why[0] = '\0';
+	ret = cluster_gate_open(c->o.store, v->name, v->epoch, why, sizeof(why), &g);
+	if (ret && ret != -EEXIST) {
+		LOG_ERROR("volume %s: the local replica cannot be used: %s", v->name,
+			  why[0] ? why : rdax_strerror(ret));
+		return ret;
+	}
+	char url[CLUSTER_URL_MAX + 1] = "";
+	if (strcmp(v->primary, c->node) != 0)
+		node_url(c, v->primary, url, sizeof(url));
+	cluster_gate_set_primary(g, v->primary, url, v->epoch);
 	char key[CLUSTER_KEY_MAX], *json;
 	struct cluster_member_rec m = {.ns_id = info.ns_id, .offset = info.ns_offset};
 	KEY(c, key, "volumes", v->name, "members", c->node);
@@ -305,12 +319,14 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 	p->c = c;
 	snprintf(p->name, sizeof(p->name), "%s", v->name);
 	p->epoch = v->epoch;
-	int ret = store_volume_open(c->o.store, v->name, &p->v);
-	if (ret) {
-		LOG_ERROR("volume %s: cannot open the local copy to serve it: %s", v->name,
-			  rdax_strerror(ret));
+	p->g = cluster_gate_find(v->name);
+	if (!p->g) {
+		LOG_ERROR("volume %s: no local copy to serve it from", v->name);
 		return;
 	}
+	if (cluster_gate_serve(p->g, v->epoch))
+		return; /* this copy has seen a newer epoch: the key is behind, a watch event
+			   follows */
 	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
 	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
 	unsigned n = 0;
@@ -325,22 +341,25 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 	if (n == 0) {
 		/* nothing to forward to: the volume is served as a local one (fsyncs may run
 		 * inline) */
-		store_volume_close(c->o.store, &p->v);
 		c->nprim++; /* remembered, so later events do not look again */
 		LOG_INFO("volume %s: primary with no other replica", v->name);
 		return;
 	}
 	struct repl_opts o = {.volume = v->name,
-			      .mapping = p->v->data,
-			      .size = p->v->size,
+			      .mapping = p->g->v->data,
+			      .size = p->g->v->size,
 			      .epoch = v->epoch,
+			      .primary = c->node,
+			      .incarnation = c->incarnation,
+			      .fence = true,
+			      .rec = &p->g->rec,
 			      .token_file = NULL,
 			      .shrink = on_shrink,
 			      .arg = p};
 	c->nprim++; /* before the links start: on_shrink may run at once */
-	ret = repl_start(&o, m, n, &p->rv);
+	int ret = repl_start(&o, m, n, &p->rv);
 	if (ret == 0)
-		ret = repl_registry_put(p->v, p->rv);
+		ret = repl_registry_put(p->g->v, p->rv);
 	if (ret) {
 		LOG_ERROR("volume %s: cannot start its replication: %s", v->name,
 			  rdax_strerror(ret));
@@ -588,6 +607,7 @@ int cluster_start(const struct cluster_opts *o, struct cluster **out, char *err,
 		return -ENOMEM;
 	}
 	c->ttl_s = o->lease_ttl_s ? o->lease_ttl_s : CLUSTER_DEFAULT_LEASE_S;
+	cluster_gate_enable(); /* record names are reserved from now on */
 	if (getrandom(&c->incarnation, sizeof(c->incarnation), 0) != sizeof(c->incarnation))
 		c->incarnation = ((uint64_t)now_ms() << 20) ^ (uint64_t)getpid();
 	char why[512];
@@ -644,11 +664,9 @@ void cluster_stop(struct cluster **cp)
 	}
 	/* the workers and pools have stopped: nothing writes or fsyncs through these now */
 	repl_registry_clear(NULL);
-	for (unsigned i = 0; i < c->nprim; i++) {
+	for (unsigned i = 0; i < c->nprim; i++)
 		repl_stop(&c->prim[i].rv);
-		if (c->prim[i].v)
-			store_volume_close(c->o.store, &c->prim[i].v);
-	}
+	cluster_gate_close_all(c->o.store);
 	int ret = etcd_lease_revoke(c->etcd, c->lease);
 	if (ret && ret != -ENOENT)
 		LOG_WARN("cannot revoke the node lease (its keys go when it expires): %s",

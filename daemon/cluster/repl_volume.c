@@ -29,6 +29,7 @@ struct member {
 struct repl_volume {
 	struct repl_opts o;
 	char volume[CLUSTER_NAME_MAX + 1];
+	char primary[CLUSTER_NAME_MAX + 1];
 	pthread_mutex_t lock;
 	struct member m[CLUSTER_MAX_REPLICAS];
 	unsigned n;
@@ -136,6 +137,23 @@ static void on_link_fail(void *arg, int code, const char *why)
 	}
 }
 
+/* link_opts -- the options of a link to member @m at @url */
+static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
+		      struct rlink_opts *lo)
+{
+	*lo = (struct rlink_opts){.url = url,
+				  .volume = rv->volume,
+				  .mapping = rv->o.mapping,
+				  .size = rv->o.size,
+				  .token_file = rv->o.token_file,
+				  .timeout_ms = rv->o.timeout_ms,
+				  .epoch = rv->o.fence ? rv->o.epoch : 0,
+				  .primary = rv->primary,
+				  .incarnation = rv->o.incarnation,
+				  .on_fail = on_link_fail,
+				  .arg = m};
+}
+
 int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
 	       struct repl_volume **out)
 {
@@ -147,6 +165,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->o = *o;
 	snprintf(rv->volume, sizeof(rv->volume), "%s", o->volume);
 	rv->o.volume = rv->volume;
+	snprintf(rv->primary, sizeof(rv->primary), "%s", o->primary ? o->primary : "");
+	rv->o.primary = rv->primary;
 	rv->nregions = (o->size + CHANGE_RECORD_REGION - 1) >> CHANGE_RECORD_REGION_SHIFT;
 	pthread_mutex_init(&rv->lock, NULL);
 	for (unsigned i = 0; i < n; i++) {
@@ -167,14 +187,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->n = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = &rv->m[i];
-		struct rlink_opts lo = {.url = m->url,
-					.volume = rv->volume,
-					.mapping = o->mapping,
-					.size = o->size,
-					.token_file = o->token_file,
-					.timeout_ms = o->timeout_ms,
-					.on_fail = on_link_fail,
-					.arg = m};
+		struct rlink_opts lo;
+		link_opts(rv, m, m->url, &lo);
 		char err[512];
 		if (rlink_start(&lo, &m->link, err, sizeof(err)) == 0)
 			continue;
@@ -406,14 +420,8 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	if (!removed)
 		return -EINVAL;
 	rlink_stop(&m->link); /* the failed one: its thread is over */
-	struct rlink_opts lo = {.url = url,
-				.volume = rv->volume,
-				.mapping = rv->o.mapping,
-				.size = rv->o.size,
-				.token_file = rv->o.token_file,
-				.timeout_ms = rv->o.timeout_ms,
-				.on_fail = on_link_fail,
-				.arg = m};
+	struct rlink_opts lo;
+	link_opts(rv, m, url, &lo);
 	char err[512];
 	struct replica_link *l;
 	int ret = rlink_start(&lo, &l, err, sizeof(err));

@@ -76,6 +76,9 @@ struct repl_opts {
 	const uint8_t *mapping; /* the primary's copy */
 	uint64_t size;
 	uint64_t epoch;
+	const char *primary;	   /* this node's name, for the replicas' fence (NULL: "") */
+	uint64_t incarnation;	   /* this node's run */
+	bool fence;		   /* open the links as replica links at @epoch (rdaxd: true) */
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */

@@ -419,7 +419,12 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 		link_free(l);
 		return ret;
 	}
-	ret = rdax_volume_open(l->conn, o->volume, &l->vol);
+	if (o->epoch)
+		ret =
+		    conn_volume_open_replica(l->conn, o->volume, o->epoch,
+					     o->primary ? o->primary : "", o->incarnation, &l->vol);
+	else
+		ret = rdax_volume_open(l->conn, o->volume, &l->vol);
 	if (ret) {
 		rdax_seterr(err, errlen, "open %s on %s: %s", o->volume, o->url,
 			    rdax_conn_last_error(l->conn));

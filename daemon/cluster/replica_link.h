@@ -54,6 +54,15 @@ struct rlink_opts {
 	const char *token_file; /* NULL: none */
 	unsigned timeout_ms;	/* no answer this long: failed (0: 2000) */
 	unsigned depth;		/* requests in flight (0: 32) */
+	/*
+	 * The sender, for the replica's fence (cluster_gate.h): the volume is
+	 * opened as a replica link of @primary at @epoch, and every request of
+	 * the link is refused once the replica has seen a newer epoch. @epoch 0:
+	 * an ordinary open (tests of the link against a plain rdaxd).
+	 */
+	uint64_t epoch;
+	const char *primary;
+	uint64_t incarnation;
 	void (*on_fail)(void *arg, int code, const char *why);
 	void *arg;
 };

@@ -22,6 +22,7 @@
 #include "rdax.pb-c.h"
 #include "size.h"
 #include "vol_op.h"
+#include "cluster_gate.h"
 #include "repl_registry.h"
 
 #define STATUS_MSG_MAX 256
@@ -86,6 +87,9 @@ struct job {
 	bool has_ns_id;
 	uint32_t ns_id;
 	struct session *teardown;
+	/* VOLUME_OPEN of a replica link: the sender and its epoch (cluster_gate.h) */
+	uint64_t replica_epoch; /* 0: an ordinary client */
+	char replica_primary[CLUSTER_NAME_MAX + 1];
 
 	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
@@ -184,6 +188,26 @@ static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...
 	return reply_pack(&rep.base, r);
 }
 
+/*
+ * reply_refusal -- a cluster refusal (RDAX_E_NOT_PRIMARY, RDAX_E_STALE_EPOCH):
+ * the status with the primary's address (@url, may be "") and the epoch, so
+ * a client can follow and a primary knows it was deposed
+ */
+static int reply_refusal(struct dispatch_reply *r, int code, const char *msg, const char *url,
+			 uint64_t epoch)
+{
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__StatusReply rep = RDAX__STATUS_REPLY__INIT;
+	st.code = code_wire(code);
+	st.message = (char *)msg;
+	if (url && url[0])
+		st.primary_url = (char *)url;
+	st.has_epoch = 1;
+	st.epoch = epoch;
+	rep.status = &st;
+	return reply_pack(&rep.base, r);
+}
+
 /* out_init -- an empty result for request @h */
 static void out_init(struct dispatch_out *out, uint16_t type, uint64_t request_id)
 {
@@ -200,6 +224,15 @@ static void out_error(struct dispatch_out *out, bool close, int code, const char
 {
 	out->action = close ? DISPATCH_CLOSE : DISPATCH_REPLY;
 	if (reply_status(&out->reply, code, "%s", msg))
+		out->action = DISPATCH_CLOSE;
+}
+
+/* out_refusal -- answer with a cluster refusal (reply_refusal); the connection stays */
+static void out_refusal(struct dispatch_out *out, int code, const char *msg, const char *url,
+			uint64_t epoch)
+{
+	out->action = DISPATCH_REPLY;
+	if (reply_refusal(&out->reply, code, msg, url, epoch))
 		out->action = DISPATCH_CLOSE;
 }
 
@@ -496,12 +529,42 @@ static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
 		       off, off, len, v->name, v->size);
 }
 
-/* check_handle -- the volume of @handle on this session, or the error */
-static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m)
+/* A cluster refusal's extra status fields (reply_refusal). */
+struct refusal {
+	char url[CLUSTER_URL_MAX + 1];
+	uint64_t epoch;
+};
+
+/*
+ * check_handle -- the volume of @handle on this session, or the error; a
+ * cluster volume's handle must pass its gate too (cluster_gate.h: a replica
+ * link's epoch still the newest seen, a client's node still the primary)
+ */
+static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m,
+			struct refusal *rf)
 {
-	int ret = session_handle_get(s, handle, v);
-	if (ret)
+	struct session_slot *slot = session_handle_slot(s, handle);
+	if (!slot) {
 		fmt_msg(m, "handle %" PRIu32 " is not open on this connection", handle);
+		return -RDAX_E_NOT_OPEN;
+	}
+	*v = slot->v;
+	int ret = cluster_gate_check(slot->gate, slot->epoch);
+	if (ret == 0)
+		return 0;
+	struct gate_vol *g = (struct gate_vol *)slot->gate;
+	rf->epoch = atomic_load(&g->epoch);
+	if (ret == -RDAX_E_STALE_EPOCH) {
+		fmt_msg(m,
+			"volume \"%s\": this replica has seen epoch %" PRIu64
+			", the link's is %" PRIu64 " (a deposed primary?)",
+			g->name, rf->epoch, slot->epoch);
+		LOG_WARN("%s: %s", s->peer, m);
+	} else {
+		cluster_gate_client(g, rf->url, sizeof(rf->url), &rf->epoch);
+		fmt_msg(m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			g->name, rf->url[0] ? rf->url : "an unknown address");
+	}
 	return ret;
 }
 
@@ -526,7 +589,7 @@ static int check_name(const char *name, char *m)
  */
 static int validate_request(const struct dispatch_env *env, struct session *s,
 			    const struct frame_header *h, union request req, struct volume **vp,
-			    char *m, bool *close)
+			    char *m, bool *close, struct refusal *rf)
 {
 	struct volume *v = NULL;
 	uint64_t off, len;
@@ -561,6 +624,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		ret = check_name(req.create->name, m);
 		if (ret)
 			return ret;
+		if (cluster_gate_reserved(req.create->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.create->name);
+			return -RDAX_E_ACCESS;
+		}
 		if (req.create->size == 0 || !is_aligned(req.create->size, RDAX_PAGE_SIZE)) {
 			fmt_msg(m, "volume size %" PRIu64 " is not a positive multiple of %llu",
 				req.create->size, RDAX_PAGE_SIZE);
@@ -568,13 +637,35 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		return 0;
 	case FRAME_VOLUME_DELETE:
-		return check_name(req.del->name, m);
+		ret = check_name(req.del->name, m);
+		if (ret == 0 &&
+		    (cluster_gate_reserved(req.del->name) || cluster_gate_find(req.del->name))) {
+			fmt_msg(m, "volume \"%s\" belongs to the cluster: not deleted here",
+				req.del->name);
+			ret = -RDAX_E_ACCESS;
+		}
+		return ret;
 	case FRAME_VOLUME_INFO:
 		return check_name(req.info->name, m);
 	case FRAME_VOLUME_OPEN:
 		ret = check_name(req.open->name, m);
 		if (ret)
 			return ret;
+		if (cluster_gate_reserved(req.open->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.open->name);
+			return -RDAX_E_ACCESS;
+		}
+		if (req.open->replica &&
+		    (!cluster_gate_find(req.open->name) || req.open->replica->epoch == 0 ||
+		     !cluster_name_valid(req.open->replica->primary))) {
+			fmt_msg(m, "replica open of \"%s\": %s", req.open->name,
+				!cluster_gate_find(req.open->name)
+				    ? "this node keeps no copy of it for the cluster"
+				    : "epoch 0 or an invalid primary name");
+			return cluster_gate_find(req.open->name) ? -EINVAL : -ENOENT;
+		}
 		if (s->nopen >= SESSION_MAX_HANDLES) {
 			fmt_msg(m, "%d volumes open on this connection already",
 				SESSION_MAX_HANDLES);
@@ -584,12 +675,17 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 	case FRAME_VOLUME_LIST:
 		return 0;
 	case FRAME_VOLUME_CLOSE:
-		return check_handle(s, req.close->handle, &v, m);
+		/* a fenced handle may still be closed */
+		ret = session_handle_get(s, req.close->handle, &v);
+		if (ret)
+			fmt_msg(m, "handle %" PRIu32 " is not open on this connection",
+				req.close->handle);
+		return ret;
 	case FRAME_STAT:
-		ret = check_handle(s, req.stat->handle, &v, m);
+		ret = check_handle(s, req.stat->handle, &v, m, rf);
 		break;
 	case FRAME_WRITE:
-		ret = check_handle(s, req.write->handle, &v, m);
+		ret = check_handle(s, req.write->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.write->offset;
@@ -603,7 +699,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_READ:
-		ret = check_handle(s, req.read->handle, &v, m);
+		ret = check_handle(s, req.read->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.read->offset;
@@ -622,7 +718,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_FSYNC:
-		ret = check_handle(s, req.fsync->handle, &v, m);
+		ret = check_handle(s, req.fsync->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.fsync->has_offset ? req.fsync->offset : 0;
@@ -633,7 +729,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_DISCARD:
-		ret = check_handle(s, req.discard->handle, &v, m);
+		ret = check_handle(s, req.discard->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.discard->offset;
@@ -788,6 +884,12 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
+		if (out->action == DISPATCH_JOB && req.open->replica) {
+			j = job_of(out->job);
+			j->replica_epoch = req.open->replica->epoch;
+			snprintf(j->replica_primary, sizeof(j->replica_primary), "%s",
+				 req.open->replica->primary);
+		}
 		return;
 	case FRAME_VOLUME_LIST:
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_list));
@@ -953,8 +1055,16 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	}
 
 	struct volume *v = NULL;
-	int ret = validate_request(env, s, h, req, &v, m, &close);
-	if (ret) {
+	struct refusal rf = {.epoch = 0};
+	int ret = validate_request(env, s, h, req, &v, m, &close, &rf);
+	if (ret == -RDAX_E_NOT_PRIMARY || ret == -RDAX_E_STALE_EPOCH) {
+		out_refusal(out, ret, m, rf.url, rf.epoch);
+		if (out->action == DISPATCH_REPLY && h->payload_len > 0) {
+			out->action = DISPATCH_PAYLOAD; /* read and dropped */
+			out->payload_dst = NULL;
+			out->payload_len = h->payload_len;
+		}
+	} else if (ret) {
 		if (close)
 			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
 				 frame_type_name(h->type), h->request_id, m);
@@ -1020,8 +1130,14 @@ void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_
 {
 	if (!w->hold)
 		return;
-	if (received > 0)
+	if (received > 0) {
 		volume_mark_written(w->v, w->offset, received);
+		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
+		 */
+		struct repl_volume *rv = repl_registry_get(w->v);
+		if (rv)
+			repl_write(rv, w->offset, received);
+	}
 	session_handle_release(s, w->hold);
 	w->hold = 0;
 }
@@ -1050,11 +1166,51 @@ static void op_message(struct job *j)
 	}
 }
 
+/*
+ * open_gate -- a cluster volume's gate at open (cluster_gate.h): a client
+ * needs this node to be the primary, a replica link an epoch not older than
+ * seen and the right sender. 0 (*gp the gate, NULL: not a cluster volume),
+ * or the refusal already in @out.
+ */
+static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **gp, uint64_t *epoch)
+{
+	char m[STATUS_MSG_MAX], url[CLUSTER_URL_MAX + 1] = "";
+	struct gate_vol *g = cluster_gate_find(j->name);
+	int ret = 0;
+	*gp = g;
+	*epoch = 0;
+	if (!g)
+		return 0;
+	if (j->replica_epoch) {
+		ret = cluster_gate_replica_open(g, j->replica_epoch, j->replica_primary, m,
+						sizeof(m), epoch);
+		if (ret == 0)
+			*epoch = j->replica_epoch;
+	} else {
+		ret = cluster_gate_client(g, url, sizeof(url), epoch);
+		if (ret)
+			fmt_msg(
+			    m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			    j->name, url[0] ? url : "an unknown address");
+		else
+			*epoch = 0;
+	}
+	if (ret)
+		out_refusal(out, ret, m, url, *epoch);
+	return ret;
+}
+
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
 {
 	uint32_t handle;
+	struct gate_vol *g;
+	uint64_t epoch;
+	if (open_gate(j, out, &g, &epoch)) {
+		store_volume_close(env->store, &j->pub.op.v);
+		return;
+	}
 	int ret = session_handle_add(s, j->pub.op.v, &handle);
 	if (ret) {
 		store_volume_close(env->store, &j->pub.op.v);
@@ -1063,6 +1219,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 						 : "out of memory");
 		return;
 	}
+	if (g)
+		session_handle_fence(s, handle, g, epoch);
 	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->pub.op.v->name,
 		  handle);
 	Rdax__Status st = RDAX__STATUS__INIT;
@@ -1072,6 +1230,10 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	rep.handle = handle;
 	rep.has_size = 1;
 	rep.size = j->pub.op.v->size;
+	if (g) {
+		rep.has_epoch = 1;
+		rep.epoch = atomic_load(&g->epoch);
+	}
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
 		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);

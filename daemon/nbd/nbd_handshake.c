@@ -14,6 +14,7 @@
 
 #include "size.h"
 #include "log.h"
+#include "cluster_gate.h"
 #include "nbd_conn.h"
 
 /* volume_description -- "rdax volume, 64.0 MiB, namespace 0" */
@@ -176,6 +177,24 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN,
 			      len == 0 ? "no default export: name a volume"
 				       : "no such export (not a volume name)");
+		return;
+	}
+	/* a cluster volume is exported by its primary (cluster_gate.h); records never */
+	char url[CLUSTER_URL_MAX + 1] = "", why[NBD_MESSAGE_MAX] = "";
+	uint64_t epoch;
+	struct gate_vol *g = cluster_gate_find(copy);
+	if (cluster_gate_reserved(copy))
+		snprintf(why, sizeof(why), "no such export (a cluster volume's change record)");
+	else if (g && cluster_gate_client(g, url, sizeof(url), &epoch))
+		snprintf(why, sizeof(why), "not this node's to serve (the primary is at %.100s)",
+			 url[0] ? url : "an unknown address");
+	if (why[0]) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			LOG_DEBUG("%s: export_name: %s; closing", c->s.conn.peer, why);
+			conn_close(&c->s.conn, "export not served here");
+			return;
+		}
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, why);
 		return;
 	}
 	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);

@@ -32,9 +32,11 @@
 
 #include "checker.h"
 #include "cluster_fixture.h"
+#include "conn.h"
 #include "cluster_meta.h"
 #include "etcd.h"
 #include "librdax.h"
+#include "member.h"
 
 #define NODES	3
 #define NBLOCKS 512
@@ -58,17 +60,7 @@ static int teardown(void **state)
 /* volume -- the volume key of "e2e" */
 static void volume(struct cluster_volume_rec *v)
 {
-	struct etcd_client *e;
-	char err[256], key[CLUSTER_KEY_MAX];
-	assert_int_equal(etcd_client_new(cl.etcd.spec, NULL, &e, err, sizeof(err)), 0);
-	cluster_key(key, sizeof(key), "default", "volumes", volname, NULL);
-	struct etcd_range_result r;
-	assert_int_equal(etcd_get(e, key, false, &r), 0);
-	assert_int_equal(r.count, 1);
-	assert_int_equal(
-	    cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, v, err, sizeof(err)), 0);
-	etcd_range_result_free(&r);
-	etcd_client_delete(&e);
+	assert_int_equal(nx_volume_key(cl.etcd.spec, volname, v), 0);
 }
 
 static unsigned idx(const char *node)
@@ -124,8 +116,8 @@ static void verify(struct ck *ck)
 		unsigned i = idx(rec.isr[k]);
 		struct rdax_conn *c;
 		struct rdax_volume *v;
-		assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-		assert_int_equal(rdax_volume_open(c, volname, &v), 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, rec.isr[k], cl.node[i].url, volname, &c, &v), 0);
 		int ret = ck_verify(ck, v);
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
@@ -180,14 +172,157 @@ static void test_replica_killed(void **state)
 	unsigned v = round_with_fault(&ck, primary, (primary + 1) % NODES, true);
 	printf("  control repl-ack-early: %u violation(s) seen\n", v);
 	assert_true(v > 0);
+	/* the control's node runs without the fault from here on */
 	cl.node[primary].d.opts.faults = NULL;
+	assert_int_equal(nx_node_kill(&cl.node[primary]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[primary]), 0);
 	ck_free(&ck);
+}
+
+/* create -- rdax --cluster ... volume create @name @size --replicas 3 */
+static void create(const char *name, const char *size)
+{
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
+			      "20",	     "volume",	   "create",	 name,
+			      size,	     "--replicas", "3",		 NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	if (r.status)
+		fail_msg("volume create %s: %s", name, r.err);
+	hx_run_free(&r);
+}
+
+/*
+ * stale_write -- open "fen" on node @i as @primary's link at @epoch and write
+ * @byte at 0: the open's code, then the write's (1 if the open failed)
+ */
+static int stale_write(unsigned i, const char *primary, uint64_t epoch, uint8_t byte,
+		       int *write_ret)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	static uint8_t buf[4096];
+	memset(buf, byte, sizeof(buf));
+	*write_ret = 1;
+	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
+	int ret = conn_volume_open_replica(c, "fen", epoch, primary, 0, &v);
+	if (ret == 0) {
+		*write_ret = rdax_write(v, 0, buf, sizeof(buf), RDAX_WRITE_FSYNC);
+		rdax_volume_close(&v);
+	}
+	rdax_disconnect(&c);
+	return ret;
+}
+
+/* first_byte -- byte 0 of node @i's copy of "fen", read at the copy's epoch @epoch */
+static uint8_t first_byte(unsigned i, const char *primary, uint64_t epoch)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	uint8_t b = 0;
+	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
+	assert_int_equal(conn_volume_open_replica(c, "fen", epoch, primary, 0, &v), 0);
+	assert_int_equal(rdax_read(v, 0, &b, 1), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return b;
+}
+
+/*
+ * test_fence -- a replica serves only its primary, and only at the newest
+ * epoch it has seen (invariant 4), durably; control replica-no-fence
+ */
+static void test_fence(void **state)
+{
+	(void)state;
+	volname = "fen";
+	create("fen", "4M");
+	struct cluster_volume_rec rec;
+	volume(&rec);
+	unsigned p = idx(rec.primary), a = (p + 1) % NODES, b = (p + 2) % NODES;
+	char an[8], bn[8];
+	snprintf(an, sizeof(an), "n%u", a + 1);
+	snprintf(bn, sizeof(bn), "n%u", b + 1);
+	uint64_t e = rec.epoch;
+	printf("  fen: primary %s epoch %" PRIu64 "; replica %s is asked\n", rec.primary, e, an);
+
+	/* an ordinary client at a replica: refused with the primary's address */
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "fen", &v), -RDAX_E_NOT_PRIMARY);
+	printf("  client open at %s: %s (primary at %s)\n", an, rdax_conn_last_error(c),
+	       rdax_conn_primary_url(c));
+	assert_string_equal(rdax_conn_primary_url(c), cl.node[p].url);
+	rdax_disconnect(&c);
+
+	/* a link from a node that is not the primary at this epoch */
+	int w;
+	assert_int_equal(stale_write(a, bn, e, 0xbb, &w), -RDAX_E_NOT_PRIMARY);
+	/* the primary's link at the epoch: accepted */
+	assert_int_equal(stale_write(a, rec.primary, e, 0x11, &w), 0);
+	assert_int_equal(w, 0);
+	/* a newer epoch (a failover this node may not have seen yet): accepted, persisted */
+	assert_int_equal(stale_write(a, rec.primary, e + 1, 0x22, &w), 0);
+	assert_int_equal(w, 0);
+	/* the old epoch now: refused at open */
+	assert_int_equal(stale_write(a, rec.primary, e, 0x33, &w), -RDAX_E_STALE_EPOCH);
+	/* and on a handle opened before the raise: the write is refused, not applied */
+	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c), 0);
+	struct rdax_conn *c2;
+	struct rdax_volume *v2;
+	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c2), 0);
+	assert_int_equal(conn_volume_open_replica(c2, "fen", e + 1, rec.primary, 0, &v2), 0);
+	assert_int_equal(conn_volume_open_replica(c, "fen", e + 2, rec.primary, 0, &v), 0);
+	static uint8_t buf[4096];
+	memset(buf, 0x44, sizeof(buf));
+	assert_int_equal(rdax_write(v2, 0, buf, sizeof(buf), RDAX_WRITE_FSYNC),
+			 -RDAX_E_STALE_EPOCH);
+	printf("  a link of epoch %" PRIu64 " after %" PRIu64 " was seen: %s\n", e + 1, e + 2,
+	       rdax_conn_last_error(c2));
+	rdax_volume_close(&v2);
+	rdax_disconnect(&c2);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	assert_int_equal(first_byte(a, rec.primary, e + 2), 0x22);
+
+	/* the epoch survives a power cut of the replica */
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
+	assert_int_equal(stale_write(a, rec.primary, e + 1, 0x55, &w), -RDAX_E_STALE_EPOCH);
+	assert_int_equal(first_byte(a, rec.primary, e + 2), 0x22);
+	printf("  after kill -9 and restart %s still refuses epoch %" PRIu64 "\n", an, e + 1);
+
+	/* the real primary's link is stale at that replica now: it leaves the ISR */
+	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "fen", &v), 0);
+	memset(buf, 0x66, sizeof(buf));
+	assert_int_equal(rdax_write(v, 4096, buf, sizeof(buf), RDAX_WRITE_FSYNC), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	volume(&rec);
+	assert_false(cluster_name_in(rec.isr, rec.nisr, an));
+	printf("  the primary's write after the raise: %s left the ISR first\n", an);
+
+	/* control: with the fence off the stale link's write lands */
+	cl.node[a].d.opts.faults = "replica-no-fence";
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
+	int open = stale_write(a, rec.primary, e, 0x77, &w);
+	uint8_t got = first_byte(a, rec.primary, e + 2);
+	printf("  control replica-no-fence: open of epoch %" PRIu64 " %d, write %d, byte 0 %#x\n",
+	       e, open, w, got);
+	assert_int_equal(got, 0x77); /* the stale write was applied: the fence is what stops it */
+	cl.node[a].d.opts.faults = NULL;
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
 }
 
 int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const struct CMUnitTest tests[] = {cmocka_unit_test(test_replica_killed)};
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_replica_killed),
+					   cmocka_unit_test(test_fence)};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

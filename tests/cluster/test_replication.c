@@ -67,6 +67,7 @@
 #include "etcd_fixture.h"
 #include "faults.h"
 #include "harness.h"
+#include "member.h"
 #include "net.h"
 #include "node.h"
 #include "change_record.h"
@@ -255,8 +256,8 @@ static void verify_isr(struct ck *ck, const char *when)
 			continue;
 		struct rdax_conn *c;
 		struct rdax_volume *vol;
-		assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-		assert_int_equal(rdax_volume_open(c, volname, &vol), 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, nd, cl.node[i].url, volname, &c, &vol), 0);
 		int ret = ck_verify(ck, vol);
 		rdax_volume_close(&vol);
 		rdax_disconnect(&c);
@@ -331,6 +332,8 @@ static void start_primary(void)
 			      .mapping = mapping,
 			      .size = vol_size,
 			      .epoch = 1,
+			      .primary = PRIMARY,
+			      .fence = true,
 			      .timeout_ms = LINK_MS,
 			      .shrink = on_shrink};
 	assert_int_equal(repl_start(&o, m, 2, &rv), 0);
@@ -413,8 +416,9 @@ static void same_as_mapping(unsigned i)
 {
 	struct rdax_conn *c;
 	struct rdax_volume *vol;
-	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-	assert_int_equal(rdax_volume_open(c, volname, &vol), 0);
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", i + 1);
+	assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[i].url, volname, &c, &vol), 0);
 	uint8_t *buf = malloc(VOL_SIZE);
 	assert_non_null(buf);
 	assert_int_equal(rdax_read(vol, 0, buf, VOL_SIZE), 0);
