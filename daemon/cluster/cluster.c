@@ -22,11 +22,20 @@
 #include "persist.h"
 #include "cluster_gate.h"
 #include "cluster_txn.h"
+#include "completion.h"
 #include "repl_registry.h"
 #include "repl_volume.h"
 
 /* How often the node key's free space is refreshed (also after every local create). */
 #define CLUSTER_REFRESH_MS 5000
+/*
+ * How often a primary looks at its members: a member out of the ISR whose
+ * node is up gets a resync (at most one per volume at a time; a failed try
+ * waits CLUSTER_RESYNC_RETRY_MS for that member), and status/<node> keys
+ * are put when they changed (at most once per tick: they are informational).
+ */
+#define CLUSTER_TICK_MS		1000
+#define CLUSTER_RESYNC_RETRY_MS 2000
 /* Most volume names waiting to be looked at after a watch event. */
 #define CLUSTER_MAX_PENDING 256
 
@@ -37,6 +46,23 @@ struct primary {
 	uint64_t epoch;
 	struct gate_vol *g; /* the local copy (held open by its gate) and its record */
 	struct repl_volume *rv;
+	/* the resync running (one at a time), and when each member may try again */
+	pthread_t rs_thread;
+	bool rs_started;       /* cluster thread: a thread to join */
+	atomic_bool rs_active; /* cleared by the resync thread when it ends */
+	char rs_node[CLUSTER_NAME_MAX + 1];
+	char rs_url[CLUSTER_URL_MAX + 1];
+	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
+	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
+};
+
+/* A replica to add back to a volume's ISR after its resync (asked by the resync thread). */
+struct grow {
+	struct primary *p;
+	const char *node;
+	struct completion done;
+	uint64_t deadline_ms;
+	struct grow *next;
 };
 
 /* A replica to remove from a volume's ISR (asked by a link's thread). */
@@ -54,6 +80,8 @@ struct cluster {
 	pthread_mutex_t shrink_lock;
 	struct shrink shrinks[CLUSTER_MAX_SHRINKS]; /* under shrink_lock */
 	unsigned nshrinks;
+	struct grow *grows; /* under shrink_lock */
+	uint64_t next_tick_ms;
 	char *etcd_spec, *cluster_name, *node, *zone, *version;
 	char **addrs;
 	struct etcd_client *etcd;
@@ -405,6 +433,155 @@ static bool shrinks(struct cluster *c)
 	return left > 0;
 }
 
+/*
+ * grows -- run the queued ISR grows (after a member's resync); one etcd
+ * cannot answer stays queued until its deadline. True if any stays.
+ */
+static bool grows(struct cluster *c)
+{
+	pthread_mutex_lock(&c->shrink_lock);
+	struct grow *q = c->grows, *left = NULL;
+	c->grows = NULL;
+	pthread_mutex_unlock(&c->shrink_lock);
+	bool waiting = false;
+	while (q) {
+		struct grow *g = q;
+		q = q->next;
+		char why[256];
+		int ret = cluster_isr_change(c->etcd, c->cluster_name, g->p->name, c->node,
+					     g->p->epoch, g->node, true, NULL, why, sizeof(why));
+		bool definite = ret == 0 || ret == -ESTALE || ret == -ENOENT || ret == -EINVAL;
+		if (definite || now_ms() >= g->deadline_ms) {
+			if (ret)
+				LOG_WARN("volume %s: %s cannot rejoin the ISR: %s", g->p->name,
+					 g->node, why);
+			completion_complete(&g->done, ret);
+			continue;
+		}
+		g->next = left;
+		left = g;
+		waiting = true;
+	}
+	if (left) {
+		pthread_mutex_lock(&c->shrink_lock);
+		struct grow *last = left;
+		while (last->next)
+			last = last->next;
+		last->next = c->grows;
+		c->grows = left;
+		pthread_mutex_unlock(&c->shrink_lock);
+	}
+	return waiting;
+}
+
+/* grow_ask -- repl_resync's grow: the cluster thread runs the txn; this waits for it */
+static int grow_ask(void *arg, const char *node)
+{
+	struct primary *p = arg;
+	struct cluster *c = p->c;
+	struct grow g = {.p = p, .node = node, .deadline_ms = now_ms() + 10000};
+	completion_init(&g.done);
+	pthread_mutex_lock(&c->shrink_lock);
+	if (atomic_load(&c->stop)) {
+		/* the daemon stops: cluster_stop has answered every grow already */
+		pthread_mutex_unlock(&c->shrink_lock);
+		completion_destroy(&g.done);
+		return -ECANCELED;
+	}
+	g.next = c->grows;
+	c->grows = &g;
+	pthread_mutex_unlock(&c->shrink_lock);
+	etcd_client_wakeup(c->etcd);
+	int ret = -ETIMEDOUT;
+	completion_wait(&g.done, -1, &ret);
+	completion_destroy(&g.done);
+	return ret;
+}
+
+/* resync_thread -- one member's resync (it blocks until shipped, flushed and grown) */
+static void *resync_thread(void *arg)
+{
+	struct primary *p = arg;
+	struct repl_resync_result res;
+	int ret = repl_resync(p->rv, p->rs_node, p->rs_url, grow_ask, p, &res);
+	if (ret)
+		LOG_WARN("volume %s: resync of %s failed: %s (tried again later)", p->name,
+			 p->rs_node, rdax_strerror(ret));
+	atomic_store(&p->rs_active, false);
+	etcd_client_wakeup(p->c->etcd);
+	return NULL;
+}
+
+static const char *member_state_name(enum repl_member_state s)
+{
+	switch (s) {
+	case REPL_LIVE:
+		return "in-sync";
+	case REPL_RESYNC:
+		return "resync";
+	case REPL_FAILED:
+	case REPL_REMOVED:
+		break;
+	}
+	return "out-of-sync";
+}
+
+/*
+ * tend -- a primary's members, every tick: put their status/<node> keys
+ * where they changed; start the resync of a member out of the ISR whose node
+ * is up (its key exists), one per volume at a time
+ */
+static void tend(struct cluster *c, struct primary *p)
+{
+	if (!p->rv)
+		return;
+	if (p->rs_started && !atomic_load(&p->rs_active)) {
+		pthread_join(p->rs_thread, NULL);
+		p->rs_started = false;
+	}
+	struct repl_member_info mi[CLUSTER_MAX_REPLICAS];
+	unsigned n = repl_members(p->rv, mi, CLUSTER_MAX_REPLICAS);
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < n; i++) {
+		struct cluster_status_rec st = {.resync_bytes_left = mi[i].resync_left,
+						.resync_bytes_total = mi[i].resync_total,
+						.resync_bytes_shipped = mi[i].resync_shipped};
+		snprintf(st.state, sizeof(st.state), "%s", member_state_name(mi[i].state));
+		snprintf(st.link, sizeof(st.link), "tcp");
+		char *json, key[CLUSTER_KEY_MAX];
+		if (cluster_status_encode(&st, &json) == 0) {
+			KEY(c, key, "volumes", p->name, "status", mi[i].node);
+			if (strcmp(json, p->status_last[i]) != 0 &&
+			    etcd_put(c->etcd, key, json, strlen(json), 0, NULL) == 0)
+				snprintf(p->status_last[i], sizeof(p->status_last[i]), "%s", json);
+			free(json);
+		}
+		if (mi[i].state != REPL_REMOVED || p->rs_started || now < p->rs_next_ms[i])
+			continue;
+		char url[CLUSTER_URL_MAX + 1];
+		node_url(c, mi[i].node, url, sizeof(url));
+		if (!url[0])
+			continue; /* its node is down: nothing to resync to */
+		p->rs_next_ms[i] = now + CLUSTER_RESYNC_RETRY_MS;
+		snprintf(p->rs_node, sizeof(p->rs_node), "%s", mi[i].node);
+		snprintf(p->rs_url, sizeof(p->rs_url), "%s", url);
+		atomic_store(&p->rs_active, true);
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		int ret = pthread_create(&p->rs_thread, NULL, resync_thread, p);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (ret) {
+			atomic_store(&p->rs_active, false);
+			LOG_WARN("volume %s: cannot start the resync of %s: %s", p->name,
+				 mi[i].node, strerror(ret));
+			continue;
+		}
+		p->rs_started = true;
+		LOG_INFO("volume %s: %s is up again at %s: resync", p->name, mi[i].node, url);
+	}
+}
+
 /* look_at -- one volume key (@json at @rev): what this node must do for it */
 static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
 {
@@ -546,12 +723,19 @@ static void *cluster_thread(void *arg)
 				c->rescan = true;
 		}
 		bool waiting = shrinks(c);
+		waiting = grows(c) || waiting;
+		if (now_ms() >= c->next_tick_ms) {
+			for (unsigned i = 0; i < c->nprim; i++)
+				tend(c, &c->prim[i]);
+			c->next_tick_ms = now_ms() + CLUSTER_TICK_MS;
+		}
 		unsigned n = c->npending;
 		c->npending = 0;
 		for (unsigned i = 0; i < n && !atomic_load(&c->stop); i++)
 			look_at_name(c, c->pending[i]);
 		uint64_t now = now_ms(), next = c->next_keepalive_ms;
 		next = c->next_refresh_ms < next ? c->next_refresh_ms : next;
+		next = c->next_tick_ms < next ? c->next_tick_ms : next;
 		int wait = next > now ? (int)(next - now) : 0;
 		if (c->rescan || waiting)
 			wait = wait > 300 ? 300 : wait;
@@ -662,6 +846,20 @@ void cluster_stop(struct cluster **cp)
 		etcd_client_wakeup(c->etcd);
 		pthread_join(c->thread, NULL);
 	}
+	/* a resync waiting for its grow gets an answer, and its link is stopped below */
+	pthread_mutex_lock(&c->shrink_lock);
+	for (struct grow *g = c->grows, *next; g; g = next) {
+		next = g->next;
+		completion_complete(&g->done, -ECANCELED);
+	}
+	c->grows = NULL;
+	pthread_mutex_unlock(&c->shrink_lock);
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].rs_started)
+			repl_resync_cancel(c->prim[i].rv);
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].rs_started)
+			pthread_join(c->prim[i].rs_thread, NULL);
 	/* the workers and pools have stopped: nothing writes or fsyncs through these now */
 	repl_registry_clear(NULL);
 	for (unsigned i = 0; i < c->nprim; i++)

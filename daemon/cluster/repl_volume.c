@@ -22,6 +22,7 @@ struct member {
 	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
 	struct repl_wait_part *held; /* waits that need this member's removal */
 	int slot;		     /* its change-record slot while away, -1: none */
+	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -395,6 +396,13 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 	}
 }
 
+/* region_len -- bytes of region @r (the last may be short) */
+static uint64_t region_len(const struct repl_volume *rv, uint64_t r)
+{
+	uint64_t off = r << CHANGE_RECORD_REGION_SHIFT;
+	return rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off : CHANGE_RECORD_REGION;
+}
+
 /* An fsync waiter of one link, for the resync's own fsync. */
 struct sync_wait {
 	struct rlink_waiter lw;
@@ -441,15 +449,24 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 
 	/* ship what the record marks (everything without one), from the mapping */
 	res->full = slot < 0;
+	uint64_t total = 0;
+	for (uint64_t r = 0; r < rv->nregions; r++)
+		if (slot < 0 || change_record_test(rv->o.rec, slot, r))
+			total += region_len(rv, r);
+	pthread_mutex_lock(&rv->lock);
+	m->rs_total = m->rs_left = total;
+	pthread_mutex_unlock(&rv->lock);
 	for (uint64_t r = 0; r < rv->nregions; r++) {
 		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
 			continue;
-		uint64_t off = r << CHANGE_RECORD_REGION_SHIFT;
-		uint64_t len = rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off
-								       : CHANGE_RECORD_REGION;
+		uint64_t off = r << CHANGE_RECORD_REGION_SHIFT, len = region_len(rv, r);
 		rlink_forward(l, off, len);
 		res->regions++;
 		res->bytes += len;
+		pthread_mutex_lock(&rv->lock);
+		m->rs_left = m->rs_left > len ? m->rs_left - len : 0;
+		m->rs_shipped += len;
+		pthread_mutex_unlock(&rv->lock);
 	}
 	struct sync_wait x = {.lw = {.done = sync_done}};
 	completion_init(&x.c);
@@ -485,6 +502,15 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	return ret;
 }
 
+void repl_resync_cancel(struct repl_volume *rv)
+{
+	pthread_mutex_lock(&rv->lock);
+	for (unsigned i = 0; i < rv->n; i++)
+		if (rv->m[i].state == REPL_RESYNC && rv->m[i].link)
+			rlink_abort(rv->m[i].link, -ECANCELED);
+	pthread_mutex_unlock(&rv->lock);
+}
+
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max)
 {
 	unsigned n = 0;
@@ -492,6 +518,9 @@ unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsi
 	for (unsigned i = 0; i < rv->n && n < max; i++, n++) {
 		snprintf(out[n].node, sizeof(out[n].node), "%s", rv->m[i].node);
 		out[n].state = rv->m[i].state;
+		out[n].resync_total = rv->m[i].rs_total;
+		out[n].resync_left = rv->m[i].rs_left;
+		out[n].resync_shipped = rv->m[i].rs_shipped;
 		memset(&out[n].link, 0, sizeof(out[n].link));
 		if (rv->m[i].link)
 			rlink_stats(rv->m[i].link, &out[n].link);

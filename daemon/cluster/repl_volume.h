@@ -97,6 +97,9 @@ struct repl_member_info {
 	char node[CLUSTER_NAME_MAX + 1];
 	enum repl_member_state state;
 	struct rlink_stats link;
+	/* resync progress: the current (or last) resync's bytes to ship and left */
+	uint64_t resync_total, resync_left;
+	uint64_t resync_shipped; /* every resync of this member so far */
 };
 
 /*
@@ -147,6 +150,12 @@ struct repl_resync_result {
 int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 		int (*grow)(void *arg, const char *node), void *arg,
 		struct repl_resync_result *res);
+
+/*
+ * repl_resync_cancel -- a resync running on another thread ends soon with
+ * -ECANCELED (its link is failed); for a daemon that stops
+ */
+void repl_resync_cancel(struct repl_volume *rv);
 
 /* repl_members -- up to @max members' states; returns the count */
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max);

@@ -210,7 +210,9 @@ static void *link_thread(void *arg)
 		if (l->stop || l->failed || asked) {
 			pthread_mutex_unlock(&l->lock);
 			if (asked && !l->failed)
-				fail(l, asked, "out of memory queueing a write");
+				fail(l, asked,
+				     asked == -ENOMEM ? "out of memory queueing a write"
+						      : "aborted by its owner");
 			break;
 		}
 		/* take what fits in the pipeline, in order */
@@ -339,6 +341,15 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 		free(fs);
 	}
 	return ok;
+}
+
+void rlink_abort(struct replica_link *l, int code)
+{
+	pthread_mutex_lock(&l->lock);
+	if (!l->fail_asked)
+		l->fail_asked = code;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->lock);
 }
 
 void rlink_stats(struct replica_link *l, struct rlink_stats *out)

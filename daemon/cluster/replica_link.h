@@ -98,6 +98,12 @@ void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlin
 bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len,
 			 struct rlink_waiter *w);
 
+/*
+ * rlink_abort -- fail the link with @code (its thread carries it out: the
+ * connection reset, on_fail, every waiter completed). Any thread.
+ */
+void rlink_abort(struct replica_link *l, int code);
+
 /* rlink_stats -- counters so far */
 void rlink_stats(struct replica_link *l, struct rlink_stats *out);
 

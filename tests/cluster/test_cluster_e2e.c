@@ -127,6 +127,88 @@ static void verify(struct ck *ck)
 	}
 }
 
+/*
+ * rejoin -- checker steps through the primary until @victim is back in
+ * etcd's ISR (rdaxd resyncs it while the writes go on); the steps taken
+ */
+static unsigned rejoin(struct ck *ck, unsigned primary, unsigned victim)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	char name[8];
+	snprintf(name, sizeof(name), "n%u", victim + 1);
+	assert_int_equal(rdax_connect(cl.node[primary].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, volname, &v), 0);
+	unsigned steps = 0;
+	struct cluster_volume_rec rec;
+	for (volume(&rec); !cluster_name_in(rec.isr, rec.nisr, name); volume(&rec)) {
+		if (steps++ > 600)
+			fail_msg("%s did not rejoin the ISR of %s", name, volname);
+		assert_int_equal(ck_step(ck, v, 3), 0);
+		usleep(50 * 1000);
+	}
+	/* a few more: the rejoined member gets the writes and fsyncs as any ISR member */
+	for (unsigned i = 0; i < 10; i++)
+		assert_int_equal(ck_step(ck, v, 3), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	printf("  %s back in the ISR of %s after %u checker steps during its resync\n", name,
+	       volname, steps);
+	return steps;
+}
+
+/* same_copy -- node @i's whole copy equals the primary's (byte compare) */
+static void same_copy(unsigned primary, unsigned i)
+{
+	struct cluster_volume_rec rec;
+	volume(&rec);
+	uint8_t *a = malloc(rec.size), *b = malloc(rec.size);
+	assert_non_null(a);
+	assert_non_null(b);
+	uint8_t *bufs[2] = {a, b};
+	unsigned who[2] = {primary, i};
+	for (unsigned k = 0; k < 2; k++) {
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		char nd[8];
+		snprintf(nd, sizeof(nd), "n%u", who[k] + 1);
+		assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[who[k]].url, volname, &c, &v),
+				 0);
+		assert_int_equal(rdax_read(v, 0, bufs[k], rec.size), 0);
+		rdax_volume_close(&v);
+		rdax_disconnect(&c);
+	}
+	if (memcmp(a, b, rec.size) != 0)
+		fail_msg("n%u's copy of %s differs from the primary's", i + 1, volname);
+	printf("  n%u's whole copy (%" PRIu64 " bytes) equals the primary's\n", i + 1, rec.size);
+	free(a);
+	free(b);
+}
+
+/* info_json -- rdax volume info --json of @volname: the replica @node's state and shipped bytes */
+static void info_state(const char *node, char *state, size_t len, uint64_t *shipped)
+{
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume", "info",
+			      volname,	     "--json",	  NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	assert_int_equal(r.status, 0);
+	/* "node": "n2", "state": "in-sync", ... "resync_bytes_shipped": N -- in this order */
+	char pat[32];
+	snprintf(pat, sizeof(pat), "\"node\": \"%s\"", node);
+	const char *at = strstr(r.out, pat);
+	assert_non_null(at);
+	const char *st = strstr(at, "\"state\": \"");
+	assert_non_null(st);
+	st += strlen("\"state\": \"");
+	size_t n = strcspn(st, "\"");
+	snprintf(state, len, "%.*s", (int)n, st);
+	const char *sh = strstr(at, "\"resync_bytes_shipped\": ");
+	assert_non_null(sh);
+	*shipped = strtoull(sh + strlen("\"resync_bytes_shipped\": "), NULL, 10);
+	hx_run_free(&r);
+}
+
 static void test_replica_killed(void **state)
 {
 	(void)state;
@@ -147,9 +229,28 @@ static void test_replica_killed(void **state)
 	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
 	assert_int_equal(round_with_fault(&ck, primary, victim, false), 0);
 	verify(&ck);
+	/* the restarted replica is resynced by rdaxd while the checker writes, and rejoins */
+	rejoin(&ck, primary, victim);
+	verify(&ck);
+	same_copy(primary, victim);
+	char vn[8], st[16];
+	uint64_t shipped;
+	snprintf(vn, sizeof(vn), "n%u", victim + 1);
+	for (unsigned i = 0; i < 50; i++) { /* status keys follow within a tick */
+		info_state(vn, st, sizeof(st), &shipped);
+		if (strcmp(st, "in-sync") == 0 && shipped > 0)
+			break;
+		usleep(100 * 1000);
+	}
+	printf("  volume info: %s %s, %" PRIu64 " bytes shipped by resyncs\n", vn, st, shipped);
+	assert_string_equal(st, "in-sync");
+	assert_true(shipped > 0);
 	unsigned second = (primary + 2) % NODES;
 	assert_int_equal(round_with_fault(&ck, primary, second, true), 0);
 	verify(&ck);
+	rejoin(&ck, primary, second);
+	verify(&ck);
+	same_copy(primary, second);
 
 	/*
 	 * control: the primary acknowledges without waiting for its replicas. A
