@@ -217,6 +217,16 @@ struct rdax_volume {
 int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
 			     const char *primary, uint64_t incarnation, struct rdax_volume **volp);
 
+/*
+ * conn_replica_digest -- REPLICA_DIGEST on a replica link's volume: 16 bytes
+ * (XXH3-128, canonical) per @block_size block of [offset, offset + length)
+ * into @out (@outlen >= length / block_size * 16). Synchronous. Returns 0,
+ * the server's refusal, -RDAX_E_PROTOCOL (a reply of the wrong size), or a
+ * connection error. Not part of the public API.
+ */
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen);
+
 /* conn_new -- an unconnected connection with @opts applied (NULL: defaults); 0 or -ENOMEM */
 int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out);
 

@@ -518,6 +518,31 @@ int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volum
 	return volume_open(conn, name, NULL, volp);
 }
 
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen)
+{
+	Rdax__ReplicaDigestRequest req = RDAX__REPLICA_DIGEST_REQUEST__INIT;
+	req.handle = vol->handle;
+	req.offset = offset;
+	req.length = length;
+	req.block_size = block_size;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(vol->conn, FRAME_REPLICA_DIGEST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__ReplicaDigestReply *r = (const Rdax__ReplicaDigestReply *)msg;
+	if (!r->has_digests || block_size == 0 || r->digests.len != length / block_size * 16 ||
+	    r->digests.len > outlen)
+		ret = conn_set_error(vol->conn, -RDAX_E_PROTOCOL,
+				     "%s sent %zu digest bytes for %llu bytes in blocks of %u",
+				     vol->conn->peer, r->has_digests ? r->digests.len : 0,
+				     (unsigned long long)length, block_size);
+	else
+		memcpy(out, r->digests.data, r->digests.len);
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
 int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
 			     const char *primary, uint64_t incarnation, struct rdax_volume **volp)
 {

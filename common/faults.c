@@ -27,6 +27,7 @@ static const struct {
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },
 	{ "replica-no-fence", &rdax_faults.replica_no_fence },
+	{ "resync-digest-equal", &rdax_faults.resync_digest_equal },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

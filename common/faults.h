@@ -46,6 +46,8 @@ struct rdax_faults {
 	bool repl_ack_early;
 	/* cluster gate: a replica applies requests of any epoch (no fencing, invariant 4) */
 	bool replica_no_fence;
+	/* resync: every digest is taken as equal to the member's (nothing is shipped) */
+	bool resync_digest_equal;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

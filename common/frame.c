@@ -90,18 +90,19 @@ int frame_header_check(const struct frame_header *h, uint32_t max_body, uint32_t
 }
 
 static const char *const type_names[FRAME_TYPE_MAX] = {
-	[FRAME_HELLO] = "hello",
-	[FRAME_VOLUME_CREATE] = "volume-create",
-	[FRAME_VOLUME_DELETE] = "volume-delete",
-	[FRAME_VOLUME_LIST] = "volume-list",
-	[FRAME_VOLUME_INFO] = "volume-info",
-	[FRAME_VOLUME_OPEN] = "volume-open",
-	[FRAME_VOLUME_CLOSE] = "volume-close",
-	[FRAME_WRITE] = "write",
-	[FRAME_READ] = "read",
-	[FRAME_FSYNC] = "fsync",
-	[FRAME_DISCARD] = "discard",
-	[FRAME_STAT] = "stat",
+    [FRAME_HELLO] = "hello",
+    [FRAME_VOLUME_CREATE] = "volume-create",
+    [FRAME_VOLUME_DELETE] = "volume-delete",
+    [FRAME_VOLUME_LIST] = "volume-list",
+    [FRAME_VOLUME_INFO] = "volume-info",
+    [FRAME_VOLUME_OPEN] = "volume-open",
+    [FRAME_VOLUME_CLOSE] = "volume-close",
+    [FRAME_WRITE] = "write",
+    [FRAME_READ] = "read",
+    [FRAME_FSYNC] = "fsync",
+    [FRAME_DISCARD] = "discard",
+    [FRAME_STAT] = "stat",
+    [FRAME_REPLICA_DIGEST] = "replica-digest",
 };
 
 const char *frame_type_name(uint16_t type)

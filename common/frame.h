@@ -45,7 +45,8 @@ enum frame_type {
 	FRAME_FSYNC,
 	FRAME_DISCARD,
 	FRAME_STAT,
-	FRAME_TYPE_MAX /* one past the last */
+	FRAME_REPLICA_DIGEST, /* cluster: block digests of a replica link's volume */
+	FRAME_TYPE_MAX	      /* one past the last */
 };
 
 struct frame_header {

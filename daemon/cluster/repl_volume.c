@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../client/conn.h" /* conn_volume_open_replica, conn_replica_digest */
 #include "completion.h"
 #include "faults.h"
+#include "librdax.h"
 #include "log.h"
+#include "xxhash.h"
 
 struct member {
 	char node[CLUSTER_NAME_MAX + 1];
@@ -403,6 +406,155 @@ static uint64_t region_len(const struct repl_volume *rv, uint64_t r)
 	return rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off : CHANGE_RECORD_REGION;
 }
 
+/*
+ * Digests (docs/cluster.md, "Rejoin"): the resync asks the member for the
+ * XXH3-128 of each 4 KiB block of a region it would ship (REPLICA_DIGEST, on
+ * a connection of its own: the link's belongs to the link's thread) and
+ * ships only the blocks whose digests differ from its own, computed after
+ * the member's answer; a full resync first compares whole regions, 32 at a
+ * time. Sound while writes go on: the member is in catch-up already, so
+ * every write that lands after the member's digest is sent to it later, with
+ * the bytes the mapping holds at send time; a block whose digests match
+ * either stays as it is there and here, or is sent again by such a write.
+ * Without the digest connection (an older peer, an error) whole regions go.
+ */
+#define DIGEST_BLOCK 4096
+#define DIGEST_BATCH 32 /* regions per region-level request: 64 MiB */
+
+struct digest_peer {
+	struct rdax_conn *conn;
+	struct rdax_volume *vol;
+	uint8_t region_equal[DIGEST_BATCH]; /* a full resync's batch: 1 = whole region equal */
+	uint64_t batch_first;
+	bool batch_valid;
+};
+
+/* digest_peer_open -- the member's copy, opened as this primary's link for digests */
+static void digest_peer_open(struct repl_volume *rv, const char *url, struct digest_peer *dp)
+{
+	memset(dp, 0, sizeof(*dp));
+	struct rdax_conn_opts *co;
+	if (rdax_conn_opts_new(&co))
+		return;
+	rdax_conn_opts_set_client_name(co, "replica-digest");
+	rdax_conn_opts_set_timeout(co, (int)(rv->o.timeout_ms ? rv->o.timeout_ms : 2000));
+	if (rv->o.token_file)
+		rdax_conn_opts_set_token_file(co, rv->o.token_file);
+	int ret = rdax_connect(url, co, &dp->conn);
+	rdax_conn_opts_delete(&co);
+	if (ret == 0)
+		ret = rv->o.fence
+			  ? conn_volume_open_replica(dp->conn, rv->volume, rv->o.epoch, rv->primary,
+						     rv->o.incarnation, &dp->vol)
+			  : -ENOTSUP; /* REPLICA_DIGEST needs a replica link's handle */
+	if (ret) {
+		LOG_INFO("volume %s: no digests from %s (%s): whole regions are shipped",
+			 rv->volume, url,
+			 dp->conn ? rdax_conn_last_error(dp->conn) : rdax_strerror(ret));
+		if (dp->vol)
+			rdax_volume_close(&dp->vol);
+		rdax_disconnect(&dp->conn);
+	}
+}
+
+static void digest_peer_close(struct digest_peer *dp)
+{
+	if (dp->vol)
+		rdax_volume_close(&dp->vol);
+	rdax_disconnect(&dp->conn);
+}
+
+/* digest_local -- XXH3-128 (canonical) of @len bytes of the primary's mapping at @off */
+static void digest_local(const struct repl_volume *rv, uint64_t off, uint64_t len, uint8_t out[16])
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(rv->o.mapping + off, len));
+	memcpy(out, c.digest, 16);
+}
+
+/* digest_drop -- the digest connection failed: go on without it (whole regions) */
+static void digest_drop(struct repl_volume *rv, struct digest_peer *dp)
+{
+	LOG_WARN("volume %s: digests: %s; whole regions are shipped from here on", rv->volume,
+		 rdax_conn_last_error(dp->conn));
+	digest_peer_close(dp);
+}
+
+/* digest_regions -- a full resync: which of the DIGEST_BATCH regions from @first are equal */
+static void digest_regions(struct repl_volume *rv, struct digest_peer *dp, uint64_t first)
+{
+	dp->batch_valid = false;
+	uint64_t n = rv->nregions - first < DIGEST_BATCH ? rv->nregions - first : DIGEST_BATCH;
+	/* whole regions only: a short last region is compared block by block */
+	if (first + n == rv->nregions && region_len(rv, rv->nregions - 1) < CHANGE_RECORD_REGION)
+		n--;
+	if (!dp->vol || n == 0)
+		return;
+	uint8_t theirs[DIGEST_BATCH * 16], mine[16];
+	uint64_t off = first << CHANGE_RECORD_REGION_SHIFT;
+	if (conn_replica_digest(dp->vol, off, n << CHANGE_RECORD_REGION_SHIFT, CHANGE_RECORD_REGION,
+				theirs, sizeof(theirs))) {
+		digest_drop(rv, dp);
+		return;
+	}
+	memset(dp->region_equal, 0, sizeof(dp->region_equal));
+	for (uint64_t i = 0; i < n; i++) {
+		digest_local(rv, off + (i << CHANGE_RECORD_REGION_SHIFT), CHANGE_RECORD_REGION,
+			     mine);
+		/* the control resync-digest-equal takes every region as equal */
+		dp->region_equal[i] =
+		    memcmp(mine, theirs + i * 16, 16) == 0 || rdax_faults.resync_digest_equal;
+	}
+	dp->batch_first = first;
+	dp->batch_valid = true;
+}
+
+/*
+ * ship_region -- queue region @r's blocks that differ on the member (all of
+ * it without digests) on link @l; returns the bytes queued
+ */
+static uint64_t ship_region(struct repl_volume *rv, struct replica_link *l, struct digest_peer *dp,
+			    uint64_t r, bool full)
+{
+	uint64_t off = r << CHANGE_RECORD_REGION_SHIFT, len = region_len(rv, r);
+	if (full && dp->batch_valid && r >= dp->batch_first && r < dp->batch_first + DIGEST_BATCH &&
+	    dp->region_equal[r - dp->batch_first])
+		return 0;
+	uint8_t theirs[(CHANGE_RECORD_REGION / DIGEST_BLOCK) * 16], mine[16];
+	if (!dp->vol ||
+	    conn_replica_digest(dp->vol, off, len, DIGEST_BLOCK, theirs, sizeof(theirs))) {
+		if (dp->vol)
+			digest_drop(rv, dp);
+		rlink_forward(l, off, len);
+		return len;
+	}
+	uint64_t sent = 0, run_at = 0, run_len = 0;
+	for (uint64_t b = 0; b < len / DIGEST_BLOCK; b++) {
+		uint64_t at = off + b * DIGEST_BLOCK;
+		digest_local(rv, at, DIGEST_BLOCK, mine);
+		bool same =
+		    memcmp(mine, theirs + b * 16, 16) == 0 || rdax_faults.resync_digest_equal;
+		if (!same && run_len && run_at + run_len == at) {
+			run_len += DIGEST_BLOCK;
+			continue;
+		}
+		if (run_len) {
+			rlink_forward(l, run_at, run_len);
+			sent += run_len;
+			run_len = 0;
+		}
+		if (!same) {
+			run_at = at;
+			run_len = DIGEST_BLOCK;
+		}
+	}
+	if (run_len) {
+		rlink_forward(l, run_at, run_len);
+		sent += run_len;
+	}
+	return sent;
+}
+
 /* An fsync waiter of one link, for the resync's own fsync. */
 struct sync_wait {
 	struct rlink_waiter lw;
@@ -456,18 +608,24 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	pthread_mutex_lock(&rv->lock);
 	m->rs_total = m->rs_left = total;
 	pthread_mutex_unlock(&rv->lock);
+	struct digest_peer dp;
+	digest_peer_open(rv, url, &dp);
 	for (uint64_t r = 0; r < rv->nregions; r++) {
 		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
 			continue;
-		uint64_t off = r << CHANGE_RECORD_REGION_SHIFT, len = region_len(rv, r);
-		rlink_forward(l, off, len);
-		res->regions++;
-		res->bytes += len;
+		uint64_t len = region_len(rv, r), sent;
+		if (slot < 0 && (r % DIGEST_BATCH) == 0)
+			digest_regions(rv, &dp,
+				       r); /* a full resync: whole regions compared first */
+		sent = ship_region(rv, l, &dp, r, slot < 0);
+		res->regions += sent > 0;
+		res->bytes += sent;
 		pthread_mutex_lock(&rv->lock);
 		m->rs_left = m->rs_left > len ? m->rs_left - len : 0;
-		m->rs_shipped += len;
+		m->rs_shipped += sent;
 		pthread_mutex_unlock(&rv->lock);
 	}
+	digest_peer_close(&dp);
 	struct sync_wait x = {.lw = {.done = sync_done}};
 	completion_init(&x.c);
 	rlink_fsync(l, 0, 0, &x.lw);

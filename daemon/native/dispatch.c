@@ -24,6 +24,7 @@
 #include "vol_op.h"
 #include "cluster_gate.h"
 #include "repl_registry.h"
+#include "xxhash.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -52,6 +53,7 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_FSYNC] = &rdax__fsync_request__descriptor,
     [FRAME_DISCARD] = &rdax__discard_request__descriptor,
     [FRAME_STAT] = &rdax__stat_request__descriptor,
+    [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -68,6 +70,7 @@ union request {
 	Rdax__FsyncRequest *fsync;
 	Rdax__DiscardRequest *discard;
 	Rdax__StatRequest *stat;
+	Rdax__ReplicaDigestRequest *digest;
 };
 
 enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
@@ -508,6 +511,37 @@ static void run_info(struct vol_op *op)
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 }
 
+/*
+ * run_digest -- REPLICA_DIGEST: XXH3-128 of every block of the range, read
+ * from the mapping (a write landing meanwhile may make a block's digest
+ * differ from both its old and new bytes: the resync then ships it, which is
+ * safe; docs/cluster.md, "Rejoin")
+ */
+static void run_digest(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	uint64_t nblocks = op->len / j->size;
+	uint8_t *d = malloc(nblocks * 16);
+	if (!d) {
+		op->code = -ENOMEM;
+		return;
+	}
+	for (uint64_t i = 0; i < nblocks; i++) {
+		XXH128_hash_t h = XXH3_128bits(op->v->data + op->off + i * j->size, j->size);
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, h);
+		memcpy(d + i * 16, c.digest, 16);
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__ReplicaDigestReply rep = RDAX__REPLICA_DIGEST_REPLY__INIT;
+	rep.status = &st;
+	rep.has_digests = 1;
+	rep.digests.data = d;
+	rep.digests.len = nblocks * 16;
+	op->code = reply_pack(&rep.base, &j->reply);
+	free(d);
+}
+
 /* run_teardown -- close a finished connection's volumes and free its session */
 static void run_teardown(struct vol_op *op)
 {
@@ -742,6 +776,30 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		if (ret)
 			range_error(m, ret, off, len, v);
 		break;
+	case FRAME_REPLICA_DIGEST: {
+		const Rdax__ReplicaDigestRequest *d = req.digest;
+		ret = check_handle(s, d->handle, &v, m, rf);
+		if (ret)
+			return ret;
+		if (!session_handle_slot(s, d->handle)->epoch) {
+			fmt_msg(m, "REPLICA_DIGEST is for a replica link's handle only");
+			return -RDAX_E_ACCESS;
+		}
+		uint32_t b = d->block_size;
+		if (b < 4096 || b > FRAME_MAX_PAYLOAD_LIMIT || (b & (b - 1)) || d->offset % b ||
+		    d->length == 0 || d->length % b || d->length > DISPATCH_DIGEST_MAX) {
+			fmt_msg(m,
+				"REPLICA_DIGEST of %" PRIu64 "+%" PRIu64 " in blocks of %" PRIu32
+				": the block a power of two of 4 KiB..64 MiB, offset and length "
+				"multiples of it, length at most %u",
+				d->offset, d->length, b, DISPATCH_DIGEST_MAX);
+			return -EINVAL;
+		}
+		ret = range_check(d->offset, d->length, v->size);
+		if (ret)
+			range_error(m, ret, d->offset, d->length, v);
+		break;
+	}
 	default:
 		*close = true;
 		fmt_msg(m, "unknown request type %u", h->type);
@@ -933,6 +991,21 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 	case FRAME_DISCARD:
 		act_held_job(env, out, s, h, req.discard->handle, req.discard->offset,
 			     req.discard->length, false);
+		return;
+	case FRAME_REPLICA_DIGEST:
+		j = job_new(env, h, VOL_OP_CALL, false, run_digest);
+		if (j && session_handle_hold(s, req.digest->handle, &j->pub.op.v)) {
+			free(j);
+			out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+			return;
+		}
+		if (j) {
+			j->hold = req.digest->handle;
+			j->pub.op.off = req.digest->offset;
+			j->pub.op.len = req.digest->length;
+			j->size = req.digest->block_size;
+		}
+		out_job(out, j);
 		return;
 	}
 }
@@ -1286,6 +1359,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		/* fall through */
 	case FRAME_VOLUME_LIST:
 	case FRAME_VOLUME_INFO:
+	case FRAME_REPLICA_DIGEST:
 		out->action = DISPATCH_REPLY;
 		out->reply.body = j->reply.body;
 		out->reply.body_len = j->reply.body_len;
