@@ -563,8 +563,9 @@ static void tend(struct cluster *c, struct primary *p)
 		if (!url[0])
 			continue; /* its node is down: nothing to resync to */
 		p->rs_next_ms[i] = now + CLUSTER_RESYNC_RETRY_MS;
-		snprintf(p->rs_node, sizeof(p->rs_node), "%s", mi[i].node);
-		snprintf(p->rs_url, sizeof(p->rs_url), "%s", url);
+		/* names are validated to CLUSTER_NAME_MAX: the precision only tells the compiler */
+		snprintf(p->rs_node, sizeof(p->rs_node), "%.*s", CLUSTER_NAME_MAX, mi[i].node);
+		snprintf(p->rs_url, sizeof(p->rs_url), "%.*s", CLUSTER_URL_MAX, url);
 		atomic_store(&p->rs_active, true);
 		sigset_t all, old;
 		sigfillset(&all);
