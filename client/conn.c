@@ -76,7 +76,6 @@ int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
 	if (!c)
 		return -ENOMEM;
 	c->fd = -1;
-	c->wake_fd = -1;
 	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
 	c->timeout_ms = opts ? opts->timeout_ms : 0;
 	c->busy_poll_us = opts ? opts->busy_poll_us : 0;
@@ -1318,7 +1317,7 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			if (wait < 0 || idle < wait)
 				wait = idle;
 		}
-		struct pollfd pfd[3] = {{
+		struct pollfd pfd[2] = {{
 		    .fd = c->fd,
 		    .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0)),
 		}};
@@ -1329,14 +1328,7 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			rdma_tp_pollfds(c->rdma, pfd);
 			nfds = 2;
 		}
-		int wake = -1;
-		if (c->wake_fd >= 0 && timeout_ms >= 0) { /* a bounded wait only: a reap */
-			wake = nfds++;
-			pfd[wake] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
-		}
 		int n = poll(pfd, (nfds_t)nfds, (int)(wait > INT_MAX ? INT_MAX : wait));
-		if (n > 0 && wake >= 0 && (pfd[wake].revents & POLLIN))
-			return -ETIMEDOUT; /* woken: the caller has new work (conn_set_wake_fd) */
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -1358,11 +1350,6 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 		}
 		try_rx = c->rdma || (p->revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
 	}
-}
-
-void conn_set_wake_fd(struct rdax_conn *c, int fd)
-{
-	c->wake_fd = fd;
 }
 
 void conn_op_submit(struct rdax_conn *c, struct conn_op *op)

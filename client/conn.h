@@ -150,7 +150,6 @@ struct rdax_conn {
 
 	int timeout_ms;	       /* idle limit of a waiting call; 0: none */
 	int64_t last_activity; /* CLOCK_MONOTONIC ms of the last byte moved while waiting */
-	int wake_fd;	       /* conn_set_wake_fd: readable ends a wait early (-1: none) */
 	unsigned queue_depth;
 	unsigned busy_poll_us; /* rdma://: spin this long before sleeping (opts) */
 	uint64_t max_inflight_bytes;
@@ -227,15 +226,6 @@ int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t 
  */
 int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
 			uint32_t block_size, uint8_t *out, size_t outlen);
-
-/*
- * conn_set_wake_fd -- a bounded wait on @c (rdax_wait_completions with a
- * timeout) also ends when @fd becomes readable, as if its time were up; the
- * caller drains @fd. Synchronous calls ignore it. For
- * rdaxd's replica link, whose thread waits for replies and must take new
- * work at once (-1: none). Not part of the public API.
- */
-void conn_set_wake_fd(struct rdax_conn *c, int fd);
 
 /* conn_new -- an unconnected connection with @opts applied (NULL: defaults); 0 or -ENOMEM */
 int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out);

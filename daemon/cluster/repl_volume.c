@@ -154,7 +154,6 @@ static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
 				  .epoch = rv->o.fence ? rv->o.epoch : 0,
 				  .primary = rv->primary,
 				  .incarnation = rv->o.incarnation,
-				  .poll_only = rv->o.link_poll_only,
 				  .on_fail = on_link_fail,
 				  .arg = m};
 }

@@ -82,7 +82,6 @@ struct repl_opts {
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
-	bool link_poll_only; /* rlink_opts.poll_only: the benchmark's comparison */
 	void (*shrink)(void *arg, struct repl_volume *rv, const char *node);
 	void *arg;
 };

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -25,14 +24,8 @@
 #define RLINK_DEFAULT_DEPTH	 32
 /* A forwarded range is sent in pieces of at most this (every rdaxd takes 1 MiB requests). */
 #define RLINK_PIECE (1U << 20)
-/*
- * While requests are in flight the thread waits for replies this long at most
- * (it also checks for a stall then); new work wakes it at once through an
- * eventfd that librdax's wait polls beside the socket (conn_set_wake_fd).
- * It used to wait 1 ms with no wakeup: a write queued meanwhile waited for
- * the poll to end, a hand-off the benchmark measured (docs/cluster.md).
- */
-#define RLINK_POLL_MS 50
+/* While requests are in flight the thread looks at its queue at least this often. */
+#define RLINK_POLL_MS 1
 
 enum rlink_kind { RLINK_WRITE, RLINK_FSYNC };
 
@@ -53,8 +46,6 @@ struct replica_link {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int wake_fd;	 /* eventfd: work queued while the thread waits for replies */
-	bool reaping;	 /* under lock: the thread is (about to be) in rdax_wait_completions */
 	struct rlink_op *head, *tail; /* queued, not yet submitted (under lock) */
 	bool stop;		      /* under lock */
 	bool failed;		      /* under lock once set */
@@ -265,23 +256,8 @@ static void *link_thread(void *arg)
 		}
 		if (!ok)
 			break;
-		if (l->ninflight) {
-			pthread_mutex_lock(&l->lock);
-			bool more = l->head || l->stop || l->fail_asked;
-			l->reaping = !more;
-			pthread_mutex_unlock(&l->lock);
-			if (!more && !reap(l, l->o.poll_only ? 1 : RLINK_POLL_MS))
-				break;
-			uint64_t n;
-			if (read(l->wake_fd, &n, sizeof(n)) < 0) {
-				/* nothing to drain: not woken */
-			}
-			pthread_mutex_lock(&l->lock);
-			l->reaping = false;
-			pthread_mutex_unlock(&l->lock);
-			if (more && !reap(l, 0))
-				break;
-		}
+		if (l->ninflight && !reap(l, RLINK_POLL_MS))
+			break;
 		if (l->ninflight && stalled(l)) {
 			char why[128];
 			snprintf(why, sizeof(why), "no answer for %u ms (stalled replica)",
@@ -291,19 +267,6 @@ static void *link_thread(void *arg)
 		}
 	}
 	return NULL;
-}
-
-/* wake_locked -- under l->lock: the thread takes new work now, whether it sleeps or reaps */
-static void wake_locked(struct replica_link *l)
-{
-	pthread_cond_signal(&l->cond);
-	if (l->reaping) {
-		uint64_t one = 1;
-		if (write(l->wake_fd, &one, sizeof(one)) < 0) {
-			/* the counter is full: the thread is being woken anyway */
-		}
-		l->reaping = false; /* one write per wait is enough */
-	}
 }
 
 /* enqueue -- add the chain @op.. (linked by next), or complete it at once if the link failed */
@@ -328,7 +291,7 @@ static void enqueue(struct replica_link *l, struct rlink_op *op)
 	else
 		l->head = op;
 	l->tail = last;
-	wake_locked(l);
+	pthread_cond_signal(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -386,7 +349,7 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 		else
 			l->head = wr;
 		l->tail = fs;
-		wake_locked(l);
+		pthread_cond_signal(&l->cond);
 	}
 	pthread_mutex_unlock(&l->lock);
 	if (!ok) {
@@ -401,7 +364,7 @@ void rlink_abort(struct replica_link *l, int code)
 	pthread_mutex_lock(&l->lock);
 	if (!l->fail_asked)
 		l->fail_asked = code;
-	wake_locked(l);
+	pthread_cond_signal(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -429,8 +392,6 @@ static void drain(struct replica_link *l)
 
 static void link_free(struct replica_link *l)
 {
-	if (l->conn)
-		conn_set_wake_fd(l->conn, -1); /* the thread is gone: waits below run their time */
 	drain(l);
 	if (l->vol)
 		rdax_volume_close(&l->vol);
@@ -438,8 +399,6 @@ static void link_free(struct replica_link *l)
 		rdax_disconnect(&l->conn);
 	pthread_mutex_destroy(&l->lock);
 	pthread_cond_destroy(&l->cond);
-	if (l->wake_fd >= 0)
-		close(l->wake_fd);
 	free(l->inflight);
 	free(l->url);
 	free(l->volume);
@@ -456,13 +415,12 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 	l->o.depth = o->depth ? o->depth : RLINK_DEFAULT_DEPTH;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
-	l->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	l->url = strdup(o->url);
 	l->volume = strdup(o->volume);
 	l->inflight = calloc(l->o.depth, sizeof(*l->inflight));
 	l->o.url = l->url;
 	l->o.volume = l->volume;
-	if (!l->url || !l->volume || !l->inflight || l->wake_fd < 0) {
+	if (!l->url || !l->volume || !l->inflight) {
 		link_free(l);
 		return -ENOMEM;
 	}
@@ -500,8 +458,6 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 		link_free(l);
 		return ret;
 	}
-	if (!o->poll_only)
-		conn_set_wake_fd(l->conn, l->wake_fd);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -523,7 +479,7 @@ void rlink_stop(struct replica_link **lp)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
-	wake_locked(l);
+	pthread_cond_signal(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 	pthread_join(l->thread, NULL);
 	/* what is still in flight or queued never got its answer */

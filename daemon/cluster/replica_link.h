@@ -63,11 +63,6 @@ struct rlink_opts {
 	uint64_t epoch;
 	const char *primary;
 	uint64_t incarnation;
-	/*
-	 * The benchmark's comparison only: no wakeup while the thread waits for
-	 * replies, which then waits 1 ms at a time (the link as it was).
-	 */
-	bool poll_only;
 	void (*on_fail)(void *arg, int code, const char *why);
 	void *arg;
 };

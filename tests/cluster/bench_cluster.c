@@ -270,17 +270,13 @@ static int durable(struct repl_volume *rv, uint8_t *mapping, uint64_t off, uint6
 	return status;
 }
 
-static void repl(unsigned k, uint8_t *mapping, bool poll_only, double *p50, double *mibs)
+static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 {
 	struct repl_member_spec m[3];
 	static const char *names[] = {"n2", "n3", "n4"};
 	for (unsigned i = 0; i < k; i++)
 		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url};
-	struct repl_opts o = {.volume = "bench",
-			      .mapping = mapping,
-			      .size = VOL_SIZE,
-			      .epoch = 1,
-			      .link_poll_only = poll_only};
+	struct repl_opts o = {.volume = "bench", .mapping = mapping, .size = VOL_SIZE, .epoch = 1};
 	struct repl_volume *rv;
 	*p50 = *mibs = 0;
 	if (repl_start(&o, m, k, &rv))
@@ -358,11 +354,9 @@ int main(int argc, char **argv)
 	double e4[4] = {0}, e1m[4] = {0};
 	for (unsigned k = 1; k <= 3; k++)
 		e2e(k, &e4[k], &e1m[k]);
-	double r4[4] = {0}, r1m[4] = {0}, p4[4] = {0}, p1m[4] = {0};
-	for (unsigned k = 1; k <= 3; k++) {
-		repl(k, mapping, false, &r4[k], &r1m[k]);
-		repl(k, mapping, true, &p4[k], &p1m[k]); /* the link as it was: 1 ms polls */
-	}
+	double r4[4] = {0}, r1m[4] = {0};
+	for (unsigned k = 1; k <= 3; k++)
+		repl(k, mapping, &r4[k], &r1m[k]);
 	double sh = ship(mapping);
 	printf("bench_cluster: %u iterations of 4 KiB, %d x 1 MiB\n", iters, MIB_ROUNDS);
 	printf("  link round trip (TCP ping-pong) p50     %8.1f us\n", rtt);
@@ -373,10 +367,6 @@ int main(int argc, char **argv)
 		printf("  replication stage, %u replica%s: 4 KiB p50 %8.1f us (%.2fx RTT), 1 MiB "
 		       "%7.1f MiB/s (%.2fx unreplicated)\n",
 		       k, k == 1 ? " " : "s", r4[k], r4[k] / rtt, r1m[k], r1m[k] / u1m);
-	for (unsigned k = 1; k <= 3; k++)
-		printf("  replication stage, %u replica%s, link polling 1 ms (as before): 4 KiB p50 "
-		       "%8.1f us (%.2fx the woken link), 1 MiB %7.1f MiB/s\n",
-		       k, k == 1 ? " " : "s", p4[k], r4[k] > 0 ? p4[k] / r4[k] : 0, p1m[k]);
 	for (unsigned k = 1; k <= 3; k++)
 		printf("  through rdaxd, %u replica%s: durable 4 KiB p50 %8.1f us = %.2fx (1.3 x "
 		       "(unreplicated + RTT)) (aim <= 1), 1 MiB %7.1f MiB/s (%.2fx unreplicated)\n",
