@@ -227,6 +227,16 @@ int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *pr
 			    " (\"%s\" is)",
 			    g->name, primary, epoch, g->primary);
 		ret = -RDAX_E_NOT_PRIMARY;
+	} else if (epoch > g->key_epoch + 1 && !rdax_faults.replica_no_fence) {
+		/*
+		 * Believed only one failover ahead of what this node read: a further
+		 * epoch would fence the real primary for good on a sender's word.
+		 */
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": epoch %" PRIu64 " is ahead of the volume's %" PRIu64
+			    " by more than one failover: not believed until this node reads it",
+			    g->name, epoch, g->key_epoch);
+		ret = -EAGAIN;
 	} else if (epoch < g->key_epoch) {
 		rdax_seterr(msg, msglen,
 			    "volume \"%s\": epoch %" PRIu64 " is stale, the volume is at %" PRIu64,

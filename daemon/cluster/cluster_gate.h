@@ -124,7 +124,9 @@ int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *
  * replica link? 0 (the epoch is persisted as the highest seen first);
  * -RDAX_E_STALE_EPOCH (an older epoch than seen); -RDAX_E_NOT_PRIMARY
  * (@primary is not the primary the volume key names for @epoch, or this
- * node is the primary of @epoch itself). @msg (STATUS message) says why;
+ * node is the primary of @epoch itself); -EAGAIN (@epoch is more than one
+ * ahead of the volume key as this node read it: not believed, so a sender's
+ * word cannot fence the real primary for good). @msg (STATUS message) says why;
  * *seen gets the epoch this copy has seen.
  */
 int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *primary, char *msg,
