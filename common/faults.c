@@ -28,6 +28,7 @@ static const struct {
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },
 	{ "replica-no-fence", &rdax_faults.replica_no_fence },
 	{ "resync-digest-equal", &rdax_faults.resync_digest_equal },
+	{ "failover-any-replica", &rdax_faults.failover_any_replica },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

@@ -48,6 +48,8 @@ struct rdax_faults {
 	bool replica_no_fence;
 	/* resync: every digest is taken as equal to the member's (nothing is shipped) */
 	bool resync_digest_equal;
+	/* failover: a replica outside the ISR may take over, first (invariant 3) */
+	bool failover_any_replica;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

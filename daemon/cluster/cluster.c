@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "etcd.h"
+#include "faults.h"
 #include "log.h"
 #include "namespace.h"
 #include "persist.h"
@@ -35,6 +36,8 @@
  * are put when they changed (at most once per tick: they are informational).
  */
 #define CLUSTER_TICK_MS		1000
+/* A failover candidate waits this long per ISR member before it in line. */
+#define CLUSTER_FAILOVER_STEP_MS 300
 #define CLUSTER_RESYNC_RETRY_MS 2000
 /* Most volume names waiting to be looked at after a watch event. */
 #define CLUSTER_MAX_PENDING 256
@@ -53,6 +56,7 @@ struct primary {
 	char rs_node[CLUSTER_NAME_MAX + 1];
 	char rs_url[CLUSTER_URL_MAX + 1];
 	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
+	bool deposed; /* another node is the primary now: this one serves nothing of it */
 	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
 };
 
@@ -99,6 +103,12 @@ struct cluster {
 	char pending[CLUSTER_MAX_PENDING][CLUSTER_NAME_MAX + 1];
 	unsigned npending;
 	bool rescan; /* a watch restarted or the pending list overflowed: look at every volume */
+	/* failovers this node will try (its volumes' leader key is gone), when due */
+	struct {
+		char name[CLUSTER_NAME_MAX + 1];
+		uint64_t due_ms;
+	} fo[CLUSTER_MAX_PENDING];
+	unsigned nfo;
 };
 
 static uint64_t now_ms(void)
@@ -171,6 +181,7 @@ static int join(struct cluster *c)
 }
 
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
+static void another_primary(struct cluster *c, const struct cluster_volume_rec *v);
 static void node_url(struct cluster *c, const char *name, char *url, size_t len);
 
 /*
@@ -533,7 +544,7 @@ static const char *member_state_name(enum repl_member_state s)
  */
 static void tend(struct cluster *c, struct primary *p)
 {
-	if (!p->rv)
+	if (!p->rv || p->deposed)
 		return;
 	if (p->rs_started && !atomic_load(&p->rs_active)) {
 		pthread_join(p->rs_thread, NULL);
@@ -583,6 +594,154 @@ static void tend(struct cluster *c, struct primary *p)
 	}
 }
 
+/* prim_of -- this node's primary entry of volume @name, or NULL */
+static struct primary *prim_of(struct cluster *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (strcmp(c->prim[i].name, name) == 0)
+			return &c->prim[i];
+	return NULL;
+}
+
+/*
+ * another_primary -- a ready volume whose primary is another node: if this
+ * node served it, it is deposed (its clients are refused from now on; its
+ * links are fenced at the replicas already); if the leader key is gone and
+ * this node is in the ISR, it will try the failover txn after
+ * rank x CLUSTER_FAILOVER_STEP_MS (rank: its place in the ISR, the old
+ * primary left out), so the first in line usually wins without a race
+ */
+static void another_primary(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	struct primary *p = prim_of(c, v->name);
+	if (p) {
+		if (!p->deposed) {
+			p->deposed = true;
+			cluster_gate_serve(p->g, 0);
+			LOG_WARN("volume %s: %s is its primary at epoch %" PRIu64
+				 ": this node serves it no more",
+				 v->name, v->primary, v->epoch);
+		}
+		return; /* a node deposed while running does not take it back (docs/cluster.md) */
+	}
+	bool in_isr = cluster_name_in(v->isr, v->nisr, c->node);
+	if (!in_isr && !rdax_faults.failover_any_replica)
+		return; /* invariant 3 */
+	char lkey[CLUSTER_KEY_MAX];
+	KEY(c, lkey, "volumes", v->name, "leader");
+	struct etcd_range_result r;
+	if (etcd_get(c->etcd, lkey, false, &r))
+		return; /* the next event or rescan looks again */
+	bool leader = r.count > 0;
+	etcd_range_result_free(&r);
+	if (leader)
+		return;
+	unsigned rank = 0;
+	for (unsigned i = 0; i < v->nisr && in_isr && strcmp(v->isr[i], c->node) != 0; i++)
+		if (strcmp(v->isr[i], v->primary) != 0)
+			rank++;
+	for (unsigned i = 0; i < c->nfo; i++)
+		if (strcmp(c->fo[i].name, v->name) == 0)
+			return;
+	if (c->nfo == CLUSTER_MAX_PENDING)
+		return;
+	snprintf(c->fo[c->nfo].name, CLUSTER_NAME_MAX + 1, "%.*s", CLUSTER_NAME_MAX, v->name);
+	c->fo[c->nfo++].due_ms = now_ms() + rank * CLUSTER_FAILOVER_STEP_MS;
+	LOG_INFO("volume %s: no leader (primary %s at epoch %" PRIu64 "): failover in %u ms",
+		 v->name, v->primary, v->epoch, rank * CLUSTER_FAILOVER_STEP_MS);
+}
+
+/*
+ * take_over -- the failover txn won: this node is the primary at the new
+ * epoch. Before it serves: the copy's epoch is raised (the old primary's
+ * links to it are refused from now on), the links open at the new epoch
+ * (raising it on every member), and every live member is reconciled to this
+ * copy (repl_reconcile); then clients are served.
+ */
+static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	struct gate_vol *g = cluster_gate_find(v->name);
+	if (!g || c->nprim >= REPL_REGISTRY_MAX)
+		return;
+	if (cluster_gate_raise_epoch(g, v->epoch)) {
+		LOG_ERROR("volume %s: this copy has seen an epoch past %" PRIu64 ": not serving",
+			  v->name, v->epoch);
+		return;
+	}
+	struct primary *p = &c->prim[c->nprim];
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	p->g = g;
+	p->epoch = v->epoch;
+	snprintf(p->name, sizeof(p->name), "%s", v->name);
+	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
+	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
+	unsigned n = 0;
+	for (unsigned i = 0; i < v->nisr; i++) {
+		if (strcmp(v->isr[i], c->node) == 0)
+			continue;
+		node_url(c, v->isr[i], urls[n], sizeof(urls[n]));
+		m[n] =
+		    (struct repl_member_spec){v->isr[i], urls[n][0] ? urls[n] : "tcp://0.0.0.0:1"};
+		n++;
+	}
+	c->nprim++;
+	if (n) {
+		struct repl_opts o = {.volume = v->name,
+				      .mapping = g->v->data,
+				      .size = g->v->size,
+				      .epoch = v->epoch,
+				      .primary = c->node,
+				      .incarnation = c->incarnation,
+				      .fence = true,
+				      .untrusted = true,
+				      .rec = &g->rec,
+				      .shrink = on_shrink,
+				      .arg = p};
+		if (repl_start(&o, m, n, &p->rv) || repl_registry_put(g->v, p->rv)) {
+			LOG_ERROR("volume %s: cannot start its replication after the failover",
+				  v->name);
+			return;
+		}
+		/* the shrinks of members that failed meanwhile run here, between the steps */
+		shrinks(c);
+		repl_reconcile(p->rv);
+		shrinks(c);
+	}
+	if (cluster_gate_serve(g, v->epoch) == 0)
+		LOG_INFO("volume %s: primary after the failover, epoch %" PRIu64 ", %u replica%s",
+			 v->name, v->epoch, n, n == 1 ? "" : "s");
+}
+
+/* failovers -- the failover txns that are due; one etcd cannot answer is tried again */
+static void failovers(struct cluster *c)
+{
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < c->nfo;) {
+		if (c->fo[i].due_ms > now) {
+			i++;
+			continue;
+		}
+		char why[256];
+		struct cluster_volume_rec v;
+		int ret = cluster_failover(c->etcd, c->cluster_name, c->fo[i].name, c->node,
+					   c->lease, c->incarnation, &v, why, sizeof(why));
+		if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -ECONNRESET) {
+			c->fo[i].due_ms = now + 300; /* etcd away: again soon (the txn compares) */
+			i++;
+			continue;
+		}
+		if (ret == 0) {
+			LOG_WARN("volume %s: took over as primary at epoch %" PRIu64, v.name,
+				 v.epoch);
+			take_over(c, &v);
+		} else {
+			LOG_INFO("volume %s: no failover by this node: %s", c->fo[i].name, why);
+		}
+		c->fo[i] = c->fo[--c->nfo];
+	}
+}
+
 /* look_at -- one volume key (@json at @rev): what this node must do for it */
 static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
 {
@@ -600,6 +759,8 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 		become_primary(c, &v, rev);
 	else if (v.state == CLUSTER_VOL_READY && strcmp(v.primary, c->node) == 0)
 		serve_as_primary(c, &v);
+	else if (v.state == CLUSTER_VOL_READY)
+		another_primary(c, &v);
 }
 
 /* look_at_name -- read volumes/<name> and look at it */
@@ -672,7 +833,7 @@ static void on_watch(void *arg, const struct etcd_watch_update *u)
 		    leaf[CLUSTER_KEY_MAX];
 		if (cluster_key_parse(u->events[i].kv.key, c->cluster_name, kind, name, sub,
 				      leaf) == 0 &&
-		    (sub[0] == '\0' || strcmp(sub, "members") == 0))
+		    (sub[0] == '\0' || strcmp(sub, "members") == 0 || strcmp(sub, "leader") == 0))
 			pend(c, name);
 	}
 }
@@ -725,6 +886,8 @@ static void *cluster_thread(void *arg)
 		}
 		bool waiting = shrinks(c);
 		waiting = grows(c) || waiting;
+		failovers(c);
+		waiting = waiting || c->nfo > 0;
 		if (now_ms() >= c->next_tick_ms) {
 			for (unsigned i = 0; i < c->nprim; i++)
 				tend(c, &c->prim[i]);

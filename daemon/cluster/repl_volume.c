@@ -26,6 +26,7 @@ struct member {
 	struct repl_wait_part *held; /* waits that need this member's removal */
 	int slot;		     /* its change-record slot while away, -1: none */
 	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
+	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -71,6 +72,13 @@ static void member_failed_locked(struct repl_volume *rv, struct member *m)
 	m->state = REPL_FAILED;
 	if (!rv->o.rec)
 		return;
+	if (!m->trusted) {
+		/* not reconciled since a failover: nothing tells what it lacks, a full resync */
+		int old = change_record_slot_find(rv->o.rec, m->node);
+		if (old >= 0)
+			change_record_slot_close(rv->o.rec, old);
+		return;
+	}
 	int slot = change_record_slot_open(rv->o.rec, m->node, rv->o.epoch);
 	m->slot = slot < 0 ? -1 : slot;
 	if (slot < 0) {
@@ -180,6 +188,7 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 		m->rv = rv;
 		m->index = i;
 		m->slot = -1;
+		m->trusted = !o->untrusted;
 		m->last_fwd = calloc(rv->nregions, sizeof(uint64_t));
 		m->confirmed = calloc(rv->nregions, sizeof(uint64_t));
 		if (!m->last_fwd || !m->confirmed) {
@@ -641,6 +650,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	pthread_mutex_lock(&rv->lock);
 	if (ret == 0 && m->state == REPL_RESYNC) {
 		m->state = REPL_LIVE;
+		m->trusted = true;
 	} else {
 		if (m->state == REPL_RESYNC)
 			m->state = REPL_REMOVED;
@@ -658,6 +668,44 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 		 rv->volume, node, ret ? "failed" : "done, back in the ISR", res->regions,
 		 res->bytes, res->full ? " (no record: everything)" : "");
 	return ret;
+}
+
+int repl_reconcile(struct repl_volume *rv)
+{
+	int result = 0;
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		pthread_mutex_lock(&rv->lock);
+		bool live = m->state == REPL_LIVE;
+		struct replica_link *l = m->link;
+		pthread_mutex_unlock(&rv->lock);
+		if (!live)
+			continue;
+		struct digest_peer dp;
+		digest_peer_open(rv, m->url, &dp);
+		uint64_t shipped = 0;
+		for (uint64_t r = 0; r < rv->nregions; r++) {
+			if (r % DIGEST_BATCH == 0)
+				digest_regions(rv, &dp, r);
+			shipped += ship_region(rv, l, &dp, r, true);
+		}
+		digest_peer_close(&dp);
+		struct sync_wait x = {.lw = {.done = sync_done}};
+		completion_init(&x.c);
+		rlink_fsync(l, 0, 0, &x.lw);
+		int ret = -EIO;
+		completion_wait(&x.c, -1, &ret);
+		completion_destroy(&x.c);
+		pthread_mutex_lock(&rv->lock);
+		if (ret == 0 && m->state == REPL_LIVE)
+			m->trusted = true;
+		else
+			result = -EIO;
+		pthread_mutex_unlock(&rv->lock);
+		LOG_INFO("volume %s: %s reconciled after the failover: %" PRIu64 " bytes shipped%s",
+			 rv->volume, m->node, shipped, ret ? " (failed)" : "");
+	}
+	return result;
 }
 
 void repl_resync_cancel(struct repl_volume *rv)

@@ -82,6 +82,13 @@ struct repl_opts {
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
+	/*
+	 * A failover's start: the members' copies are not known to equal this
+	 * one (un-acknowledged writes of the old primary may differ) until
+	 * repl_reconcile() made them so; a member that fails before that gets
+	 * no record slot, so its return is a full resync by digests.
+	 */
+	bool untrusted;
 	void (*shrink)(void *arg, struct repl_volume *rv, const char *node);
 	void *arg;
 };
@@ -125,6 +132,16 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
  * pool thread: it may block). @rv NULL: 0 at once. Returns 0 or -EIO.
  */
 int repl_fsync_wait(struct repl_volume *rv, uint64_t off, uint64_t len);
+
+/*
+ * repl_reconcile -- after a failover, before this primary serves: make every
+ * live member's copy equal to this one (whole-volume digests, the blocks that
+ * differ shipped, an fsync of the whole volume), so no member keeps a write
+ * of the old primary that this copy lacks. A member that fails meanwhile
+ * takes the ordinary way out (its removal from the ISR). Blocks. Returns 0,
+ * or -EIO if a member could not be reconciled (it fails and is removed).
+ */
+int repl_reconcile(struct repl_volume *rv);
 
 /* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
 void repl_removed(struct repl_volume *rv, const char *node, int status);
