@@ -169,9 +169,15 @@ static void test_delta_1g(void **state)
 		durable(v, (uint64_t)i * 4096, 4096);
 	rdax_volume_close(&v);
 	rdax_disconnect(&c);
-	uint64_t sh = 0;
-	for (unsigned i = 0; i < 50 && (sh = shipped(qn) - before) == 0; i++)
-		usleep(100 * 1000); /* the status key follows within a tick */
+	/* the status key follows within a tick (1 s): read until two reads a tick apart agree */
+	uint64_t sh = 0, last = UINT64_MAX;
+	for (unsigned i = 0; i < 20; i++) {
+		sh = shipped(qn) - before;
+		if (sh && sh == last)
+			break;
+		last = sh;
+		usleep(1200 * 1000);
+	}
 	printf("  %s rejoined after %u writes during its resync; the resync shipped %" PRIu64
 	       " bytes (%.2f MiB) for %.2f MiB written, of a 1 GiB volume\n",
 	       qn, n, sh, (double)sh / MIB, (double)x / MIB);
