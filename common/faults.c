@@ -29,6 +29,7 @@ static const struct {
 	{ "replica-no-fence", &rdax_faults.replica_no_fence },
 	{ "resync-digest-equal", &rdax_faults.resync_digest_equal },
 	{ "failover-any-replica", &rdax_faults.failover_any_replica },
+	{ "lease-ignore", &rdax_faults.lease_ignore },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

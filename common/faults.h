@@ -50,6 +50,8 @@ struct rdax_faults {
 	bool resync_digest_equal;
 	/* failover: a replica outside the ISR may take over, first (invariant 3) */
 	bool failover_any_replica;
+	/* cluster gate: a primary serves past its lease bound (a deposed one keeps serving) */
+	bool lease_ignore;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

@@ -97,6 +97,7 @@ struct cluster {
 	bool started;
 	atomic_bool stop;
 	uint64_t next_keepalive_ms, next_refresh_ms;
+	uint64_t lease_until_ms; /* a primary serves until then (the lease bound less a margin) */
 	bool refresh_now;
 	char node_json_last[4096]; /* the node key's last value put, to skip equal puts */
 	/* volumes seen in watch events, looked at after etcd_client_poll() returns */
@@ -169,13 +170,29 @@ static int put_node(struct cluster *c, bool force)
 	return ret;
 }
 
+/*
+ * lease_renewed -- a keepalive sent at @t0 (before the call) was answered:
+ * etcd holds the lease at least until t0 + TTL, so a primary may serve until
+ * then, less 1 % for clock rates and 200 ms for replies already queued
+ * (Patroni's rule): it stops before any other node could take its leader key
+ */
+static void lease_renewed(struct cluster *c, uint64_t t0)
+{
+	c->lease_until_ms = t0 + (uint64_t)c->ttl_s * 990 - 200;
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].g && !c->prim[i].deposed)
+			cluster_gate_lease(c->prim[i].g, c->lease_until_ms);
+}
+
 /* join -- a new lease and the node key on it */
 static int join(struct cluster *c)
 {
 	int64_t granted;
+	uint64_t t0 = now_ms();
 	int ret = etcd_lease_grant(c->etcd, c->ttl_s, &c->lease, &granted);
 	if (ret)
 		return ret;
+	c->lease_until_ms = t0 + (uint64_t)c->ttl_s * 990 - 200;
 	c->next_keepalive_ms = now_ms() + c->ttl_s * 1000 / 3;
 	return put_node(c, true);
 }
@@ -363,6 +380,7 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 		LOG_ERROR("volume %s: no local copy to serve it from", v->name);
 		return;
 	}
+	cluster_gate_lease(p->g, c->lease_until_ms); /* served while the lease bound holds */
 	if (cluster_gate_serve(p->g, v->epoch))
 		return; /* this copy has seen a newer epoch: the key is behind, a watch event
 			   follows */
@@ -708,6 +726,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 		repl_reconcile(p->rv);
 		shrinks(c);
 	}
+	cluster_gate_lease(g, c->lease_until_ms);
 	if (cluster_gate_serve(g, v->epoch) == 0)
 		LOG_INFO("volume %s: primary after the failover, epoch %" PRIu64 ", %u replica%s",
 			 v->name, v->epoch, n, n == 1 ? "" : "s");
@@ -853,10 +872,17 @@ static void timers(struct cluster *c)
 	uint64_t now = now_ms();
 	if (now >= c->next_keepalive_ms) {
 		int ret = etcd_lease_keepalive(c->etcd, c->lease, NULL);
+		if (ret == 0)
+			lease_renewed(c, now);
 		if (ret == -ENOENT) {
 			LOG_WARN("the node lease expired (etcd was away longer than %u s): "
-				 "joining again",
+				 "joining again; the volumes it led are served no more",
 				 c->ttl_s);
+			for (unsigned i = 0; i < c->nprim; i++)
+				if (!c->prim[i].deposed) {
+					c->prim[i].deposed = true;
+					cluster_gate_serve(c->prim[i].g, 0);
+				}
 			ret = join(c);
 		}
 		if (ret)

@@ -176,6 +176,11 @@ void cluster_gate_set_primary(struct gate_vol *g, const char *primary, const cha
 	pthread_mutex_unlock(&g->lock);
 }
 
+void cluster_gate_lease(struct gate_vol *g, uint64_t until_ms)
+{
+	atomic_store_explicit(&g->until_ms, until_ms, memory_order_release);
+}
+
 int cluster_gate_raise_epoch(struct gate_vol *g, uint64_t epoch)
 {
 	pthread_mutex_lock(&g->lock);

@@ -48,6 +48,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "change_record.h"
 #include "cluster_meta.h"
@@ -63,6 +64,7 @@ struct gate_vol {
 	struct volume *recv; /* the record's companion volume */
 	struct change_record rec;
 	_Atomic uint64_t serving;	       /* the epoch this node is primary at, 0: a replica */
+	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */
 	_Atomic uint64_t epoch;		       /* the highest epoch seen: the record's, mirrored */
 	pthread_mutex_t lock;		       /* the record's writes; the strings below */
 	char primary[CLUSTER_NAME_MAX + 1];    /* the volume key's primary, as last read */
@@ -132,12 +134,27 @@ int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *
 int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *primary, char *msg,
 			      size_t msglen, uint64_t *seen);
 
+/* cluster_gate_now_ms -- the clock the lease bound is checked on (coarse: ~4 ms, cheap) */
+static inline uint64_t cluster_gate_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * cluster_gate_lease -- the primary serves the volume until @until_ms
+ * (CLOCK_MONOTONIC ms): the node lease's bound less a margin (docs/cluster.md,
+ * "Failover"); a client request after it is refused. Cluster thread.
+ */
+void cluster_gate_lease(struct gate_vol *g, uint64_t until_ms);
+
 /*
  * cluster_gate_check -- a request on a handle of @g opened at @handle_epoch
  * (0: an ordinary client's). 0, -RDAX_E_STALE_EPOCH (a newer epoch was seen
  * since the link opened), -RDAX_E_NOT_PRIMARY (a client's, and this node is
  * not primary, or was deposed: a newer epoch than the one it serves was
- * seen). @g NULL: 0 (not a cluster volume).
+ * seen, or its lease bound passed). @g NULL: 0 (not a cluster volume).
  */
 static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_epoch)
 {
@@ -148,6 +165,9 @@ static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_e
 		return handle_epoch >= seen || rdax_faults.replica_no_fence ? 0
 									    : -RDAX_E_STALE_EPOCH;
 	uint64_t serving = atomic_load_explicit(&g->serving, memory_order_acquire);
+	uint64_t until = atomic_load_explicit(&g->until_ms, memory_order_acquire);
+	if (until && cluster_gate_now_ms() >= until && !rdax_faults.lease_ignore)
+		return -RDAX_E_NOT_PRIMARY; /* the lease may have run out: another may lead */
 	return serving && serving >= seen ? 0 : -RDAX_E_NOT_PRIMARY;
 }
 

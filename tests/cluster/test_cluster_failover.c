@@ -72,6 +72,8 @@ static unsigned idx(const char *node)
 
 static void create(const char *name)
 {
+	/* a node that lost its lease (the stalled primary) joins again within a keepalive */
+	sleep(2);
 	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout", "20",
 			      "volume",	     "create",	   name,	 "8M",	      "--replicas",
 			      "3",	     NULL};
@@ -236,6 +238,20 @@ static void test_control_outside_isr(void **state)
 	}
 	np = idx(rec.primary);
 	assert_int_equal(nx_node_resume(&cl.node[other]), 0);
+	for (unsigned n = 0;; n++) { /* it serves once its members are reconciled */
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		assert_int_equal(rdax_connect(cl.node[np].url, NULL, &c), 0);
+		int ret = rdax_volume_open(c, "fc", &v);
+		if (ret == 0)
+			rdax_volume_close(&v);
+		rdax_disconnect(&c);
+		if (ret == 0)
+			break;
+		if (n > 400)
+			fail_msg("control: n%u does not serve", np + 1);
+		usleep(50 * 1000);
+	}
 	int ret = verify_on(&ck, np, "fc");
 	printf("  control: n%u took over after %" PRIu64 " ms; its copy: %s\n", np + 1,
 	       now_ms() - t, ret ? ck.why : "every acknowledged block (not caught)");
@@ -245,11 +261,98 @@ static void test_control_outside_isr(void **state)
 	ck_free(&ck);
 }
 
+/*
+ * stalled_primary -- volume @vol's primary stopped (SIGSTOP) past its lease:
+ * another takes over and acknowledges new bytes; the old one, continued,
+ * is asked through a handle it opened before. Returns how many of 20 reads
+ * there returned the old bytes (a deposed primary serving stale data).
+ */
+static unsigned stalled_primary(const char *vol)
+{
+	create(vol);
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+	unsigned p = idx(rec.primary);
+	static uint8_t a[4096], b[4096], got[4096];
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, vol, &v), 0);
+	assert_int_equal(rdax_write(v, 0, a, sizeof(a), RDAX_WRITE_FSYNC), 0);
+	printf("  %s: SIGSTOP n%u (the primary) past its lease\n", vol, p + 1);
+	assert_int_equal(nx_node_pause(&cl.node[p]), 0);
+	unsigned np;
+	for (unsigned n = 0;; n++) {
+		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+		if (idx(rec.primary) != p)
+			break;
+		if (n > 400)
+			fail_msg("%s: no failover", vol);
+		usleep(50 * 1000);
+	}
+	np = idx(rec.primary);
+	struct rdax_conn *c2;
+	struct rdax_volume *v2;
+	for (unsigned n = 0;; n++) { /* until the new primary serves */
+		assert_int_equal(rdax_connect(cl.node[np].url, NULL, &c2), 0);
+		if (rdax_volume_open(c2, vol, &v2) == 0)
+			break;
+		rdax_disconnect(&c2);
+		if (n > 400)
+			fail_msg("%s: n%u does not serve", vol, np + 1);
+		usleep(50 * 1000);
+	}
+	assert_int_equal(rdax_write(v2, 0, b, sizeof(b), RDAX_WRITE_FSYNC), 0);
+	rdax_volume_close(&v2);
+	rdax_disconnect(&c2);
+	assert_int_equal(nx_node_resume(&cl.node[p]), 0);
+	unsigned stale = 0, refused = 0;
+	for (unsigned i = 0; i < 20; i++) {
+		int ret = rdax_read(v, 0, got, sizeof(got));
+		if (ret == 0 && memcmp(got, a, sizeof(a)) == 0)
+			stale++;
+		else if (ret == -RDAX_E_NOT_PRIMARY)
+			refused++;
+	}
+	printf("  %s: n%u took over and acknowledged new bytes; n%u, continued, answered its old "
+	       "handle: %u stale read(s), %u refused\n",
+	       vol, np + 1, p + 1, stale, refused);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return stale;
+}
+
+static void test_stalled_primary(void **state)
+{
+	(void)state;
+	assert_int_equal(stalled_primary("fs"), 0);
+}
+
+/* control lease-ignore: every node serves past its lease bound; the stale reads are seen */
+static void test_control_lease_ignore(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < NODES; i++) {
+		cl.node[i].d.opts.faults = "lease-ignore";
+		if (nx_node_state(&cl.node[i]) != '?')
+			assert_int_equal(nx_node_kill(&cl.node[i]), 0);
+		assert_int_equal(nx_node_restart(&cl.node[i]), 0);
+	}
+	unsigned stale = stalled_primary("fl");
+	printf("  control lease-ignore: %u stale read(s) seen\n", stale);
+	assert_true(stale > 0);
+	for (unsigned i = 0; i < NODES; i++)
+		cl.node[i].d.opts.faults = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const struct CMUnitTest tests[] = {cmocka_unit_test(test_primary_killed),
-					   cmocka_unit_test(test_control_outside_isr)};
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_primary_killed), cmocka_unit_test(test_stalled_primary),
+	    cmocka_unit_test(test_control_outside_isr), cmocka_unit_test(test_control_lease_ignore)};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
