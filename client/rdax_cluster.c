@@ -326,8 +326,8 @@ static void replica_state(const struct cluster_volume_rec *v, const char *node, 
 {
 	if (!up)
 		snprintf(out, 16, "down");
-	else if (have_status && !(strcmp(st->state, "in-sync") == 0 &&
-				  !cluster_name_in(v->isr, v->nisr, node)))
+	else if (have_status &&
+		 !(strcmp(st->state, "in-sync") == 0 && !cluster_name_in(v->isr, v->nisr, node)))
 		snprintf(out, 16, "%.15s", st->state); /* the states are short words */
 	else
 		snprintf(out, 16, "%s",

@@ -641,12 +641,12 @@ int config_default_datadir(char **out)
 static int config_finish_cluster(struct config *c, char *err, size_t errlen)
 {
 	if (!c->cluster) {
-		const char *alone = c->cluster_name ? "--cluster-name"
-				    : c->node_name  ? "--node"
-				    : c->zone	    ? "--zone"
-				    : c->nadvertise ? "--advertise"
+		const char *alone = c->cluster_name  ? "--cluster-name"
+				    : c->node_name   ? "--node"
+				    : c->zone	     ? "--zone"
+				    : c->nadvertise  ? "--advertise"
 				    : c->lease_ttl_s ? "--lease-ttl"
-						    : NULL;
+						     : NULL;
 		if (alone) {
 			rdax_seterr(err, errlen, "%s only goes with --cluster etcd://HOST:PORT",
 				    alone);

@@ -34,8 +34,8 @@
 /* Longest --rdma-busy-poll, microseconds (one second). */
 #define CONFIG_MAX_BUSY_POLL_US 1000000
 /* --lease-ttl: bounds of the node lease's TTL, in seconds */
-#define CONFIG_MIN_LEASE_TTL_S 2
-#define CONFIG_MAX_LEASE_TTL_S 60
+#define CONFIG_MIN_LEASE_TTL_S	    2
+#define CONFIG_MAX_LEASE_TTL_S	    60
 #define CONFIG_MAX_NAMESPACES	256
 #define CONFIG_MAX_LISTENS	64
 #define CONFIG_MAX_ADVERTISE	16

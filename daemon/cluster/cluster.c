@@ -35,10 +35,10 @@
  * waits CLUSTER_RESYNC_RETRY_MS for that member), and status/<node> keys
  * are put when they changed (at most once per tick: they are informational).
  */
-#define CLUSTER_TICK_MS		1000
+#define CLUSTER_TICK_MS 1000
 /* A failover candidate waits this long per ISR member before it in line. */
 #define CLUSTER_FAILOVER_STEP_MS 300
-#define CLUSTER_RESYNC_RETRY_MS 2000
+#define CLUSTER_RESYNC_RETRY_MS	 2000
 /* Most volume names waiting to be looked at after a watch event. */
 #define CLUSTER_MAX_PENDING 256
 

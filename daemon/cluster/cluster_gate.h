@@ -63,10 +63,10 @@ struct gate_vol {
 	struct volume *v;    /* the local copy, open for as long as the daemon runs */
 	struct volume *recv; /* the record's companion volume */
 	struct change_record rec;
-	_Atomic uint64_t serving;	       /* the epoch this node is primary at, 0: a replica */
+	_Atomic uint64_t serving;  /* the epoch this node is primary at, 0: a replica */
 	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */
-	_Atomic uint64_t epoch;		       /* the highest epoch seen: the record's, mirrored */
-	pthread_mutex_t lock;		       /* the record's writes; the strings below */
+	_Atomic uint64_t epoch;	   /* the highest epoch seen: the record's, mirrored */
+	pthread_mutex_t lock;	   /* the record's writes; the strings below */
 	char primary[CLUSTER_NAME_MAX + 1];    /* the volume key's primary, as last read */
 	char primary_url[CLUSTER_URL_MAX + 1]; /* its tcp:// address, "" if unknown */
 	uint64_t key_epoch;		       /* the volume key's epoch, as last read */

@@ -158,7 +158,8 @@ int cluster_failover(struct etcd_client *e, const char *cluster, const char *vol
 		rdax_seterr(err, errlen, "volume %s has a leader", volume);
 		ret = -EEXIST;
 	} else if (v.state != CLUSTER_VOL_READY || strcmp(v.primary, node) == 0) {
-		rdax_seterr(err, errlen, "volume %s: not a ready volume of another primary", volume);
+		rdax_seterr(err, errlen, "volume %s: not a ready volume of another primary",
+			    volume);
 		ret = -EINVAL;
 	} else if (!cluster_name_in(v.isr, v.nisr, node) &&
 		   !(rdax_faults.failover_any_replica &&

@@ -172,8 +172,8 @@ static void same_copy(unsigned primary, unsigned i)
 		struct rdax_volume *v;
 		char nd[8];
 		snprintf(nd, sizeof(nd), "n%u", who[k] + 1);
-		assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[who[k]].url, volname, &c, &v),
-				 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, nd, cl.node[who[k]].url, volname, &c, &v), 0);
 		assert_int_equal(rdax_read(v, 0, bufs[k], rec.size), 0);
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
@@ -188,8 +188,8 @@ static void same_copy(unsigned primary, unsigned i)
 /* info_json -- rdax volume info --json of @volname: the replica @node's state and shipped bytes */
 static void info_state(const char *node, char *state, size_t len, uint64_t *shipped)
 {
-	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume", "info",
-			      volname,	     "--json",	  NULL};
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume",
+			      "info",	     volname,	  "--json",	NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
 	assert_int_equal(r.status, 0);

@@ -74,9 +74,9 @@ static void create(const char *name)
 {
 	/* a node that lost its lease (the stalled primary) joins again within a keepalive */
 	sleep(2);
-	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout", "20",
-			      "volume",	     "create",	   name,	 "8M",	      "--replicas",
-			      "3",	     NULL};
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
+			      "20",	     "volume",	   "create",	 name,
+			      "8M",	     "--replicas", "3",		 NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
 	if (r.status)
@@ -351,8 +351,9 @@ int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_primary_killed), cmocka_unit_test(test_stalled_primary),
-	    cmocka_unit_test(test_control_outside_isr), cmocka_unit_test(test_control_lease_ignore)};
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_primary_killed),
+					   cmocka_unit_test(test_stalled_primary),
+					   cmocka_unit_test(test_control_outside_isr),
+					   cmocka_unit_test(test_control_lease_ignore)};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -89,8 +89,9 @@ static unsigned steps(unsigned n, int down)
 				 rdax_conn_last_error(pc));
 		if (down >= 0 && in_isr((unsigned)down)) {
 			violations++;
-			printf("  VIOLATION: fsync acknowledged while n%d (away) is in etcd's ISR\n",
-			       down + 1);
+			printf(
+			    "  VIOLATION: fsync acknowledged while n%d (away) is in etcd's ISR\n",
+			    down + 1);
 		}
 	}
 	return violations;
@@ -105,9 +106,8 @@ static void verify(const char *when)
 		unsigned i = idx(rec.isr[k]);
 		struct rdax_conn *c;
 		struct rdax_volume *v;
-		assert_int_equal(nx_member_open(cl.etcd.spec, rec.isr[k], cl.node[i].url, volname,
-						&c, &v),
-				 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, rec.isr[k], cl.node[i].url, volname, &c, &v), 0);
 		int ret = ck_verify(&ck, v);
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
@@ -117,7 +117,8 @@ static void verify(const char *when)
 	printf("  %s: every ISR member (%u) reads back every acknowledged block\n", when, rec.nisr);
 }
 
-/* rejoin -- checker steps until node @i is back in etcd's ISR; then its copy equals the primary's */
+/* rejoin -- checker steps until node @i is back in etcd's ISR; then its copy equals the primary's
+ */
 static void rejoin(unsigned i)
 {
 	unsigned n = 0;
@@ -244,8 +245,7 @@ static void test_faults(void **state)
 	sleep(4); /* past the link's 2 s stall timeout: n_a failed, the shrink cannot be made */
 	bool early = __atomic_load_n(&h.done, __ATOMIC_ACQUIRE);
 	printf("  after 4 s without etcd: the fsync %s\n",
-	       early ? (h.ret ? "failed (wrong)" : "ACKNOWLEDGED (wrong)")
-		     : "is not acknowledged");
+	       early ? (h.ret ? "failed (wrong)" : "ACKNOWLEDGED (wrong)") : "is not acknowledged");
 	assert_false(early);
 	assert_int_equal(ef_member_restart(&cl.etcd, 0), 0);
 	pthread_join(h.t, NULL);

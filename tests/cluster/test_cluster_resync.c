@@ -104,8 +104,8 @@ static uint64_t whole(const char *nd, unsigned i, uint8_t *out)
 /* shipped -- resync_bytes_shipped of replica @nd, from rdax volume info --json */
 static uint64_t shipped(const char *nd)
 {
-	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume", "info",
-			      VOL,	     "--json",	  NULL};
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume",
+			      "info",	     VOL,	  "--json",	NULL};
 	struct hx_run r;
 	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
 	assert_int_equal(r.status, 0);
