@@ -44,6 +44,7 @@ static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
     [FRAME_DISCARD] = &rdax__status_reply__descriptor,
     [FRAME_STAT] = &rdax__stat_reply__descriptor,
     [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_reply__descriptor,
+    [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_reply__descriptor,
 };
 
 static int64_t now_ms(void)
@@ -1253,6 +1254,9 @@ static int rx_body(struct rdax_conn *c)
 	req->status = code;
 	if (code && text)
 		req->errmsg = strdup(text);
+	if (code == -RDAX_E_NOT_PRIMARY)
+		snprintf(c->primary_url, sizeof(c->primary_url), "%s",
+			 st->primary_url ? st->primary_url : "");
 	if (base == FRAME_WRITE && ((Rdax__WriteReply *)msg)->has_written_back)
 		req->written_back = ((Rdax__WriteReply *)msg)->written_back;
 	if (base == FRAME_FSYNC && ((Rdax__FsyncReply *)msg)->has_written_back)

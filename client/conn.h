@@ -196,6 +196,9 @@ struct rdax_conn {
 	char broken_msg[CONN_ERR_MAX];
 	char *closing_msg; /* a connection-level error reply: the server closes next */
 	char last_error[CONN_ERR_MAX];
+	/* the last refusal with RDAX_E_NOT_PRIMARY: where the primary is ("" if none) */
+	char primary_url[128];
+	uint64_t incarnation; /* the server's run, from HELLO (0: it sent none) */
 
 	unsigned nvolumes;
 };
@@ -211,6 +214,25 @@ struct rdax_volume {
 	char *name;
 	unsigned ops_active; /* async operations not yet finished */
 };
+
+/*
+ * conn_volume_open_replica -- rdax_volume_open as a cluster primary's replica
+ * link (rdaxd's, docs/cluster.md): the sender @primary at @epoch; the
+ * replica refuses an older epoch (-RDAX_E_STALE_EPOCH) or a sender that is
+ * not the primary (-RDAX_E_NOT_PRIMARY). Not part of the public API.
+ */
+int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
+			     const char *primary, uint64_t incarnation, struct rdax_volume **volp);
+
+/*
+ * conn_replica_digest -- REPLICA_DIGEST on a replica link's volume: 16 bytes
+ * (XXH3-128, canonical) per @block_size block of [offset, offset + length)
+ * into @out (@outlen >= length / block_size * 16). Synchronous. Returns 0,
+ * the server's refusal, -RDAX_E_PROTOCOL (a reply of the wrong size), or a
+ * connection error. Not part of the public API.
+ */
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen);
 
 /* conn_new -- an unconnected connection with @opts applied (NULL: defaults); 0 or -ENOMEM */
 int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out);

@@ -179,6 +179,7 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 		    c, -RDAX_E_PROTOCOL,
 		    "%s announced a max body of %u bytes (1024 at least expected)", c->peer,
 		    max_body);
+	c->incarnation = r->has_incarnation ? r->incarnation : 0;
 	if (r->server_version && !(c->server_version = strdup(r->server_version)))
 		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
 	if (r->n_namespaces) {
@@ -316,6 +317,11 @@ uint32_t rdax_conn_max_payload(const struct rdax_conn *conn)
 const char *rdax_conn_server_version(const struct rdax_conn *conn)
 {
 	return conn && conn->server_version ? conn->server_version : "";
+}
+
+const char *rdax_conn_primary_url(const struct rdax_conn *conn)
+{
+	return conn ? conn->primary_url : "";
 }
 
 unsigned rdax_conn_namespace_count(const struct rdax_conn *conn)
@@ -600,7 +606,12 @@ void rdax_volume_info_free(struct rdax_volume_info **infosp)
 	*infosp = NULL;
 }
 
-int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volume **volp)
+/*
+ * volume_open -- rdax_volume_open, as a replica link when @replica is set
+ * (conn_volume_open_replica)
+ */
+static int volume_open(struct rdax_conn *conn, const char *name, Rdax__ReplicaOpen *replica,
+		       struct rdax_volume **volp)
 {
 	if (!conn)
 		return -EINVAL;
@@ -619,6 +630,7 @@ int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volum
 	}
 	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
 	req.name = (char *)name;
+	req.replica = replica;
 	ProtobufCMessage *msg = NULL;
 	ret = control(conn, FRAME_VOLUME_OPEN, &req.base, &msg);
 	if (ret)
@@ -651,6 +663,47 @@ err_free_name:
 err_free_vol:
 	free(v);
 	return ret;
+}
+
+int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volume **volp)
+{
+	return volume_open(conn, name, NULL, volp);
+}
+
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen)
+{
+	Rdax__ReplicaDigestRequest req = RDAX__REPLICA_DIGEST_REQUEST__INIT;
+	req.handle = vol->handle;
+	req.offset = offset;
+	req.length = length;
+	req.block_size = block_size;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(vol->conn, FRAME_REPLICA_DIGEST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__ReplicaDigestReply *r = (const Rdax__ReplicaDigestReply *)msg;
+	if (!r->has_digests || block_size == 0 || r->digests.len != length / block_size * 16 ||
+	    r->digests.len > outlen)
+		ret = conn_set_error(vol->conn, -RDAX_E_PROTOCOL,
+				     "%s sent %zu digest bytes for %llu bytes in blocks of %u",
+				     vol->conn->peer, r->has_digests ? r->digests.len : 0,
+				     (unsigned long long)length, block_size);
+	else
+		memcpy(out, r->digests.data, r->digests.len);
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
+int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
+			     const char *primary, uint64_t incarnation, struct rdax_volume **volp)
+{
+	Rdax__ReplicaOpen r = RDAX__REPLICA_OPEN__INIT;
+	r.epoch = epoch;
+	r.primary = (char *)primary;
+	r.has_primary_incarnation = 1;
+	r.primary_incarnation = incarnation;
+	return volume_open(conn, name, &r, volp);
 }
 
 int rdax_volume_close(struct rdax_volume **volp)

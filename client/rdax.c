@@ -164,6 +164,22 @@ static int open_volume(struct ctx *ctx, const char *name, struct rdax_volume **v
 	if (ret)
 		return ret;
 	ret = rdax_volume_open(ctx->conn, name, volp);
+	/*
+	 * A cluster node that is not the volume's primary names the one that is:
+	 * follow it (a few hops at most: a failover may move it meanwhile).
+	 */
+	static char followed[3][128];
+	for (unsigned hop = 0;
+	     ret == -RDAX_E_NOT_PRIMARY && hop < 3 && rdax_conn_primary_url(ctx->conn)[0]; hop++) {
+		snprintf(followed[hop], sizeof(followed[hop]), "%s",
+			 rdax_conn_primary_url(ctx->conn));
+		rdax_disconnect(&ctx->conn);
+		ctx->server = followed[hop];
+		ctx->server_given = true; /* connect_server: this address, not a lookup */
+		if ((ret = connect_server(ctx)))
+			return ret;
+		ret = rdax_volume_open(ctx->conn, name, volp);
+	}
 	return ret ? fail(ctx, ret) : 0;
 }
 

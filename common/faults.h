@@ -45,6 +45,14 @@ struct rdax_faults {
 	bool change_record_no_persist;
 	/* replication: an fsync is acknowledged without waiting for the replicas */
 	bool repl_ack_early;
+	/* cluster gate: a replica applies requests of any epoch (no fencing, invariant 4) */
+	bool replica_no_fence;
+	/* resync: every digest is taken as equal to the member's (nothing is shipped) */
+	bool resync_digest_equal;
+	/* failover: a replica outside the ISR may take over, first (invariant 3) */
+	bool failover_any_replica;
+	/* cluster gate: a primary serves past its lease bound (a deposed one keeps serving) */
+	bool lease_ignore;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

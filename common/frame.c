@@ -103,6 +103,7 @@ static const char *const type_names[FRAME_TYPE_MAX] = {
 	[FRAME_DISCARD] = "discard",
 	[FRAME_STAT] = "stat",
 	[FRAME_NAMESPACE_LIST] = "namespace-list",
+	[FRAME_REPLICA_DIGEST] = "replica-digest",
 };
 
 const char *frame_type_name(uint16_t type)

@@ -46,6 +46,7 @@ enum frame_type {
 	FRAME_DISCARD,
 	FRAME_STAT,
 	FRAME_NAMESPACE_LIST, /* added later: a daemon before it answers "unknown request type" */
+	FRAME_REPLICA_DIGEST, /* cluster: block digests of a replica link's volume */
 	FRAME_TYPE_MAX	      /* one past the last */
 };
 

@@ -235,7 +235,7 @@ int url_parse_endpoint(const char *s, size_t len, const char *scheme, uint16_t e
 			    sizeof(buf) - 1);
 	memcpy(buf, s, len);
 	buf[len] = '\0';
-	const struct scheme sc = {scheme, 0, example_port};
+	const struct scheme sc = {scheme, 0, example_port, false};
 	struct url u;
 	memset(&u, 0, sizeof(u));
 	const char *rest;

@@ -43,6 +43,7 @@ enum config_key {
 	KEY_NODE,
 	KEY_ADVERTISE,
 	KEY_ZONE,
+	KEY_LEASE_TTL,
 	KEY_CONFIG,
 	KEY_FORMAT,
 	KEY_FORCE,
@@ -82,6 +83,7 @@ static const struct setting {
     [KEY_NODE] = {"node", required_argument, IN_FILE},
     [KEY_ADVERTISE] = {"advertise", required_argument, IN_FILE},
     [KEY_ZONE] = {"zone", required_argument, IN_FILE},
+    [KEY_LEASE_TTL] = {"lease-ttl", required_argument, IN_FILE},
     [KEY_CONFIG] = {"config", required_argument, 0},
     [KEY_FORMAT] = {"format", required_argument, 0},
     [KEY_FORCE] = {"force", no_argument, 0},
@@ -352,6 +354,15 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 			return -EINVAL;
 		}
 		c->rdma_busy_poll_us = (unsigned)n;
+		return 0;
+	case KEY_LEASE_TTL:
+		if (parse_uint(value, CONFIG_MIN_LEASE_TTL_S, CONFIG_MAX_LEASE_TTL_S, &n)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not a number of seconds from %d to %d",
+				    from, name, value, CONFIG_MIN_LEASE_TTL_S,
+				    CONFIG_MAX_LEASE_TTL_S);
+			return -EINVAL;
+		}
+		c->lease_ttl_s = (unsigned)n;
 		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
@@ -694,11 +705,12 @@ int config_default_datadir(char **out)
 static int config_finish_cluster(struct config *c, char *err, size_t errlen)
 {
 	if (!c->cluster) {
-		const char *alone = c->cluster_name ? "--cluster-name"
-				    : c->node_name  ? "--node"
-				    : c->zone	    ? "--zone"
-				    : c->nadvertise ? "--advertise"
-						    : NULL;
+		const char *alone = c->cluster_name  ? "--cluster-name"
+				    : c->node_name   ? "--node"
+				    : c->zone	     ? "--zone"
+				    : c->nadvertise  ? "--advertise"
+				    : c->lease_ttl_s ? "--lease-ttl"
+						     : NULL;
 		if (alone) {
 			rdax_seterr(err, errlen, "%s only goes with --cluster etcd://HOST:PORT",
 				    alone);
@@ -736,7 +748,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
 		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
 		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -870,6 +882,8 @@ void config_usage(FILE *f)
 		"                        only if every one is)\n"
 		"  --zone LABEL          failure-domain label; placement puts replicas in\n"
 		"                        distinct zones first\n"
+		"  --lease-ttl SECONDS   the node's lease in etcd: a node silent this long\n"
+		"                        is down and its keys go (2 to 60, default 5)\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"

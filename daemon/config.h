@@ -34,6 +34,9 @@
 #define CONFIG_MAX_THREADS     1024
 /* Longest --rdma-busy-poll, microseconds (one second). */
 #define CONFIG_MAX_BUSY_POLL_US	    1000000
+/* --lease-ttl: bounds of the node lease's TTL, in seconds */
+#define CONFIG_MIN_LEASE_TTL_S	    2
+#define CONFIG_MAX_LEASE_TTL_S	    60
 #define CONFIG_MAX_NAMESPACES	    256
 #define CONFIG_MAX_LISTENS	    64
 #define CONFIG_MAX_ADVERTISE	    16
@@ -93,6 +96,7 @@ struct config {
 	char *cluster_name; /* config_finish(): CONFIG_DEFAULT_CLUSTER_NAME if not given */
 	char *node_name;    /* config_finish(): the host name if not given */
 	char *zone;	    /* NULL: no zone label */
+	unsigned lease_ttl_s; /* the node lease's TTL in etcd; 0: the default (5 s) */
 	char **advertise;   /* URLs other nodes and clients use; none: the listen ones */
 	unsigned nadvertise;
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need

@@ -484,6 +484,7 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	    .cluster_name = cfg->cluster_name,
 	    .node = cfg->node_name,
 	    .zone = cfg->zone,
+	    .lease_ttl_s = cfg->lease_ttl_s,
 	    .addrs = addrs,
 	    .naddrs = n,
 	    .store = d->store,

@@ -71,9 +71,24 @@ void vol_op_run(struct vol_op *op)
 			metrics_fsync(metrics_now_ns() - t0, op->written_back);
 		break;
 	}
-	case VOL_OP_DISCARD:
+	case VOL_OP_DISCARD: {
+		/*
+		 * A replicated volume's discard reaches its replicas as the zeros it
+		 * leaves, read from the mapping like any forwarded write (the link has
+		 * no discard of its own), and is durable there before it is answered.
+		 */
+		struct repl_volume *rv = repl_registry_get(op->v);
+		if (rv)
+			repl_before_write(rv, op->off, op->len);
 		op->code = volume_discard(op->v, op->off, op->len);
+		if (rv) {
+			repl_write(rv, op->off, op->len);
+			int ret = repl_fsync_wait(rv, op->off, op->len);
+			if (op->code == 0)
+				op->code = ret;
+		}
 		break;
+	}
 	case VOL_OP_OPEN:
 		op->code = store_volume_open(op->store, op->name, &op->v);
 		break;

@@ -3,7 +3,8 @@
 # (libgnutls28-dev: TLS; gnutls-bin: certtool and psktool for the TLS tests;
 # qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, tests/vm;
-# libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
+# libcurl4-openssl-dev, libjson-c-dev: the etcd client; libxxhash-dev: the resync's
+# block digests; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
 # systemd ... man-db: the unit's checks and the Debian packages' build and test,
@@ -20,7 +21,7 @@ packages="build-essential cmake pkg-config
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
-	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
+	libcurl4-openssl-dev libjson-c-dev libxxhash-dev etcd-server iptables libnetfilter-queue-dev
 	scdoc mandoc groff-base prometheus
 	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db
 	clang-14 libclang-rt-14-dev"

@@ -60,6 +60,9 @@ enum rdax_error {
 	RDAX_E_NOT_OPEN,		/* volume not open on this connection */
 	RDAX_E_ACCESS,			/* access token missing or wrong */
 	RDAX_E_TOO_BIG,			/* request exceeds a configured limit */
+	RDAX_E_STALE_EPOCH,		/* cluster: a request of an epoch older than seen */
+	RDAX_E_NOT_PRIMARY,		/* cluster: this node is not the volume's primary */
+	RDAX_E_NO_QUORUM,		/* cluster: etcd unreachable, the node will not guess */
 	RDAX_E_LAST
 };
 
@@ -229,6 +232,14 @@ uint32_t rdax_conn_max_payload(const struct rdax_conn *conn);
 
 /* rdax_conn_server_version -- the server's version string from HELLO, "" if it sent none */
 const char *rdax_conn_server_version(const struct rdax_conn *conn);
+
+/*
+ * rdax_conn_primary_url -- a cluster node refused the last call that failed
+ * with -RDAX_E_NOT_PRIMARY because another node serves the volume: that
+ * node's address (tcp://...), to connect to instead; "" if no call was so
+ * refused or the node did not know. Valid until the next call on @conn.
+ */
+const char *rdax_conn_primary_url(const struct rdax_conn *conn);
 
 enum rdax_persist_method {
 	RDAX_PERSIST_CPU_CACHE_FLUSH = 0, /* CLWB/CLFLUSHOPT + SFENCE */

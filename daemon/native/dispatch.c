@@ -23,7 +23,9 @@
 #include "rdax.pb-c.h"
 #include "size.h"
 #include "vol_op.h"
+#include "cluster_gate.h"
 #include "repl_registry.h"
+#include "xxhash.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -53,6 +55,7 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_DISCARD] = &rdax__discard_request__descriptor,
     [FRAME_STAT] = &rdax__stat_request__descriptor,
     [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_request__descriptor,
+    [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -69,6 +72,7 @@ union request {
 	Rdax__FsyncRequest *fsync;
 	Rdax__DiscardRequest *discard;
 	Rdax__StatRequest *stat;
+	Rdax__ReplicaDigestRequest *digest;
 };
 
 enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
@@ -89,6 +93,9 @@ struct job {
 	uint32_t ns_id;
 	struct session *teardown;
 	struct acl_subject who; /* LIST: the volumes this subject may see */
+	/* VOLUME_OPEN of a replica link: the sender and its epoch (cluster_gate.h) */
+	uint64_t replica_epoch; /* 0: an ordinary client */
+	char replica_primary[CLUSTER_NAME_MAX + 1];
 
 	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
@@ -188,6 +195,26 @@ static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...
 	return reply_pack(&rep.base, r);
 }
 
+/*
+ * reply_refusal -- a cluster refusal (RDAX_E_NOT_PRIMARY, RDAX_E_STALE_EPOCH):
+ * the status with the primary's address (@url, may be "") and the epoch, so
+ * a client can follow and a primary knows it was deposed
+ */
+static int reply_refusal(struct dispatch_reply *r, int code, const char *msg, const char *url,
+			 uint64_t epoch)
+{
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__StatusReply rep = RDAX__STATUS_REPLY__INIT;
+	st.code = code_wire(code);
+	st.message = (char *)msg;
+	if (url && url[0])
+		st.primary_url = (char *)url;
+	st.has_epoch = 1;
+	st.epoch = epoch;
+	rep.status = &st;
+	return reply_pack(&rep.base, r);
+}
+
 /* out_init -- an empty result for request @h */
 static void out_init(struct dispatch_out *out, uint16_t type, uint64_t request_id)
 {
@@ -204,6 +231,15 @@ static void out_error(struct dispatch_out *out, bool close, int code, const char
 {
 	out->action = close ? DISPATCH_CLOSE : DISPATCH_REPLY;
 	if (reply_status(&out->reply, code, "%s", msg))
+		out->action = DISPATCH_CLOSE;
+}
+
+/* out_refusal -- answer with a cluster refusal (reply_refusal); the connection stays */
+static void out_refusal(struct dispatch_out *out, int code, const char *msg, const char *url,
+			uint64_t epoch)
+{
+	out->action = DISPATCH_REPLY;
+	if (reply_refusal(&out->reply, code, msg, url, epoch))
 		out->action = DISPATCH_CLOSE;
 }
 
@@ -606,6 +642,37 @@ static void run_info(struct vol_op *op)
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 }
 
+/*
+ * run_digest -- REPLICA_DIGEST: XXH3-128 of every block of the range, read
+ * from the mapping (a write landing meanwhile may make a block's digest
+ * differ from both its old and new bytes: the resync then ships it, which is
+ * safe; docs/cluster.md, "Rejoin")
+ */
+static void run_digest(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	uint64_t nblocks = op->len / j->size;
+	uint8_t *d = malloc(nblocks * 16);
+	if (!d) {
+		op->code = -ENOMEM;
+		return;
+	}
+	for (uint64_t i = 0; i < nblocks; i++) {
+		XXH128_hash_t h = XXH3_128bits(op->v->data + op->off + i * j->size, j->size);
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, h);
+		memcpy(d + i * 16, c.digest, 16);
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__ReplicaDigestReply rep = RDAX__REPLICA_DIGEST_REPLY__INIT;
+	rep.status = &st;
+	rep.has_digests = 1;
+	rep.digests.data = d;
+	rep.digests.len = nblocks * 16;
+	op->code = reply_pack(&rep.base, &j->reply);
+	free(d);
+}
+
 /* run_teardown -- close a finished connection's volumes and free its session */
 static void run_teardown(struct vol_op *op)
 {
@@ -627,12 +694,42 @@ static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
 		       off, off, len, v->name, v->size);
 }
 
-/* check_handle -- the volume of @handle on this session, or the error */
-static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m)
+/* A cluster refusal's extra status fields (reply_refusal). */
+struct refusal {
+	char url[CLUSTER_URL_MAX + 1];
+	uint64_t epoch;
+};
+
+/*
+ * check_handle -- the volume of @handle on this session, or the error; a
+ * cluster volume's handle must pass its gate too (cluster_gate.h: a replica
+ * link's epoch still the newest seen, a client's node still the primary)
+ */
+static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m,
+			struct refusal *rf)
 {
-	int ret = session_handle_get(s, handle, v);
-	if (ret)
+	struct session_slot *slot = session_handle_slot(s, handle);
+	if (!slot) {
 		fmt_msg(m, "handle %" PRIu32 " is not open on this connection", handle);
+		return -RDAX_E_NOT_OPEN;
+	}
+	*v = slot->v;
+	int ret = cluster_gate_check(slot->gate, slot->epoch);
+	if (ret == 0)
+		return 0;
+	struct gate_vol *g = (struct gate_vol *)slot->gate;
+	rf->epoch = atomic_load(&g->epoch);
+	if (ret == -RDAX_E_STALE_EPOCH) {
+		fmt_msg(m,
+			"volume \"%s\": this replica has seen epoch %" PRIu64
+			", the link's is %" PRIu64 " (a deposed primary?)",
+			g->name, rf->epoch, slot->epoch);
+		LOG_WARN("%s: %s", s->peer, m);
+	} else {
+		cluster_gate_client(g, rf->url, sizeof(rf->url), &rf->epoch);
+		fmt_msg(m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			g->name, rf->url[0] ? rf->url : "an unknown address");
+	}
 	return ret;
 }
 
@@ -694,7 +791,7 @@ static int check_writable(struct session *s, uint32_t handle, struct volume *v, 
  */
 static int validate_request(const struct dispatch_env *env, struct session *s,
 			    const struct frame_header *h, union request req, struct volume **vp,
-			    char *m, bool *close)
+			    char *m, bool *close, struct refusal *rf)
 {
 	struct volume *v = NULL;
 	uint64_t off, len;
@@ -738,6 +835,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		ret = check_rights(env, s, req.create->name, ACL_CREATE, m);
 		if (ret)
 			return ret;
+		if (cluster_gate_reserved(req.create->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.create->name);
+			return -RDAX_E_ACCESS;
+		}
 		if (req.create->size == 0 || !is_aligned(req.create->size, RDAX_PAGE_SIZE)) {
 			fmt_msg(m, "volume size %" PRIu64 " is not a positive multiple of %llu",
 				req.create->size, RDAX_PAGE_SIZE);
@@ -746,7 +849,15 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		return 0;
 	case FRAME_VOLUME_DELETE:
 		ret = check_name(req.del->name, m);
-		return ret ? ret : check_rights(env, s, req.del->name, ACL_CREATE, m);
+		if (ret == 0)
+			ret = check_rights(env, s, req.del->name, ACL_CREATE, m);
+		if (ret == 0 &&
+		    (cluster_gate_reserved(req.del->name) || cluster_gate_find(req.del->name))) {
+			fmt_msg(m, "volume \"%s\" belongs to the cluster: not deleted here",
+				req.del->name);
+			ret = -RDAX_E_ACCESS;
+		}
+		return ret;
 	case FRAME_VOLUME_INFO:
 		ret = check_name(req.info->name, m);
 		return ret ? ret : check_rights(env, s, req.info->name, ACL_READ, m);
@@ -756,6 +867,21 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			ret = check_rights(env, s, req.open->name, ACL_READ, m);
 		if (ret)
 			return ret;
+		if (cluster_gate_reserved(req.open->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.open->name);
+			return -RDAX_E_ACCESS;
+		}
+		if (req.open->replica &&
+		    (!cluster_gate_find(req.open->name) || req.open->replica->epoch == 0 ||
+		     !cluster_name_valid(req.open->replica->primary))) {
+			fmt_msg(m, "replica open of \"%s\": %s", req.open->name,
+				!cluster_gate_find(req.open->name)
+				    ? "this node keeps no copy of it for the cluster"
+				    : "epoch 0 or an invalid primary name");
+			return cluster_gate_find(req.open->name) ? -EINVAL : -ENOENT;
+		}
 		if (s->nopen >= SESSION_MAX_HANDLES) {
 			fmt_msg(m, "%d volumes open on this connection already",
 				SESSION_MAX_HANDLES);
@@ -766,12 +892,17 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 	case FRAME_NAMESPACE_LIST:
 		return 0;
 	case FRAME_VOLUME_CLOSE:
-		return check_handle(s, req.close->handle, &v, m);
+		/* a fenced handle may still be closed */
+		ret = session_handle_get(s, req.close->handle, &v);
+		if (ret)
+			fmt_msg(m, "handle %" PRIu32 " is not open on this connection",
+				req.close->handle);
+		return ret;
 	case FRAME_STAT:
-		ret = check_handle(s, req.stat->handle, &v, m);
+		ret = check_handle(s, req.stat->handle, &v, m, rf);
 		break;
 	case FRAME_WRITE:
-		ret = check_handle(s, req.write->handle, &v, m);
+		ret = check_handle(s, req.write->handle, &v, m, rf);
 		if (ret == 0)
 			ret = check_writable(s, req.write->handle, v, false, m);
 		if (ret)
@@ -787,7 +918,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_READ:
-		ret = check_handle(s, req.read->handle, &v, m);
+		ret = check_handle(s, req.read->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.read->offset;
@@ -815,7 +946,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		break;
 	case FRAME_FSYNC:
-		ret = check_handle(s, req.fsync->handle, &v, m);
+		ret = check_handle(s, req.fsync->handle, &v, m, rf);
 		if (ret == 0)
 			ret = check_writable(s, req.fsync->handle, v, true, m);
 		if (ret)
@@ -828,7 +959,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_DISCARD:
-		ret = check_handle(s, req.discard->handle, &v, m);
+		ret = check_handle(s, req.discard->handle, &v, m, rf);
 		if (ret == 0)
 			ret = check_writable(s, req.discard->handle, v, false, m);
 		if (ret)
@@ -843,6 +974,30 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		if (ret)
 			range_error(m, ret, off, len, v);
 		break;
+	case FRAME_REPLICA_DIGEST: {
+		const Rdax__ReplicaDigestRequest *d = req.digest;
+		ret = check_handle(s, d->handle, &v, m, rf);
+		if (ret)
+			return ret;
+		if (!session_handle_slot(s, d->handle)->epoch) {
+			fmt_msg(m, "REPLICA_DIGEST is for a replica link's handle only");
+			return -RDAX_E_ACCESS;
+		}
+		uint32_t b = d->block_size;
+		if (b < 4096 || b > FRAME_MAX_PAYLOAD_LIMIT || (b & (b - 1)) || d->offset % b ||
+		    d->length == 0 || d->length % b || d->length > DISPATCH_DIGEST_MAX) {
+			fmt_msg(m,
+				"REPLICA_DIGEST of %" PRIu64 "+%" PRIu64 " in blocks of %" PRIu32
+				": the block a power of two of 4 KiB..64 MiB, offset and length "
+				"multiples of it, length at most %u",
+				d->offset, d->length, b, DISPATCH_DIGEST_MAX);
+			return -EINVAL;
+		}
+		ret = range_check(d->offset, d->length, v->size);
+		if (ret)
+			range_error(m, ret, d->offset, d->length, v);
+		break;
+	}
 	default:
 		*close = true;
 		fmt_msg(m, "unknown request type %u", h->type);
@@ -987,6 +1142,12 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
+		if (out->action == DISPATCH_JOB && req.open->replica) {
+			j = job_of(out->job);
+			j->replica_epoch = req.open->replica->epoch;
+			snprintf(j->replica_primary, sizeof(j->replica_primary), "%s",
+				 req.open->replica->primary);
+		}
 		return;
 	case FRAME_VOLUME_LIST:
 		j = job_new(env, h, VOL_OP_CALL, true, run_list);
@@ -1036,6 +1197,21 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 	case FRAME_DISCARD:
 		act_held_job(env, out, s, h, req.discard->handle, req.discard->offset,
 			     req.discard->length, false);
+		return;
+	case FRAME_REPLICA_DIGEST:
+		j = job_new(env, h, VOL_OP_CALL, false, run_digest);
+		if (j && session_handle_hold(s, req.digest->handle, &j->pub.op.v)) {
+			free(j);
+			out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+			return;
+		}
+		if (j) {
+			j->hold = req.digest->handle;
+			j->pub.op.off = req.digest->offset;
+			j->pub.op.len = req.digest->length;
+			j->size = req.digest->block_size;
+		}
+		out_job(out, j);
 		return;
 	}
 }
@@ -1160,8 +1336,16 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	}
 
 	struct volume *v = NULL;
-	int ret = validate_request(env, s, h, req, &v, m, &close);
-	if (ret) {
+	struct refusal rf = {.epoch = 0};
+	int ret = validate_request(env, s, h, req, &v, m, &close, &rf);
+	if (ret == -RDAX_E_NOT_PRIMARY || ret == -RDAX_E_STALE_EPOCH) {
+		out_refusal(out, ret, m, rf.url, rf.epoch);
+		if (out->action == DISPATCH_REPLY && h->payload_len > 0) {
+			out->action = DISPATCH_PAYLOAD; /* read and dropped */
+			out->payload_dst = NULL;
+			out->payload_len = h->payload_len;
+		}
+	} else if (ret) {
 		if (close)
 			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
 				 frame_type_name(h->type), h->request_id, m);
@@ -1227,8 +1411,14 @@ void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_
 {
 	if (!w->hold)
 		return;
-	if (received > 0)
+	if (received > 0) {
 		volume_mark_written(w->v, w->offset, received);
+		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
+		 */
+		struct repl_volume *rv = repl_registry_get(w->v);
+		if (rv)
+			repl_write(rv, w->offset, received);
+	}
 	session_handle_release(s, w->hold);
 	w->hold = 0;
 }
@@ -1257,11 +1447,51 @@ static void op_message(struct job *j)
 	}
 }
 
+/*
+ * open_gate -- a cluster volume's gate at open (cluster_gate.h): a client
+ * needs this node to be the primary, a replica link an epoch not older than
+ * seen and the right sender. 0 (*gp the gate, NULL: not a cluster volume),
+ * or the refusal already in @out.
+ */
+static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **gp, uint64_t *epoch)
+{
+	char m[STATUS_MSG_MAX], url[CLUSTER_URL_MAX + 1] = "";
+	struct gate_vol *g = cluster_gate_find(j->name);
+	int ret = 0;
+	*gp = g;
+	*epoch = 0;
+	if (!g)
+		return 0;
+	if (j->replica_epoch) {
+		ret = cluster_gate_replica_open(g, j->replica_epoch, j->replica_primary, m,
+						sizeof(m), epoch);
+		if (ret == 0)
+			*epoch = j->replica_epoch;
+	} else {
+		ret = cluster_gate_client(g, url, sizeof(url), epoch);
+		if (ret)
+			fmt_msg(
+			    m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			    j->name, url[0] ? url : "an unknown address");
+		else
+			*epoch = 0;
+	}
+	if (ret)
+		out_refusal(out, ret, m, url, *epoch);
+	return ret;
+}
+
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
 {
 	uint32_t handle;
+	struct gate_vol *g;
+	uint64_t epoch;
+	if (open_gate(j, out, &g, &epoch)) {
+		store_volume_close(env->store, &j->pub.op.v);
+		return;
+	}
 	int ret = session_handle_add(s, j->pub.op.v, &handle);
 	if (ret) {
 		store_volume_close(env->store, &j->pub.op.v);
@@ -1272,6 +1502,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	}
 	if (!(acl_rights(env->acl, &s->access.who, j->pub.op.v->name) & ACL_WRITE))
 		session_handle_set_ro(s, handle);
+	if (g)
+		session_handle_fence(s, handle, g, epoch);
 	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->pub.op.v->name,
 		  handle);
 	Rdax__Status st = RDAX__STATUS__INIT;
@@ -1281,6 +1513,10 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	rep.handle = handle;
 	rep.has_size = 1;
 	rep.size = j->pub.op.v->size;
+	if (g) {
+		rep.has_epoch = 1;
+		rep.epoch = atomic_load(&g->epoch);
+	}
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
 		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);
@@ -1334,6 +1570,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	case FRAME_VOLUME_LIST:
 	case FRAME_VOLUME_INFO:
 	case FRAME_NAMESPACE_LIST:
+	case FRAME_REPLICA_DIGEST:
 		out->action = DISPATCH_REPLY;
 		out->reply.body = j->reply.body;
 		out->reply.body_len = j->reply.body_len;

@@ -57,6 +57,9 @@
 /* Largest reply body a client accepts (wire conventions): a list of 1024 volumes fits. */
 #define DISPATCH_MAX_REPLY_BODY (16U << 20)
 
+/* REPLICA_DIGEST covers at most this many bytes (docs/protocol.md) */
+#define DISPATCH_DIGEST_MAX (64U << 20)
+
 /* What a transport with direct data access (RDMA) adds to a VOLUME_OPEN reply. */
 struct dispatch_direct {
 	uint64_t remote_addr;	/* where the volume starts in the daemon's address space */

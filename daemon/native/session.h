@@ -33,12 +33,17 @@
 /* Open handles per connection. */
 #define SESSION_MAX_HANDLES 1024
 
+struct gate_vol; /* daemon/cluster/cluster_gate.h */
+
 struct session_slot {
 	struct volume *v; /* NULL: the slot is free */
 	uint16_t gen;
 	bool open; /* false once closed by the client; v lives on while holds > 0 */
 	bool ro;   /* opened with read rights only (acl.h): writes, discards refused */
 	uint32_t holds;
+	/* a cluster volume: its gate, and the epoch of a replica link's open (0: a client) */
+	const struct gate_vol *gate;
+	uint64_t epoch;
 };
 
 /* Who the connection is and what it was refused (set by the transport before HELLO). */
@@ -81,8 +86,18 @@ void session_handle_set_ro(struct session *s, uint32_t handle);
 /* session_handle_ro -- is @handle open read-only? (false for a handle not open) */
 bool session_handle_ro(struct session *s, uint32_t handle);
 
+/*
+ * session_handle_fence -- a cluster volume's handle: its gate and the epoch
+ * it was opened at (cluster_gate.h), checked on every request of it
+ */
+void session_handle_fence(struct session *s, uint32_t handle, const struct gate_vol *gate,
+			  uint64_t epoch);
+
 /* session_handle_get -- the volume of an open handle; 0 or -RDAX_E_NOT_OPEN */
 int session_handle_get(struct session *s, uint32_t handle, struct volume **v);
+
+/* session_handle_slot -- the open slot of @handle, or NULL */
+struct session_slot *session_handle_slot(struct session *s, uint32_t handle);
 
 /* session_handle_hold -- like session_handle_get, and keep the volume open until released */
 int session_handle_hold(struct session *s, uint32_t handle, struct volume **v);

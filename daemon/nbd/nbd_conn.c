@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "sock.h"
 #include "tls_wire.h"
+#include "repl_registry.h"
 
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
 struct nbd_out {
@@ -302,8 +303,14 @@ static void nbd_payload_done(struct stream *s, bool kept)
 static void nbd_payload_abort(struct stream *s, uint32_t got)
 {
 	struct nbd_conn *c = c_of(s);
-	if (got)
+	if (got) {
 		volume_mark_written(c->v, c->req.offset, got);
+		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
+		 */
+		struct repl_volume *rv = repl_registry_get(c->v);
+		if (rv)
+			repl_write(rv, c->req.offset, got);
+	}
 	LOG_DEBUG("%s: WRITE (handle %" PRIu64 ") cut off after %" PRIu32 " of %" PRIu32 " bytes",
 		  s->conn.peer, c->req.handle, got, c->req.length);
 }

@@ -15,6 +15,7 @@
 #include "faults.h"
 #include "size.h"
 #include "log.h"
+#include "cluster_gate.h"
 #include "nbd_conn.h"
 #include "tls_wire.h"
 
@@ -282,6 +283,24 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		char msg[NBD_MESSAGE_MAX];
 		snprintf(msg, sizeof(msg), "export \"%s\": no such volume", copy);
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, msg);
+		return;
+	}
+	/* a cluster volume is exported by its primary (cluster_gate.h); records never */
+	char url[CLUSTER_URL_MAX + 1] = "", why[NBD_MESSAGE_MAX] = "";
+	uint64_t epoch;
+	struct gate_vol *g = cluster_gate_find(copy);
+	if (cluster_gate_reserved(copy))
+		snprintf(why, sizeof(why), "no such export (a cluster volume's change record)");
+	else if (g && cluster_gate_client(g, url, sizeof(url), &epoch))
+		snprintf(why, sizeof(why), "not this node's to serve (the primary is at %.100s)",
+			 url[0] ? url : "an unknown address");
+	if (why[0]) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			LOG_DEBUG("%s: export_name: %s; closing", c->s.conn.peer, why);
+			conn_close(&c->s.conn, "export not served here");
+			return;
+		}
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, why);
 		return;
 	}
 	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);

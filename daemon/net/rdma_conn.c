@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "log.h"
 #include "rdma_notice.h"
+#include "repl_registry.h"
 #include "sock.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
@@ -236,7 +237,18 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	struct direct *d = &c->dir[hit.index];
 	uint64_t off = hit.off;
 	uint64_t len = hit.len;
+	/*
+	 * A replicated volume: recorded for absent replicas and forwarded, as a
+	 * TCP write is. The bytes landed before this notice, so a primary that
+	 * loses power in between may miss the record's mark (docs/cluster.md,
+	 * "The change record", RDMA).
+	 */
+	struct repl_volume *rv = repl_registry_get(d->v);
+	if (rv)
+		repl_before_write(rv, off, len);
 	int ret = volume_mark_written(d->v, off, len);
+	if (ret == 0 && rv)
+		repl_write(rv, off, len);
 	if (ret) {
 		LOG_ERROR("%s: volume_mark_written(%s, %" PRIu64 ", %" PRIu64 ") failed: %s",
 			  c->nc.s.conn.peer, d->v->name, off, len, rdax_strerror(ret));
