@@ -42,6 +42,7 @@ static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
     [FRAME_FSYNC] = &rdax__fsync_reply__descriptor,
     [FRAME_DISCARD] = &rdax__status_reply__descriptor,
     [FRAME_STAT] = &rdax__stat_reply__descriptor,
+    [FRAME_POWERCUT] = &rdax__powercut_reply__descriptor,
 };
 
 static int64_t now_ms(void)

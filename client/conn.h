@@ -145,6 +145,8 @@ struct rdax_conn {
 	uint32_t max_payload; /* 0 until HELLO: no data requests */
 	uint32_t max_body;
 	char *server_version;
+	uint64_t incarnation;  /* 0: the server sent none */
+	bool powercut_allowed; /* rdaxd --allow-powercut */
 	struct conn_namespace *namespaces;
 	unsigned nnamespaces;
 

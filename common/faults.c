@@ -30,6 +30,7 @@ static const struct {
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },
 	{ "format-no-lock", &rdax_faults.format_no_lock },
+	{ "powercut-keep-mapping", &rdax_faults.powercut_keep_mapping },
 };
 
 int faults_from_env(void)

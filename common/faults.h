@@ -58,6 +58,11 @@ struct rdax_faults {
 	 * range and the drop of the private pages
 	 */
 	bool sim_no_flush_lock;
+	/*
+	 * ns_power_cut: keep the private mapping (its unwritten stores survive
+	 * the "cut"); volumes and metadata are still dropped and reloaded
+	 */
+	bool powercut_keep_mapping;
 };
 
 extern struct rdax_faults rdax_faults;

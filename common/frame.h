@@ -45,6 +45,7 @@ enum frame_type {
 	FRAME_FSYNC,
 	FRAME_DISCARD,
 	FRAME_STAT,
+	FRAME_POWERCUT,
 	FRAME_TYPE_MAX /* one past the last */
 };
 

@@ -19,6 +19,7 @@
 #include "namespace.h"
 #include "size.h"
 #include "url.h"
+#include "write_recorder.h"
 
 /* Every setting, in the order of --help. */
 enum config_key {
@@ -36,6 +37,9 @@ enum config_key {
 	KEY_NODE,
 	KEY_ADVERTISE,
 	KEY_ZONE,
+	KEY_WRITE_LOG,
+	KEY_WRITE_LOG_MAX,
+	KEY_ALLOW_POWERCUT,
 	KEY_CONFIG,
 	KEY_FORMAT,
 	KEY_FORCE,
@@ -50,6 +54,7 @@ enum config_key {
  * from it (config_parse_args), and so is the config file's lookup.
  */
 #define IN_FILE 1 /* a "key = value" of the config file too */
+#define BOOL_IN_FILE 2 /* a flag without a value, "key = yes|no" in the config file */
 static const struct setting {
 	const char *name;
 	int has_arg; /* getopt_long's required_argument / no_argument */
@@ -69,6 +74,9 @@ static const struct setting {
     [KEY_NODE] = {"node", required_argument, IN_FILE},
     [KEY_ADVERTISE] = {"advertise", required_argument, IN_FILE},
     [KEY_ZONE] = {"zone", required_argument, IN_FILE},
+    [KEY_WRITE_LOG] = {"write-log", required_argument, IN_FILE},
+    [KEY_WRITE_LOG_MAX] = {"write-log-max", required_argument, IN_FILE},
+    [KEY_ALLOW_POWERCUT] = {"allow-powercut", no_argument, IN_FILE | BOOL_IN_FILE},
     [KEY_CONFIG] = {"config", required_argument, 0},
     [KEY_FORMAT] = {"format", required_argument, 0},
     [KEY_FORCE] = {"force", no_argument, 0},
@@ -85,6 +93,7 @@ void config_init(struct config *c)
 	c->log_level = LOG_LEVEL_INFO;
 	c->flush_mode = FLUSH_TRACKED;
 	c->max_payload = FRAME_DEFAULT_MAX_PAYLOAD;
+	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -117,6 +126,7 @@ void config_free(struct config *c)
 	free(c->token_file);
 	free(c->config_path);
 	free(c->format_path);
+	free(c->write_log);
 	free(c->cluster);
 	free(c->cluster_name);
 	free(c->node_name);
@@ -260,7 +270,9 @@ static enum config_key key_lookup(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		norm[i] = key[i] == '_' ? '-' : key[i];
 	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (settings[k].has_arg == required_argument && strcmp(norm, settings[k].name) == 0)
+		if ((settings[k].has_arg == required_argument ||
+		     (settings[k].flags & BOOL_IN_FILE)) &&
+		    strcmp(norm, settings[k].name) == 0)
 			return (enum config_key)k;
 	}
 	return KEY_COUNT;
@@ -405,10 +417,36 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		c->nadvertise++;
 		return 0;
 	}
+	case KEY_WRITE_LOG_MAX:
+		ret = size_parse(value, &size);
+		if (ret || size < WRITE_RECORDER_MIN_MAX) {
+			char hint[128];
+			rdax_seterr(err, errlen, "%s%s '%s': not a size of at least %lluK (%s)",
+				    from, name, value, WRITE_RECORDER_MIN_MAX >> 10,
+				    ret ? size_syntax_hint(value, hint, sizeof(hint))
+					: "too small");
+			return -EINVAL;
+		}
+		c->write_log_max = size;
+		return 0;
+	case KEY_ALLOW_POWERCUT:
+		/* a flag; in the config file "allow-powercut = yes|no" */
+		if (*value == '\0' || strcmp(value, "yes") == 0 || strcmp(value, "true") == 0 ||
+		    strcmp(value, "1") == 0) {
+			c->allow_powercut = true;
+		} else if (strcmp(value, "no") == 0 || strcmp(value, "false") == 0 ||
+			   strcmp(value, "0") == 0) {
+			c->allow_powercut = false;
+		} else {
+			rdax_seterr(err, errlen, "%s%s '%s': not yes or no", from, name, value);
+			return -EINVAL;
+		}
+		return 0;
 	case KEY_PIDFILE:
 	case KEY_TOKEN_FILE:
 	case KEY_CONFIG:
 	case KEY_FORMAT:
+	case KEY_WRITE_LOG:
 		if (*value == '\0') {
 			rdax_seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
@@ -416,6 +454,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		return replace_string(key == KEY_PIDFILE      ? &c->pidfile
 				      : key == KEY_TOKEN_FILE ? &c->token_file
 				      : key == KEY_CONFIG     ? &c->config_path
+				      : key == KEY_WRITE_LOG  ? &c->write_log
 							      : &c->format_path,
 				      value);
 	case KEY_FORCE:
@@ -671,7 +710,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
 		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->write_log ||
+		    c->write_log_max != WRITE_RECORDER_DEFAULT_MAX || c->allow_powercut) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -687,6 +727,16 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	int cluster_ret = config_finish_cluster(c, err, errlen);
 	if (cluster_ret)
 		return cluster_ret;
+	if (c->allow_powercut && c->cluster) {
+		rdax_seterr(err, errlen,
+			    "--allow-powercut does not go with --cluster: a power cut is a test of "
+			    "one daemon (a cluster's nodes are cut with kill -9, docs/cluster.md)");
+		return -EINVAL;
+	}
+	if (c->write_log_max != WRITE_RECORDER_DEFAULT_MAX && !c->write_log) {
+		rdax_seterr(err, errlen, "--write-log-max only goes with --write-log DIR");
+		return -EINVAL;
+	}
 	if (c->threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > CONFIG_MAX_THREADS ? CONFIG_MAX_THREADS : (unsigned)n;
@@ -775,6 +825,18 @@ void config_usage(FILE *f)
 		"                        only if every one is)\n"
 		"  --zone LABEL          failure-domain label; placement puts replicas in\n"
 		"                        distinct zones first\n"
+		"  --write-log DIR       record every acknowledged write, discard and fsync\n"
+		"                        of each volume, in acknowledgement order, into\n"
+		"                        DIR/VOLUME.N.wlog (one log from a volume's first\n"
+		"                        open to its last close; DIR created if missing)\n"
+		"                        for rdax crash-states (docs/persistence-testing.md)\n"
+		"  --write-log-max SIZE  largest write log (default 1G, at least 64K); a full\n"
+		"                        log ends with a FULL record, the volume is served\n"
+		"                        on, its later requests unrecorded (one error logged)\n"
+		"  --allow-powercut      accept power cuts on demand (rdax powercut): every\n"
+		"                        connection dropped, everything not written back\n"
+		"                        lost, served again as a new incarnation. Every\n"
+		"                        namespace must be in mode=sim; not with --cluster\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"

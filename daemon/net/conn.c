@@ -40,7 +40,9 @@ void conn_link(struct conn *c)
 	c->linked = true;
 	set->nconns++;
 	set->accepted++;
-	if (set->draining)
+	if (set->cutting)
+		conn_fail(c, "power cut");
+	else if (set->draining)
 		conn_close(c, "shutting down");
 }
 
@@ -226,6 +228,34 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 	/* no connection at all: the hook reports the set idle before the loop sleeps */
 }
 
+/* set_cut -- the cut message (worker thread): every connection fails now */
+static void set_cut(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set = (struct conn_set *)((char *)m - offsetof(struct conn_set, cut_msg));
+	unsigned n = 0;
+	set->draining = true;
+	set->cutting = true;
+	for (struct conn *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down)
+			continue;
+		conn_fail(c, "power cut");
+		conn_check_end(c);
+		n++;
+	}
+	LOG_INFO("worker %u: power cut: %u connection(s) dropped", w->id, n);
+	/* no connection at all: the hook reports the set idle before the loop sleeps */
+}
+
+/* set_resume -- the resume message (worker thread): the set serves again after a cut */
+static void set_resume(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set =
+	    (struct conn_set *)((char *)m - offsetof(struct conn_set, resume_msg));
+	set->draining = false;
+	set->cutting = false;
+	set->idle_reported = false;
+}
+
 /* set_new -- the set of @w; 0, -ENOMEM, -ENOSPC */
 static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 {
@@ -235,6 +265,8 @@ static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 	set->worker = w;
 	set->group = g;
 	set->drain_msg.fn = set_drain;
+	set->cut_msg.fn = set_cut;
+	set->resume_msg.fn = set_resume;
 	ev_idle_init(&set->more, set_more);
 	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_DRAIN_TIMEOUT, 0.);
 	set->drain_timer.data = set;
@@ -298,6 +330,26 @@ void conn_sets_drain_wait(struct conn_sets *g)
 		pthread_cond_wait(&g->cond, &g->lock);
 	pthread_mutex_unlock(&g->lock);
 	LOG_INFO("every connection closed");
+}
+
+void conn_sets_cut_wait(struct conn_sets *g)
+{
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->cut_msg);
+	pthread_mutex_lock(&g->lock);
+	while (g->idle < g->nsets)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	LOG_INFO("power cut: every connection is gone");
+}
+
+void conn_sets_resume(struct conn_sets *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->idle = 0;
+	pthread_mutex_unlock(&g->lock);
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->resume_msg);
 }
 
 void conn_sets_delete(struct conn_sets **gp)
