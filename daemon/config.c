@@ -724,15 +724,15 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		rdax_seterr(err, errlen, "--force only goes with --format PATH");
 		return -EINVAL;
 	}
-	int cluster_ret = config_finish_cluster(c, err, errlen);
-	if (cluster_ret)
-		return cluster_ret;
 	if (c->allow_powercut && c->cluster) {
 		rdax_seterr(err, errlen,
 			    "--allow-powercut does not go with --cluster: a power cut is a test of "
 			    "one daemon (a cluster's nodes are cut with kill -9, docs/cluster.md)");
 		return -EINVAL;
 	}
+	int cluster_ret = config_finish_cluster(c, err, errlen);
+	if (cluster_ret)
+		return cluster_ret;
 	if (c->write_log_max != WRITE_RECORDER_DEFAULT_MAX && !c->write_log) {
 		rdax_seterr(err, errlen, "--write-log-max only goes with --write-log DIR");
 		return -EINVAL;

@@ -106,9 +106,15 @@ int powercut_arm(uint64_t after, uint32_t delay_ms, uint64_t *incarnation, char 
 		pc.delay_wanted = delay_ms;
 	}
 	pthread_mutex_unlock(&pc.lock);
-	LOG_INFO("power cut armed: %s%s%" PRIu64 "%s%s%.3f s", after || delay_ms ? "" : "now",
-		 after ? "after " : "", after, after ? " acknowledged requests" : "",
-		 delay_ms ? (after ? " or in " : "in ") : "", delay_ms / 1000.0);
+	if (after == 0 && delay_ms == 0)
+		LOG_INFO("power cut armed: now");
+	else if (delay_ms == 0)
+		LOG_INFO("power cut armed: after %" PRIu64 " acknowledged requests", after);
+	else if (after == 0)
+		LOG_INFO("power cut armed: in %.3f s", delay_ms / 1000.0);
+	else
+		LOG_INFO("power cut armed: after %" PRIu64 " acknowledged requests or in %.3f s",
+			 after, delay_ms / 1000.0);
 	ev_async_send(pc.parts.loop, &pc.wake);
 	return 0;
 }

@@ -98,6 +98,10 @@ static void on_last_close(void *arg, struct volume *v)
 	if (ret && !atomic_load(&rec->stopped))
 		LOG_ERROR("write log %s of volume \"%s\": ending it failed: %s", rec->path, v->name,
 			  rdax_strerror(ret));
+	else if (records == 0 && unlink(rec->path) == 0)
+		/* an open period that changed nothing (a read, a stat) leaves no log behind */
+		LOG_DEBUG("write log of volume \"%s\" ended with no record: %s removed", v->name,
+			  rec->path);
 	else
 		LOG_INFO("write log of volume \"%s\" ended: %s (%" PRIu64 " records, %" PRIu64
 			 " bytes)",

@@ -9,7 +9,8 @@
  * the last opener closes it -- at the latest when its connection ends,
  * which includes the daemon's stop and a power cut. A program's run is
  * thus one log, complete and readable by `rdax crash-states` as soon as
- * the program let go of the volume.
+ * the program let go of the volume. A period that recorded nothing (a
+ * client that only read) leaves no file.
  *
  * Files: DIR/NAME.N.wlog, N = 1, 2, ... the first that does not exist (a
  * log is never overwritten; an earlier run's logs stay). The daemon's log
