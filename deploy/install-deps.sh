@@ -2,6 +2,7 @@
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
 # (qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, ../shared/vmtest;
+# nbd-client: the kernel NBD client the VM suite's ext4 example attaches with;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
 # pages, mandoc and groff-base: their checks; libsystemd-dev: sd_notify;
@@ -16,7 +17,7 @@ packages="build-essential cmake pkg-config
 	libcmocka-dev python3
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
-	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
+	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs nbd-client
 	libcurl4-openssl-dev libjson-c-dev etcd-server iptables libnetfilter-queue-dev
 	scdoc mandoc groff-base
 	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db"
