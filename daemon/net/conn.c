@@ -316,6 +316,21 @@ struct conn_set *conn_sets_next(struct conn_sets *g)
 	return set;
 }
 
+/*
+ * sets_post_wait_idle -- post the message at @msg_off of every set (a drain
+ * or a cut) and wait until every set reported itself empty
+ */
+static void sets_post_wait_idle(struct conn_sets *g, size_t msg_off)
+{
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker,
+			    (struct worker_msg *)((char *)g->sets[i] + msg_off));
+	pthread_mutex_lock(&g->lock);
+	while (g->idle < g->nsets)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
 void conn_sets_drain_wait(struct conn_sets *g)
 {
 	uint64_t accepted = 0;
@@ -323,23 +338,13 @@ void conn_sets_drain_wait(struct conn_sets *g)
 		accepted += __atomic_load_n(&g->sets[i]->accepted, __ATOMIC_RELAXED);
 	LOG_INFO("draining the connections of every transport (%u workers, %llu accepted in all)",
 		 g->nsets, (unsigned long long)accepted);
-	for (unsigned i = 0; i < g->nsets; i++)
-		worker_post(g->sets[i]->worker, &g->sets[i]->drain_msg);
-	pthread_mutex_lock(&g->lock);
-	while (g->idle < g->nsets)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
+	sets_post_wait_idle(g, offsetof(struct conn_set, drain_msg));
 	LOG_INFO("every connection closed");
 }
 
 void conn_sets_cut_wait(struct conn_sets *g)
 {
-	for (unsigned i = 0; i < g->nsets; i++)
-		worker_post(g->sets[i]->worker, &g->sets[i]->cut_msg);
-	pthread_mutex_lock(&g->lock);
-	while (g->idle < g->nsets)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
+	sets_post_wait_idle(g, offsetof(struct conn_set, cut_msg));
 	LOG_INFO("power cut: every connection is gone");
 }
 

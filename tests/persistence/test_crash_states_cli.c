@@ -627,15 +627,23 @@ static void crash_states__usage_errors(void **state)
 
 /* --- the daemon's side: full logs, periods, the real cut against the model ---- */
 
-/* start_own -- a second daemon for one test, in a directory of its own */
+/*
+ * start_own -- a second daemon for one test, in a directory of its own,
+ * recording into DIR/logs, with volume @vol of @size created
+ */
 static void start_own(struct hx_daemon *d, char *dir, size_t len, const char *tag,
-		      struct hx_daemon_opts *o, char *logs, size_t logs_len)
+		      struct hx_daemon_opts *o, char *logs, size_t logs_len, const char *vol,
+		      const char *size)
 {
 	assert_int_equal(hx_tmpdir_make(tag, dir, len), 0);
 	snprintf(logs, logs_len, "%s/logs", dir);
 	o->extra_args[0] = "--write-log";
 	o->extra_args[1] = logs;
 	assert_int_equal(hx_daemon_start(d, dir, o), 0);
+	struct hx_run r;
+	assert_int_equal(hx_cli(d, NULL, 0, &r, "volume", "create", vol, size, NULL), 0);
+	expect_ok("volume create", &r);
+	hx_run_free(&r);
 }
 
 static void stop_own(struct hx_daemon *d, const char *dir)
@@ -660,11 +668,8 @@ static void write_log__full_log_serves_on(void **state)
 	struct hx_daemon_opts o = {.ns_size = "64M", .log_level = "info"};
 	o.extra_args[2] = "--write-log-max";
 	o.extra_args[3] = "64K";
-	start_own(&d, dir, sizeof(dir), "wlog-full", &o, logs, sizeof(logs));
+	start_own(&d, dir, sizeof(dir), "wlog-full", &o, logs, sizeof(logs), "f", "1M");
 	struct hx_run r;
-	assert_int_equal(hx_cli(&d, NULL, 0, &r, "volume", "create", "f", "1M", NULL), 0);
-	expect_ok("volume create", &r);
-	hx_run_free(&r);
 	/* 24 writes of 8 KiB on one connection: the log has room for 7 */
 	size_t len = 24 * 8192;
 	uint8_t *data = malloc(len);
@@ -738,11 +743,8 @@ static bool cut_vs_model(const char *faults)
 	struct hx_daemon d;
 	struct hx_daemon_opts o = {.ns_size = "64M", .mode = "sim", .faults = faults};
 	o.extra_args[2] = "--allow-powercut";
-	start_own(&d, dir, sizeof(dir), "wlog-cut", &o, logs, sizeof(logs));
+	start_own(&d, dir, sizeof(dir), "wlog-cut", &o, logs, sizeof(logs), "c", "64K");
 	struct hx_run r;
-	assert_int_equal(hx_cli(&d, NULL, 0, &r, "volume", "create", "c", "64K", NULL), 0);
-	expect_ok("volume create", &r);
-	hx_run_free(&r);
 
 	struct rdax_conn *c = NULL;
 	struct rdax_volume *v = NULL;
