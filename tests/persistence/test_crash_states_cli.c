@@ -772,9 +772,18 @@ static bool cut_vs_model(const char *faults)
 	hx_run_free(&r);
 	snprintf(log, sizeof(log), "%s/c.1.wlog", logs);
 	snprintf(out, sizeof(out), "%s/states", dir);
-	assert_int_equal(hx_cli(&d, NULL, 0, &r, "crash-states", log, "c", "--out", out, NULL), 0);
+	/*
+	 * over tcp:// every state (55); over rdma:// a one-sided write is
+	 * recorded as its whole pages, too many lines for that: a sample, in
+	 * which each sampled interval starts with its floor state -- what a
+	 * cut leaves in sim mode when no fsync ran past the last one recorded
+	 */
+	assert_int_equal(
+	    hx_cli(&d, NULL, 0, &r, "crash-states", log, "c", "--out", out, "--max", "200", NULL),
+	    0);
 	expect_ok("crash-states of the cut's log", &r);
-	assert_non_null(strstr(r.out, "every one there is"));
+	if (!hx_rdma_addr())
+		assert_non_null(strstr(r.out, "every one there is"));
 	hx_run_free(&r);
 
 	size_t ilen;
@@ -836,5 +845,9 @@ int main(void)
 	    cmocka_unit_test(write_log__cut_state_is_a_crash_state),
 	    cmocka_unit_test(write_log__control_skip_writeback_state_is_not),
 	};
+	/* RDAX_IT_ONLY=PATTERN: those tests (the VM suite runs the cut over rdma://) */
+	const char *only = getenv("RDAX_IT_ONLY");
+	if (only && *only)
+		cmocka_set_test_filter(only);
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
