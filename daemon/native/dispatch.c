@@ -694,7 +694,7 @@ static void act_stat(struct dispatch_out *out, struct volume *v)
 	out_reply(out, &rep.base);
 }
 
-/* act_powercut -- arm a power cut (powercut.h): cheap, on the loop; the reply names the incarnation */
+/* act_powercut -- arm a power cut (powercut.h), on the loop; the reply names the incarnation */
 static void act_powercut(struct dispatch_out *out, struct session *s, Rdax__PowercutRequest *rq)
 {
 	char m[STATUS_MSG_MAX];
