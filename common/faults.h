@@ -95,6 +95,11 @@ struct rdax_faults {
 	 * report it
 	 */
 	bool leak_per_request;
+	/*
+	 * ns_power_cut: keep the private mapping (its unwritten stores survive
+	 * the "cut"); volumes and metadata are still dropped and reloaded
+	 */
+	bool powercut_keep_mapping;
 };
 
 extern struct rdax_faults rdax_faults;
