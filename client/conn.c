@@ -78,7 +78,7 @@ int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
 	c->fd = -1;
 	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
 	c->timeout_ms = opts ? opts->timeout_ms : 0;
-	c->busy_poll_us = opts ? opts->busy_poll_us : 0;
+	spin_window_init(&c->spin, opts ? opts->busy_poll_us : RDAX_DEFAULT_BUSY_POLL_US);
 	c->max_body = FRAME_DEFAULT_MAX_BODY;
 	c->max_inflight_bytes = CONN_MIN_INFLIGHT_BYTES;
 	c->next_id = 1;
@@ -1242,25 +1242,39 @@ static int rdma_progress(struct rdax_conn *c)
 	return ret < 0 ? rdma_broken(c, ret) : 0;
 }
 
-/*
- * busy_poll -- spin on the completion queue for up to c->busy_poll_us;
- * true if anything came (completions, input, a failure): do not sleep
- */
-static bool busy_poll(struct rdax_conn *c)
+/* now_us -- CLOCK_MONOTONIC in microseconds */
+static int64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t end = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + c->busy_poll_us;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * busy_poll -- the call is about to sleep: spin on the completion queue
+ * for the adaptive window first (spin_window.h: about twice the recent
+ * waits, at most the cap of rdax_conn_opts_set_busy_poll; none while the
+ * waits are longer). True if anything came (completions, input, a
+ * failure): do not sleep.
+ */
+static bool busy_poll(struct rdax_conn *c)
+{
+	int64_t now = now_us();
+	unsigned us = spin_window_idle(&c->spin, now);
+	if (!us)
+		return false;
+	int64_t end = now + us;
 	do {
 		int ret = rdma_tp_progress(c->rdma, rdma_done, c);
 		if (ret < 0) {
 			rdma_broken(c, ret);
 			return true;
 		}
-		if (ret > 0 || rdma_tp_has_input(c->rdma))
+		if (ret > 0 || rdma_tp_has_input(c->rdma)) {
+			spin_window_activity(&c->spin, now_us());
 			return true;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-	} while ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 < end);
+		}
+	} while (now_us() < end);
 	return false;
 }
 
@@ -1299,7 +1313,7 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			conn_break(c, -EIO, "internal error: waiting with nothing in flight");
 			continue;
 		}
-		if (c->rdma && (rdma_tp_has_input(c->rdma) || (c->busy_poll_us && busy_poll(c)) ||
+		if (c->rdma && (rdma_tp_has_input(c->rdma) || busy_poll(c) ||
 				rdma_tp_arm(c->rdma, rdma_done, c))) {
 			/* completions or bytes came meanwhile: no sleep */
 			try_rx = true;
@@ -1345,6 +1359,8 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			try_rx = false;
 			continue;
 		}
+		if (c->rdma)
+			spin_window_activity(&c->spin, now_us()); /* woken: the wait closes */
 		try_rx = c->rdma || (p->revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
 	}
 }

@@ -41,6 +41,7 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "librdax.h"
+#include "spin_window.h"
 #include "url.h"
 
 /* Largest reply body accepted (a volume list of 1024 volumes fits easily). */
@@ -151,7 +152,7 @@ struct rdax_conn {
 	int timeout_ms;	       /* idle limit of a waiting call; 0: none */
 	int64_t last_activity; /* CLOCK_MONOTONIC ms of the last byte moved while waiting */
 	unsigned queue_depth;
-	unsigned busy_poll_us; /* rdma://: spin this long before sleeping (opts) */
+	struct spin_window spin; /* rdma://: how long to spin before sleeping (the opts' cap) */
 	uint64_t max_inflight_bytes;
 
 	/* operations */

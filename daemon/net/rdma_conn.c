@@ -16,6 +16,7 @@
 #include "frame.h"
 #include "log.h"
 #include "sock.h"
+#include "spin_window.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
 #define WRID_KIND_SHIFT 56
@@ -45,6 +46,7 @@ struct conn_rdma {
 	bool started;	    /* the worker took it over (conn_started) */
 	bool poll_more;	    /* its CQ had more than one turn's worth: poll again before sleeping */
 	int64_t spin_until; /* busy poll: CLOCK_MONOTONIC us until which its CQ is polled */
+	struct spin_window spin;       /* how long to spin after activity (spin_window.h) */
 	struct rdma_cm_data client_cd; /* the client's private data */
 
 	/* verbs */
@@ -535,17 +537,25 @@ static int64_t now_us(void)
 }
 
 /*
- * spin_on -- with --rdma-busy-poll, c had completions: keep polling its CQ
- * before the loop sleeps (set_before_sleep) until busy_poll_us pass without
- * any. The CQ stays armed, so a completion meanwhile also raises its event;
- * the loop, kept from sleeping, handles either way.
+ * spin_on -- c had completions: keep polling its CQ before the loop sleeps
+ * (set_before_sleep) for the adaptive window (spin_window.h: about twice
+ * the connection's recent gap between activity, at most --rdma-busy-poll;
+ * none while its gaps are longer), restarted by each completion. The CQ
+ * stays armed, so a completion meanwhile also raises its event; the loop,
+ * kept from sleeping, handles either way.
  */
 static void spin_on(struct conn_rdma *c)
 {
-	unsigned us = c->rw->shared->busy_poll_us;
-	if (!us || rdma_input_done(&c->nc.s.conn))
+	int64_t now = now_us();
+	spin_window_activity(&c->spin, now);
+	if (rdma_input_done(&c->nc.s.conn))
 		return;
-	c->spin_until = now_us() + us;
+	unsigned us = spin_window_idle(&c->spin, now);
+	if (!us) {
+		c->spin_until = 0;
+		return;
+	}
+	c->spin_until = now + us;
 	c->poll_more = true;
 	conn_flush_add(&c->nc.s.conn);
 }
@@ -853,6 +863,7 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 	c->id = id;
 	c->client_cd = *cd;
 	c->initiator_depth = initiator_depth;
+	spin_window_init(&c->spin, rw->shared->busy_poll_us);
 	c->env = *rw->shared->native.env;
 	c->env.hooks = &rdma_hooks;
 	c->env.hook_arg = c;
