@@ -940,7 +940,8 @@ static struct conn_req *find_inflight(struct rdax_conn *c, uint64_t id)
  * rx_fill -- move received bytes into @dst until @need are there. Small
  * reads go through the receive buffer (a header and a small body in one
  * recv); large ones straight into @dst. Returns 1 (complete), 0 (the socket
- * has nothing more now), or the broken code.
+ * has nothing more now, or had nothing at the last look and poll() has not
+ * reported input since: c->rx_sock_empty), or the broken code.
  */
 static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 {
@@ -970,12 +971,16 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 				c->rx_end = (size_t)r;
 			continue;
 		}
-		ssize_t r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
-				 direct ? want : CONN_RX_BUF_SIZE, MSG_DONTWAIT);
+		if (c->rx_sock_empty)
+			return 0; /* as EAGAIN: the caller polls before it sleeps */
+		size_t ask = direct ? want : CONN_RX_BUF_SIZE;
+		ssize_t r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf, ask, MSG_DONTWAIT);
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->rx_sock_empty = true;
 			return 0;
+		}
 		if (r == 0 || (r < 0 && errno == ECONNRESET))
 			return conn_closed(c);
 		if (r < 0) {
@@ -983,6 +988,8 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 			return conn_break(c, -err, "receive from %s: %s", c->peer, strerror(err));
 		}
 		c->last_activity = now_ms();
+		/* a stream socket hands over what it holds: a short read emptied it */
+		c->rx_sock_empty = (size_t)r < ask;
 		if (direct)
 			c->rx_got += (size_t)r;
 		else
@@ -1362,6 +1369,8 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 		if (c->rdma)
 			spin_window_activity(&c->spin, now_us()); /* woken: the wait closes */
 		try_rx = c->rdma || (p->revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
+		if (try_rx)
+			c->rx_sock_empty = false;
 	}
 }
 
