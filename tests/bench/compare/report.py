@@ -335,7 +335,7 @@ SYSTEMS = [
 ]
 
 
-ROUND_DOCS = ["floor_ping", "floor_pipe4k", "floor_pipe1m", "floor_iperf3", "rdax_native",
+ROUND_DOCS = ["floor_ping", "floor_ping4kw", "floor_ping4kr", "floor_pipe4k", "floor_pipe1m", "floor_iperf3", "rdax_native",
               "rdax_nbd_cmp", "nbdkit_memory_cmp", "nbdkit_file_cmp"] + [
     "%s_fio_%s" % (s, j) for s in ("rdax_nbd", "nbdkit_memory", "nbdkit_file")
     for j in ("wflush", "qd32", "seq1m", "read", "rqd32", "rseq1m")]
@@ -370,6 +370,10 @@ def round_floors(rd):
     if ping:
         f["rtt"] = {k: us(ping["rtt"].get(k + "_ns")) for k in ("p50", "p90", "p99", "p99.9")}
         f["ping_rate"] = ping["ops_per_s"]
+    for name in ("ping4kw", "ping4kr"):
+        doc = rd.get("floor_" + name)
+        if doc:
+            f[name] = us(doc["rtt"].get("p50_ns"))
     if rd.get("floor_pipe4k"):
         f["pipe4k"] = rd["floor_pipe4k"]["ops_per_s"]
     if rd.get("floor_pipe1m"):
@@ -398,6 +402,11 @@ def floors(d):
         f["rtt"] = {k: min(r[k] for r in rtts if r.get(k) is not None) for k in rtts[0]}
         vals = [r["p50"] for r in rtts]
         f["spread"]["rtt"] = (min(vals), max(vals))
+    for key in ("ping4kw", "ping4kr"):
+        vals = [p[key] for p in per if p.get(key) is not None]
+        if vals:
+            f[key] = min(vals)
+            f["spread"][key] = (min(vals), max(vals))
     return f
 
 
@@ -749,9 +758,13 @@ def targets(d, fl, by_shape, eng):
                 "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"), r,
                 ">= 0.90x", r is not None and r >= 0.9, None)
     # against the floors themselves (issue 14's aims), reads at the writes' ratios
-    for shape, what, mult in (("durable", "durable write in one request", 1),
-                              ("wflush", "write+fsync pair", 2),
-                              ("read", "4 KiB read QD1", 1)):
+    # the floor bound: the same round trips carrying the 4 KiB (ping4kw: a write's
+    # 4 KiB there, ping4kr: a read's 4 KiB back), which no server can avoid
+    w4, r4 = fl.get("ping4kw"), fl.get("ping4kr")
+    for shape, what, mult, carried in (("durable", "durable write in one request", 1, w4),
+                                       ("wflush", "write+fsync pair", 2,
+                                        None if w4 is None or rtt is None else w4 + rtt),
+                                       ("read", "4 KiB read QD1", 1, r4)):
         for key in ("rdax_native", "rdax_nbd"):
             a = find(by_shape.get(shape, []), key, False)
             if a and rtt:
@@ -760,7 +773,7 @@ def targets(d, fl, by_shape, eng):
                                              else "two 64 B round trips"),
                     "%s (%s)" % (a.label, a.tool), "TCP ping-pong" + (" x 2" if mult > 1 else ""),
                     fmt_us(a.p("p50")), fmt_us(mult * rtt), r, "<= 1.15x",
-                    r is not None and r <= 1.15, 1.0)
+                    r is not None and r <= 1.15, ratio(carried, mult * rtt) or 1.0)
     for shape, what in (("qd32", "QD32 4 KiB write"), ("rqd32", "QD32 4 KiB read")):
         for key in ("rdax_native", "rdax_nbd"):
             a = find(by_shape.get(shape, []), key, False)
@@ -1010,6 +1023,9 @@ def cmd_report(a):
     if "rtt" in fl.get("spread", {}) and len(d["rounds"]) > 1:
         lo, hi = fl["spread"]["rtt"]
         lines.append("| (round trip p50 over the rounds) | %s - %s |" % (fmt_us(lo), fmt_us(hi)))
+    for key, what in (("ping4kw", "4 KiB there, 64 B back (a 4 KiB write's round trip)"),
+                      ("ping4kr", "64 B there, 4 KiB back (a 4 KiB read's round trip)")):
+        lines.append("| TCP round trip p50, %s | %s |" % (what, fmt_us(fl.get(key))))
     lines.append("| TCP 64 B ping-pongs per second (QD1) | %s |" % (
         "{:,.0f}".format(fl["ping_rate"]) if "ping_rate" in fl else "n/a"))
     lines.append("| TCP 4 KiB messages, 32 in flight, 64 B acks | %s |" % fmt_rate(

@@ -243,6 +243,11 @@ floors() {
 	log "round $r: floors (ping-pong, pipelines, iperf3)"
 	"$helpers/cmp_floor" pingpong --seconds "$secs" --client-cpu "$client_cpu" \
 		--server-cpu "$server_cpu" >"$dir/floor_ping.json"
+	# the same round trip carrying a 4 KiB write (4 KiB there) or read (4 KiB back)
+	"$helpers/cmp_floor" pingpong --size 4K --seconds "$secs" --client-cpu "$client_cpu" \
+		--server-cpu "$server_cpu" >"$dir/floor_ping4kw.json"
+	"$helpers/cmp_floor" pingpong --reply 4K --seconds "$secs" --client-cpu "$client_cpu" \
+		--server-cpu "$server_cpu" >"$dir/floor_ping4kr.json"
 	"$helpers/cmp_floor" pipeline --size 4K --depth 32 --seconds "$secs" \
 		--client-cpu "$client_cpu" --server-cpu "$server_cpu" >"$dir/floor_pipe4k.json"
 	"$helpers/cmp_floor" pipeline --size 1M --depth 8 --seconds "$secs" \
