@@ -283,9 +283,11 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 		double rate = ops / (wall / 1e9);
 		fprintf(out,
 			", \"%s\": {\"block_bytes\": %u, \"depth\": %u, \"ops_per_s\": %.6g, "
-			"\"mib_per_s\": %.6g, \"ops\": %llu",
+			"\"mib_per_s\": %.6g, \"ops\": %llu, \"window_start_ns\": %llu, "
+			"\"window_end_ns\": %llu",
 			shapes[i].name, shapes[i].bs, shapes[i].depth, rate,
-			rate * shapes[i].bs / 1048576.0, (unsigned long long)w.ops);
+			rate * shapes[i].bs / 1048576.0, (unsigned long long)w.ops,
+			(unsigned long long)w.t0, (unsigned long long)w.t1);
 		/* CPU busy per wall second (100% on one side: that side is the bottleneck) */
 		cmp_json_num(out, "client_cpu_util", (double)(w.client_cpu1 - w.client_cpu0) / wall,
 			     true);

@@ -613,7 +613,7 @@ def multi_section(lines, raw):
         if not m:
             continue
         doc = load(mdir, name[:-5])
-        if doc and m.group(2) in doc:
+        if doc and "window_start_ns" in doc.get(m.group(2), {}):
             runs.setdefault((m.group(1), m.group(2), int(m.group(3))), []).append(doc[m.group(2)])
     if not runs:
         return
@@ -627,12 +627,14 @@ def multi_section(lines, raw):
     lines.append("")
     lines.append("N client processes at once, each with one connection and 32 4 KiB requests in "
                  "flight (random writes, then random reads); rdax gives each connection its own "
-                 "64 MiB volume, nbdkit memory serves its one export to all. Aggregate: the sum "
-                 "of the clients' rates, each over its own measured window (the windows overlap "
-                 "but for the start-up of the processes). All clients share the client CPU, the "
-                 "server has the other: CPU columns say which side is the limit (client: the "
-                 "sum of the clients' shares of a CPU; server: the median of what each client "
-                 "saw it use). Load average after these runs: %s." % la)
+                 "64 MiB volume, nbdkit memory serves its one export to all. Aggregate: every "
+                 "client's completions in its measured window, over the time from the first "
+                 "window's start to the last one's end (CLOCK_MONOTONIC, shared by the "
+                 "processes) -- a lower bound where the windows do not overlap fully; "
+                 "'overlap' is the share of that time all windows were open. All clients share "
+                 "the client CPU, the server has the other: CPU columns say which side is the "
+                 "limit (client: the sum of the clients' shares of a CPU; server: the median of "
+                 "what each client saw it use). Load average after these runs: %s." % la)
     lines.append("")
     ns = sorted({k[2] for k in runs})
     for shape, title in (("qd32", "writes"), ("rqd32", "reads")):
@@ -648,12 +650,17 @@ def multi_section(lines, raw):
                 if not docs or len(docs) != n:
                     cells.append("n/a" if not docs else "%d of %d clients ran" % (len(docs), n))
                     continue
-                agg[key] = sum(x["ops_per_s"] for x in docs)
+                t0 = min(x["window_start_ns"] for x in docs)
+                t1 = max(x["window_end_ns"] for x in docs)
+                both = (min(x["window_end_ns"] for x in docs)
+                        - max(x["window_start_ns"] for x in docs))
+                agg[key] = sum(x["ops"] for x in docs) / ((t1 - t0) / 1e9)
                 cc = sum(x.get("client_cpu_util") or 0 for x in docs)
                 sc = median([x.get("server_cpu_util") for x in docs])
-                cells.append("%s (%.0f%% / %s)" % ("{:,.0f}".format(agg[key]), 100 * cc,
-                                                  "%.0f%%" % (100 * sc) if sc is not None
-                                                  else "-"))
+                cells.append("%s (%.0f%% / %s; overlap %.0f%%)" % (
+                    "{:,.0f}".format(agg[key]), 100 * cc,
+                    "%.0f%%" % (100 * sc) if sc is not None else "-",
+                    100.0 * max(both, 0) / (t1 - t0)))
             lines.append("| %d | %s | %s | %s |" % (
                 n, " | ".join(cells),
                 fmt_ratio(ratio(agg.get("rdax_native"), agg.get("nbdkit_memory"))),
