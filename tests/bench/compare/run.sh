@@ -132,10 +132,11 @@ listening() {
 	[ -n "$(ss -Hltn "sport = :$1")" ]
 }
 
-# wait_for_port PORT -- until something listens on PORT (bounded)
+# wait_for_port PORT -- until something listens on PORT (bounded: 30 s, a loaded machine
+# has taken more than 10 s to start iperf3)
 wait_for_port() {
 	local i
-	for i in $(seq 200); do
+	for i in $(seq 600); do
 		listening "$1" && return 0
 		sleep 0.05
 	done
