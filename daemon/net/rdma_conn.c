@@ -28,6 +28,14 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
 /* Completions taken per poll call; CQ rounds per event before other connections get a turn. */
 #define CQ_BATCH  32
 #define CQ_ROUNDS 8
+/*
+ * While spinning, the CQ is polled in bursts of up to this many
+ * microseconds before the loop gets a turn: a turn of the loop is an
+ * epoll_wait() system call, which costs more than the poll itself (in the
+ * emulated VM ~20 us, docs/rdma.md "Benchmark"); the loop's other
+ * connections wait at most this long.
+ */
+#define SPIN_BURST_US 10
 
 /* A volume reachable over RDMA on this connection: a window and a notice range. */
 struct direct {
@@ -560,6 +568,25 @@ static void spin_on(struct conn_rdma *c)
 	conn_flush_add(&c->nc.s.conn);
 }
 
+/*
+ * spin_burst -- while c spins: poll its CQ (user space, no system call) for
+ * up to SPIN_BURST_US, never more than 16 polls past its window. True if
+ * completions came.
+ */
+static bool spin_burst(struct conn_rdma *c)
+{
+	int64_t end = now_us() + SPIN_BURST_US;
+	if (end > c->spin_until)
+		end = c->spin_until;
+	do {
+		/* the clock every 16 polls: in the emulated VM a read costs more than a poll */
+		for (unsigned i = 0; i < 16 && !c->nc.s.conn.dead; i++)
+			if (conn_poll(c, false))
+				return true;
+	} while (!c->nc.s.conn.dead && now_us() < end);
+	return false;
+}
+
 /* port_on_event -- a CQ of this worker on this device has completions */
 static void port_on_event(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -621,11 +648,13 @@ static bool rdma_flush(struct conn *cc)
 	struct conn_rdma *c = rc_of(cc);
 	if (c->poll_more && c->cq) {
 		c->poll_more = false;
-		if (conn_poll(c, false))
+		bool spinning = c->spin_until && now_us() < c->spin_until && !rdma_input_done(cc) &&
+				!cc->closing && !cc->dead;
+		if (conn_poll(c, false) || (spinning && spin_burst(c))) {
 			spin_on(c);
-		else if (c->spin_until && now_us() < c->spin_until && !rdma_input_done(cc) &&
-			 !cc->closing && !cc->dead) {
-			c->poll_more = true; /* still spinning: poll again */
+		} else if (spinning) {
+			c->poll_more =
+			    true; /* still spinning: poll again after a turn of the loop */
 			conn_flush_add(cc);
 		} else {
 			c->spin_until = 0;
