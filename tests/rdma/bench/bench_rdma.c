@@ -4,6 +4,7 @@
  *
  *   bench_rdma --url rdma://ADDR:PORT [--lat-iters N] [--bw-mib M] [--depth D]
  *              [--busy-poll USEC] [--tag NAME] [--daemon-pid PID] [--latency-only]
+ *              [--keep-volume] [--reuse]
  *
  * Measures, on a fresh volume:
  *  - 4 KiB write + fsync: rdax_write(RDAX_WRITE_FSYNC) of one page, i.e. a
@@ -23,6 +24,9 @@
  * without it the library's default, adaptive polling); --tag NAME is
  * appended to every name ("rdax_write_fsync_4k_NAME_median_us");
  * --latency-only skips the write-alone latency and the bandwidth.
+ * --keep-volume leaves the volume "bench" behind; --reuse opens it instead of
+ * creating it: a profile of the daemon then sees no volume creation (which
+ * zeroes the whole volume on a registered namespace).
  * Prints "name value" lines for tests/rdma/run-bench.sh, which runs perftest
  * beside it in the same VM boot and prints the ratios. Under emulation
  * (soft-RoCE in a TCG VM) only such ratios mean anything.
@@ -229,7 +233,7 @@ int main(int argc, char **argv)
 	const char *url = NULL;
 	unsigned iters = 200, bw_mib = 64, depth = 16;
 	long busy_poll = -1;
-	bool latency_only = false;
+	bool latency_only = false, keep = false, reuse = false;
 	static char tagbuf[64];
 	static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
 					     {"lat-iters", required_argument, NULL, 'n'},
@@ -239,6 +243,8 @@ int main(int argc, char **argv)
 					     {"tag", required_argument, NULL, 't'},
 					     {"daemon-pid", required_argument, NULL, 'P'},
 					     {"latency-only", no_argument, NULL, 'l'},
+					     {"keep-volume", no_argument, NULL, 'k'},
+					     {"reuse", no_argument, NULL, 'r'},
 					     {NULL, 0, NULL, 0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -268,6 +274,12 @@ int main(int argc, char **argv)
 		case 'l':
 			latency_only = true;
 			break;
+		case 'k':
+			keep = true;
+			break;
+		case 'r':
+			reuse = true;
+			break;
 		default:
 			return 2;
 		}
@@ -276,7 +288,7 @@ int main(int argc, char **argv)
 	    busy_poll > (long)RDAX_MAX_BUSY_POLL_US) {
 		fprintf(stderr, "usage: bench_rdma --url rdma://ADDR:PORT [--lat-iters N] "
 				"[--bw-mib M] [--depth D<=64] [--busy-poll USEC] [--tag NAME] "
-				"[--daemon-pid PID] [--latency-only]\n");
+				"[--daemon-pid PID] [--latency-only] [--keep-volume] [--reuse]\n");
 		return 2;
 	}
 	double *s = calloc(iters, sizeof(*s));
@@ -287,7 +299,7 @@ int main(int argc, char **argv)
 		size = 64ULL << 20;
 	struct rdax_conn *c;
 	struct rdax_volume *v;
-	if (open_bench(url, busy_poll, size, &c, &v) ||
+	if (open_bench(url, busy_poll, reuse ? 0 : size, &c, &v) ||
 	    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters) ||
 	    (!latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||
 	    latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters) ||
@@ -295,7 +307,8 @@ int main(int argc, char **argv)
 	    (!latency_only && bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth)))
 		return 1;
 	rdax_volume_close(&v);
-	rdax_volume_delete(c, "bench");
+	if (!keep)
+		rdax_volume_delete(c, "bench");
 	rdax_disconnect(&c);
 	free(s);
 	return 0;

@@ -83,6 +83,9 @@ if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
 			--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
 		d=$!
 		for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+		# the volume first: creating it zeroes it all, which is no request's cost
+		"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters 5 --latency-only \
+			--keep-volume $ca >/dev/null
 		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-daemon-$mode.data -p $d \
 			2>/tmp/perf-rec.log &
 		pr=$!
@@ -91,7 +94,7 @@ if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
 		sleep 1
 		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-client-$mode.data \
 			"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
-			--latency-only --tag "prof_$mode" $ca >/tmp/bench-prof.out 2>&1 || true
+			--latency-only --reuse --tag "prof_$mode" $ca >/tmp/bench-prof.out 2>&1 || true
 		kill -INT $pr $ps_ 2>/dev/null || true
 		wait $pr $ps_ 2>/dev/null || true
 		kill -TERM $d && wait $d
