@@ -72,15 +72,24 @@ static int completed(void *user_data, int *error)
 	return 1;
 }
 
-static int b_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint64_t tag)
+/* on_done -- a completion callback that queues @tag (libnbd frees its argument); 0 or -ENOMEM */
+static int on_done(struct nbdc *n, uint64_t tag, nbd_completion_callback *cb)
 {
-	struct nbdc *n = ctx;
 	struct cb_arg *a = malloc(sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	a->n = n;
 	a->tag = tag;
-	nbd_completion_callback cb = {.callback = completed, .user_data = a, .free = free};
+	*cb = (nbd_completion_callback){.callback = completed, .user_data = a, .free = free};
+	return 0;
+}
+
+static int b_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint64_t tag)
+{
+	struct nbdc *n = ctx;
+	nbd_completion_callback cb;
+	if (on_done(n, tag, &cb))
+		return -ENOMEM;
 	return nbd_aio_pwrite(n->h, buf, len, off, cb, 0) < 0 ? nerr() : 0;
 }
 
@@ -93,12 +102,9 @@ static int b_read(void *ctx, uint64_t off, void *buf, uint32_t len)
 static int b_submit_read(void *ctx, uint64_t off, void *buf, uint32_t len, uint64_t tag)
 {
 	struct nbdc *n = ctx;
-	struct cb_arg *a = malloc(sizeof(*a));
-	if (!a)
+	nbd_completion_callback cb;
+	if (on_done(n, tag, &cb))
 		return -ENOMEM;
-	a->n = n;
-	a->tag = tag;
-	nbd_completion_callback cb = {.callback = completed, .user_data = a, .free = free};
 	return nbd_aio_pread(n->h, buf, len, off, cb, 0) < 0 ? nerr() : 0;
 }
 

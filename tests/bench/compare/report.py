@@ -747,23 +747,23 @@ def targets(d, fl, by_shape, eng):
                     "%s (%s)" % (a.label, a.tool), "%s FUA (%s)" % (b.label, b.tool),
                     fmt_us(a.p("p50")), fmt_us(b.p("p50")), r, "<= 0.35x",
                     r is not None and r <= 0.35, ratio(rtt, b.p("p50")))
-    q = by_shape.get("qd32", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(q, key, fio)
-        b = find(q, "nbdkit_memory", fio)
-        if a and b:
-            r = ratio(a.rate, b.rate)
-            add("QD32 4 KiB IOPS >= 1.5x nbdkit memory", "%s (%s)" % (a.label, a.tool),
-                "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
-                fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
-    s = by_shape.get("seq1m", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(s, key, fio)
-        if a and fl.get("iperf3"):
-            r = ratio(a.rate, fl["iperf3"])
-            add("1 MiB QD8 >= 0.9x iperf3's rate", "%s (%s)" % (a.label, a.tool),
-                "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"), r,
-                ">= 0.90x", r is not None and r >= 0.9, None)
+    for shape, what in (("qd32", "QD32 4 KiB IOPS"), ("rqd32", "QD32 4 KiB read IOPS")):
+        for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
+            a = find(by_shape.get(shape, []), key, fio)
+            b = find(by_shape.get(shape, []), "nbdkit_memory", fio)
+            if a and b:
+                r = ratio(a.rate, b.rate)
+                add("%s >= 1.5x nbdkit memory" % what, "%s (%s)" % (a.label, a.tool),
+                    "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
+                    fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
+    for shape, what in (("seq1m", "1 MiB QD8"), ("rseq1m", "1 MiB read QD8")):
+        for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
+            a = find(by_shape.get(shape, []), key, fio)
+            if a and fl.get("iperf3"):
+                r = ratio(a.rate, fl["iperf3"])
+                add("%s >= 0.9x iperf3's rate" % what, "%s (%s)" % (a.label, a.tool),
+                    "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"),
+                    r, ">= 0.90x", r is not None and r >= 0.9, None)
     # against the floors themselves (issue 14's aims), reads at the writes' ratios
     # the floor bound: the same round trips carrying the 4 KiB (ping4kw: a write's
     # 4 KiB there, ping4kr: a read's 4 KiB back), which no server can avoid
@@ -790,23 +790,6 @@ def targets(d, fl, by_shape, eng):
                     "TCP 4 KiB x 32 in flight", fmt_rate(a.rate, "IOPS"),
                     fmt_rate(fl["pipe4k"], "IOPS"), r, ">= 0.70x", r is not None and r >= 0.7,
                     None)
-    rq = by_shape.get("rqd32", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(rq, key, fio)
-        b = find(rq, "nbdkit_memory", fio)
-        if a and b:
-            r = ratio(a.rate, b.rate)
-            add("QD32 4 KiB read IOPS >= 1.5x nbdkit memory", "%s (%s)" % (a.label, a.tool),
-                "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
-                fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
-    rs = by_shape.get("rseq1m", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(rs, key, fio)
-        if a and fl.get("iperf3"):
-            r = ratio(a.rate, fl["iperf3"])
-            add("1 MiB read QD8 >= 0.9x iperf3's rate", "%s (%s)" % (a.label, a.tool),
-                "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"), r,
-                ">= 0.90x", r is not None and r >= 0.9, None)
     if eng:
         for vol in eng["volumes"]:
             if vol["volume_bytes"] == 1 << 30:
