@@ -764,7 +764,8 @@ def targets(d, fl, by_shape, eng):
                 add("%s >= 0.9x iperf3's rate" % what, "%s (%s)" % (a.label, a.tool),
                     "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"),
                     r, ">= 0.90x", r is not None and r >= 0.9, None)
-    # against the floors themselves (issue 14's aims), reads at the writes' ratios
+    # against the floors themselves (1.15x of a round trip, 0.7x of the pipelined floor),
+    # reads at the writes' ratios
     # the floor bound: the same round trips carrying the 4 KiB (ping4kw: a write's
     # 4 KiB there, ping4kr: a read's 4 KiB back), which no server can avoid
     w4, r4 = fl.get("ping4kw"), fl.get("ping4kr")
