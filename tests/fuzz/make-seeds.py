@@ -167,6 +167,9 @@ rdma-busy-poll = 50
          b"nbd+unix:///run/rdax/nbd.sock?mode=0600", b"tcp://:0"]
     for i, s in enumerate(u):
         put("fuzz_url_size", "url%d" % i, bytes([i % 4]) + s)
+    # rdaxs:// to connect to (accepted) and to listen on (refused)
+    put("fuzz_url_size", "rdaxs0", b"\0rdaxs://[::1]:7470")
+    put("fuzz_url_size", "rdaxs1", b"\1rdaxs://127.0.0.1:7470")
     put("fuzz_url_size", "ns", b"\3/tmp/ns0,size=1G,mode=sim")
     for i, s in enumerate([b"4M", b"1536K", b"16E", b"4MB", b"18446744073709551615", b"0x10"]):
         put("fuzz_url_size", "size%d" % i, b"\4" + s)
