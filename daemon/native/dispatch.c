@@ -388,8 +388,9 @@ static void run_create(struct vol_op *op)
 {
 	struct job *j = job_of_op(op);
 	struct store *store = j->env->store;
-	j->pub.op.code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
-				      &j->ns_id, j->msg, sizeof(j->msg));
+	j->pub.op.code =
+	    store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL, &j->ns_id,
+				j->msg, sizeof(j->msg));
 	if (j->pub.op.code == 0)
 		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
 			 j->size, j->ns_id);
@@ -484,6 +485,69 @@ static void run_teardown(struct vol_op *op)
 
 /* ---- loop side ---- */
 
+/* varint_get -- one varint of at most 10 bytes from [*p, end); 0, or -1 (not plain) */
+static int varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		if (shift == 63 && b > 1)
+			return -1; /* more than 64 bits */
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * string_with_nul -- the first string field of a @desc body on the wire
+ * that holds a NUL byte, or NULL. protobuf-c hands strings over as C
+ * strings, so "v\0/../x" arrives as "v": a name that passed every check
+ * would name another volume than the one the client sent. The wire length
+ * is the truth; a body protobuf-c accepted is walked here field by field
+ * (requests carry strings at the top level only).
+ */
+static const char *string_with_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+				   uint32_t len)
+{
+	const uint8_t *p = body, *end = body + len;
+	while (p < end) {
+		uint64_t key, n;
+		if (varint_get(&p, end, &key))
+			return NULL; /* protobuf-c decoded it: cannot happen */
+		switch (key & 7) {
+		case 0:
+			if (varint_get(&p, end, &n))
+				return NULL;
+			continue;
+		case 1:
+			n = 8;
+			break;
+		case 5:
+			n = 4;
+			break;
+		case 2: {
+			if (varint_get(&p, end, &n) || n > (uint64_t)(end - p))
+				return NULL;
+			const ProtobufCFieldDescriptor *f =
+			    protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
+			if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
+				return f->name;
+			break;
+		}
+		default:
+			return NULL; /* groups: protobuf-c refuses them */
+		}
+		if (n > (uint64_t)(end - p))
+			return NULL;
+		p += n;
+	}
+	return NULL;
+}
+
 /* range_error -- the status message of a failed range_check */
 static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
 			       const struct volume *v)
@@ -525,8 +589,8 @@ static int check_name(const char *name, char *m)
  * must end after the reply.
  */
 static int validate_request(const struct dispatch_env *env, struct session *s,
-			    const struct frame_header *h, union request req, struct volume **vp,
-			    char *m, bool *close)
+			    const struct frame_header *h, const uint8_t *body, union request req,
+			    struct volume **vp, char *m, bool *close)
 {
 	struct volume *v = NULL;
 	uint64_t off, len;
@@ -537,6 +601,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		*close = true;
 		fmt_msg(m, "HELLO must be the first request (got %s)", frame_type_name(h->type));
 		return -RDAX_E_PROTOCOL;
+	}
+	const char *nul = body ? string_with_nul(request_desc[h->type], body, h->body_len) : NULL;
+	if (nul) {
+		fmt_msg(m, "the %s of a %s request holds a NUL byte", nul,
+			frame_type_name(h->type));
+		return -EINVAL;
 	}
 	switch (h->type) {
 	case FRAME_HELLO:
@@ -849,23 +919,6 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
  * (callgrind). tests/unit/test_dispatch_plain.c checks the two agree.
  */
 
-/* varint_get -- one varint of at most 10 bytes from [*p, end); 0, or -1 (not plain) */
-static int varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-		if (shift == 63 && b > 1)
-			return -1; /* more than 64 bits */
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /*
  * decode_plain -- a WRITE or READ body in the plain form above into *w or
  * *r (the request points at it). Returns true if decoded; false: use
@@ -953,7 +1006,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	}
 
 	struct volume *v = NULL;
-	int ret = validate_request(env, s, h, req, &v, m, &close);
+	/* the plain WRITE and READ bodies carry no string */
+	int ret = validate_request(env, s, h, plain ? NULL : body, req, &v, m, &close);
 	if (ret) {
 		if (close)
 			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
