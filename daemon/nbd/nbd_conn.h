@@ -27,7 +27,9 @@
  * a bad magic, unknown client flags, or a refused WRITE whose payload is
  * longer than NBD_WRITE_SKIP_MAX end the connection (the hard disconnect the
  * protocol allows); everything else gets the error the protocol document
- * prescribes and the connection goes on.
+ * prescribes and the connection goes on. A refused WRITE is answered after
+ * its payload has been read (and dropped), never while the client may
+ * still be sending it.
  *
  * Data path: an accepted WRITE's payload is received straight into the
  * volume's mapping (stream_payload_begin) and marked in the dirty tree
@@ -151,6 +153,13 @@ struct nbd_conn {
 	/* transmission */
 	struct volume *v;	/* the export, open while the connection lives */
 	struct nbd_request req; /* the WRITE whose payload is being received */
+	/*
+	 * A refused WRITE: its error, sent once its payload has been read and
+	 * dropped. Sent before, it reaches a client still sending that payload,
+	 * which has no request to match it to yet (libnbd drops the connection).
+	 */
+	uint32_t refused_error; /* 0: the payload is an accepted WRITE's */
+	char refused_msg[NBD_MESSAGE_MAX];
 	uint64_t requests;
 };
 

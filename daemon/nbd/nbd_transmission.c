@@ -71,18 +71,24 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 		snprintf(msg, sizeof(msg),
 			 "%s (offset %" PRIu64 ", length %" PRIu32 ", flags 0x%x)", why, r->offset,
 			 r->length, r->flags);
-		nbd_req_error(c, r->handle, r->type, err, msg);
-		if (r->type != NBD_CMD_WRITE || r->length == 0)
+		if (r->type != NBD_CMD_WRITE || r->length == 0) {
+			nbd_req_error(c, r->handle, r->type, err, msg);
 			return;
+		}
 		if (r->length > NBD_WRITE_SKIP_MAX) {
-			LOG_WARN("%s: refused WRITE with a payload of %" PRIu32
+			/* the hard disconnect: the payload is not read, nothing can match it */
+			LOG_INFO("%s: refused WRITE with a payload of %" PRIu32
 				 " bytes, too large to skip; closing",
 				 c->s.conn.peer, r->length);
+			nbd_req_error(c, r->handle, r->type, err, msg);
 			conn_close(&c->s.conn, "oversize write");
 			return;
 		}
+		/* the error goes out once the payload is read and dropped (payload_done) */
 		c->req = *r;
-		stream_payload_begin(&c->s, NULL, r->length, NULL, 0); /* read and dropped */
+		c->refused_error = err;
+		snprintf(c->refused_msg, sizeof(c->refused_msg), "%s", msg);
+		stream_payload_begin(&c->s, NULL, r->length, NULL, 0);
 		return;
 	}
 	c->requests++;
@@ -130,8 +136,12 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 {
 	const struct nbd_request *r = &c->req;
-	if (!kept)
-		return; /* refused: its reply was queued with the header */
+	if (!kept) {
+		/* a refused WRITE: its payload is all read, now the client can match the error */
+		nbd_req_error(c, r->handle, r->type, c->refused_error, c->refused_msg);
+		c->refused_error = 0;
+		return;
+	}
 	/* stores first, then the mark, then the reply (or the FUA write-back) */
 	int ret = volume_mark_written(c->v, r->offset, r->length);
 	if (ret) {
