@@ -58,6 +58,13 @@ struct rdax_faults {
 	 * range and the drop of the private pages
 	 */
 	bool sim_no_flush_lock;
+	/*
+	 * net: a socket is closed at once at the end of its connection, unread
+	 * input or not (a reset then destroys the replies the peer has not read)
+	 */
+	bool linger_off;
+	/* net: a closing connection ends in the middle of a WRITE's payload (cut, unanswered) */
+	bool drain_cuts_payload;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "faults.h"
 #include "log.h"
 
 /* ---- one connection ---- */
@@ -81,7 +82,8 @@ void conn_check_end(struct conn *c)
 			conn_bury(c);
 		return;
 	}
-	bool input_over = c->closing || c->dead || c->ops->input_done(c);
+	bool unit_open = c->unit_open && !rdax_faults.drain_cuts_payload;
+	bool input_over = (c->closing && !unit_open) || c->dead || c->ops->input_done(c);
 	if (!input_over || c->jobs > 0)
 		return;
 	if (!c->dead && c->ops->output_pending(c))
@@ -175,7 +177,7 @@ static void set_before_sleep(struct worker *w, void *arg)
 		set->dead = c->dead_next;
 		conn_free(c);
 	}
-	if (set->draining && set->nconns == 0 && !set->idle_reported)
+	if (set->draining && set->nconns == 0 && set->linger.count == 0 && !set->idle_reported)
 		set_report_idle(set);
 }
 
@@ -238,6 +240,8 @@ static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 	ev_idle_init(&set->more, set_more);
 	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_DRAIN_TIMEOUT, 0.);
 	set->drain_timer.data = set;
+	/* the before-sleep hook sees it empty: no callback needed */
+	linger_set_init(&set->linger, w->loop, NULL, NULL);
 	int ret = worker_hook_add(w, set_before_sleep, set);
 	if (ret) {
 		free(set);
@@ -310,6 +314,7 @@ void conn_sets_delete(struct conn_sets **gp)
 		if (set->nconns)
 			LOG_ERROR("worker %u: freeing a connection set with %u connections",
 				  set->worker->id, set->nconns);
+		linger_set_close_all(&set->linger); /* the worker has stopped: none is watched */
 		free(set);
 	}
 	free(g->sets);

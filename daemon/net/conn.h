@@ -16,10 +16,16 @@
  *     and the one prepare hook that serves both (Redis beforeSleep);
  *   - the end of a connection: conn_check_end() ends it once its input is
  *     over, its jobs are back and its output has left (or cannot leave), and
- *     buries it once its teardown job is back;
+ *     buries it once its teardown job is back; a closing connection still
+ *     takes the rest of a request whose input is arriving (c->unit_open: a
+ *     WRITE's payload), so the request is carried out and answered; a socket
+ *     is then closed lingering (linger.h), never with a reset that would
+ *     destroy the replies its peer has not read yet;
  *   - the drain (SIGTERM): every connection of the set stops taking
- *     requests, those in flight finish and their replies go out, for at most
- *     CONN_DRAIN_TIMEOUT for the whole set, then what is left is dropped.
+ *     requests, those in flight finish (a WRITE whose payload is arriving
+ *     takes the rest of it) and their replies go out, for at most
+ *     CONN_DRAIN_TIMEOUT for the whole set, then what is left is dropped;
+ *     the set is empty once its lingering sockets are closed too.
  *     struct conn_sets drains the sets of every worker at once and waits:
  *     one drain timeout at most for every transport together.
  *
@@ -42,6 +48,8 @@
 
 #include <ev.h>
 
+#include "conn_limit.h"
+#include "linger.h"
 #include "worker.h"
 
 /* After a drain starts, replies a client does not take are dropped after this many seconds. */
@@ -77,7 +85,11 @@ struct conn_ops {
 	 * connection can be buried now.
 	 */
 	bool (*end)(struct conn *c);
-	/* free -- the memory (unlinked already; nothing refers to c any more) */
+	/*
+	 * free -- the memory (unlinked already; nothing refers to c any more),
+	 * and c->slot: given back with conn_limit_give() when the transport's
+	 * last descriptor is closed, or handed on with it (linger_socket)
+	 */
 	void (*free)(struct conn *c);
 };
 
@@ -92,8 +104,15 @@ struct conn {
 	struct worker_msg start_msg;
 	char peer[64]; /* for log records */
 
-	unsigned jobs;	   /* in the pools (or parked, or the teardown) */
-	bool closing;	   /* no more input: finish jobs, send what is queued, end */
+	struct conn_slot slot; /* its place under the connection limits (conn_limit.h) */
+
+	unsigned jobs; /* in the pools (or parked, or the teardown) */
+	/*
+	 * no new request: finish the one whose input is arriving (unit_open),
+	 * finish jobs, send what is queued, end
+	 */
+	bool closing;
+	bool unit_open;	   /* a request's input is still arriving (a WRITE's payload) */
 	bool dead;	   /* the transport failed: drop output, end once the jobs are back */
 	bool tearing_down; /* ended: the teardown job runs */
 	const char *why;   /* why it ended, for the log */
@@ -112,7 +131,8 @@ struct conn_set {
 	bool draining;
 	bool idle_reported;
 	struct worker_msg drain_msg;
-	struct conn_sets *group; /* told when a drain has emptied the set */
+	struct conn_sets *group;  /* told when a drain has emptied the set */
+	struct linger_set linger; /* sockets of ended connections, closing without a reset */
 	uint64_t accepted, closed;
 	unsigned drain_timeouts; /* times the drain timer fired (0 or 1 per drain) */
 };

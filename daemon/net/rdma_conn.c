@@ -476,7 +476,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 		conn_fail(&c->nc.s.conn, "credit violation");
 		return;
 	}
-	if (wc->byte_len == 0 || c->nc.s.conn.closing) {
+	if (wc->byte_len == 0 || (c->nc.s.conn.closing && !c->nc.s.conn.unit_open)) {
 		/* a grant only, or bytes nobody will parse any more */
 		rdma_credits_handled(&c->cr, 1);
 		return;
@@ -685,6 +685,7 @@ static bool rdma_end(struct conn *cc)
 static void rdma_free(struct conn *cc)
 {
 	struct conn_rdma *c = rc_of(cc);
+	conn_limit_give(&cc->slot); /* the queue pair and its id are gone (rdma_end) */
 	stream_release(&c->nc.s);
 	native_proto.free(&c->nc.s);
 }

@@ -97,6 +97,7 @@ void stream_payload_begin(struct stream *s, uint8_t *dst, uint32_t len, const vo
 			  uint64_t off)
 {
 	s->in_payload = true;
+	s->conn.unit_open = true; /* a closing connection still takes it (conn.h) */
 	s->pdst = dst;
 	s->plen = len;
 	s->pgot = 0;
@@ -116,6 +117,7 @@ static void payload_finish(struct stream *s)
 {
 	bool kept = s->pdst != NULL;
 	s->in_payload = false;
+	s->conn.unit_open = false;
 	s->pdst = NULL;
 	s->p_vol = NULL;
 	s->proto->payload_done(s, kept);
@@ -124,8 +126,9 @@ static void payload_finish(struct stream *s)
 void stream_process(struct stream *s)
 {
 	for (;;) {
-		if (s->conn.dead || s->conn.closing)
+		if (s->conn.dead)
 			return;
+		/* closing: no new request, but the payload of one under way still lands */
 		if (s->in_payload) {
 			if (payload_hazard(s))
 				return;
@@ -140,7 +143,7 @@ void stream_process(struct stream *s)
 			if (s->pgot < s->plen)
 				return;
 			payload_finish(s);
-		} else if (!s->proto->input(s)) {
+		} else if (s->conn.closing || !s->proto->input(s)) {
 			return;
 		}
 	}
@@ -158,10 +161,12 @@ bool stream_input_done(const struct stream *s)
 
 bool stream_want_input(const struct stream *s)
 {
-	if (s->eof || s->conn.closing || s->conn.dead)
+	if (s->eof || s->conn.dead)
 		return false;
 	if (s->in_payload)
 		return !payload_hazard(s);
+	if (s->conn.closing)
+		return false;
 	return s->proto->want_input(s);
 }
 
@@ -271,6 +276,7 @@ void stream_end_io(struct stream *s)
 	if (s->in_payload && s->pdst)
 		s->proto->payload_abort(s, s->pgot);
 	s->in_payload = false;
+	s->conn.unit_open = false;
 	s->pdst = NULL;
 	s->p_vol = NULL;
 	stream_out_drop(s);
@@ -348,9 +354,9 @@ static ssize_t socket_sendv(struct stream *s, const struct iovec *iov, int n)
 	}
 }
 
-static void socket_close(struct stream *s)
+static void socket_close(struct stream *s, bool keep_socket)
 {
-	if (s->fd >= 0)
+	if (s->fd >= 0 && !keep_socket)
 		close(s->fd);
 	s->fd = -1;
 }
@@ -542,10 +548,22 @@ static bool socket_end(struct conn *c)
 	return s->proto->end(s);
 }
 
+/*
+ * socket_free -- the connection is over. A socket whose peer has not closed
+ * its side (no end of file seen) may still have input coming, and closing
+ * it would send a reset that destroys the replies the peer has not read:
+ * it is handed to the set's linger set (linger.h) with its slot. A failed
+ * socket, or one whose peer closed, is closed at once.
+ */
 static void socket_free(struct conn *c)
 {
 	struct stream *s = stream_of(c);
-	s->wire->close(s);
+	int fd = s->fd >= 0 && !s->eof && !c->dead ? s->fd : -1;
+	s->wire->close(s, fd >= 0);
+	if (fd >= 0)
+		linger_socket(&c->set->linger, fd, &c->slot);
+	else
+		conn_limit_give(&c->slot);
 	stream_release(s);
 	s->proto->free(s);
 }

@@ -89,8 +89,13 @@ struct stream_wire {
 	ssize_t (*recv)(struct stream *s, void *buf, size_t len);
 	/* sendv -- the @n pieces in order: bytes taken (>= 0), -EAGAIN full, -errno */
 	ssize_t (*sendv)(struct stream *s, const struct iovec *iov, int n);
-	/* close -- release the wire (the socket) */
-	void (*close)(struct stream *s);
+	/*
+	 * close -- release the wire: its state, and the socket unless
+	 * @keep_socket (the linger set takes it over, linger.h). A wire with
+	 * something to say at the end (a TLS close_notify) says it first.
+	 * s->fd is -1 afterwards.
+	 */
+	void (*close)(struct stream *s, bool keep_socket);
 };
 
 /* What the protocol over a stream supplies. Every callback runs on the worker thread. */
