@@ -186,8 +186,8 @@ static int post_msg(struct rdma_tp *tp, bool with_buf, uint32_t tx, uint32_t len
 	};
 	/* beyond the window (tests only) the message is not counted: no credit to take */
 	uint32_t grant = tp->ignore_credits && !rdma_credits_can_send(&tp->cr)
-				 ? 0
-				 : rdma_credits_send(&tp->cr, true);
+			     ? 0
+			     : rdma_credits_send(&tp->cr, true);
 	struct ibv_send_wr wr = {
 	    .sg_list = &sge,
 	    .num_sge = len ? 1 : 0,
@@ -215,8 +215,8 @@ ssize_t rdma_tp_send(struct rdma_tp *tp, const struct iovec *iov, int n)
 	size_t taken = 0;
 	int i = 0;
 	size_t off = 0; /* into iov[i] */
-	while (i < n && (tp->ignore_credits || rdma_credits_can_send(&tp->cr)) && tp->tx_nfree > 0 &&
-	       sq_room(tp)) {
+	while (i < n && (tp->ignore_credits || rdma_credits_can_send(&tp->cr)) &&
+	       tp->tx_nfree > 0 && sq_room(tp)) {
 		uint32_t tx = tp->tx_free[--tp->tx_nfree];
 		uint8_t *buf = tp->tx_slab + (size_t)tx * tp->msg_size;
 		uint32_t len = 0;
@@ -575,6 +575,13 @@ static int expect_event(struct rdma_tp *tp, enum rdma_cm_event_type want, int ti
 	if (got == want && peer)
 		ret = rdma_cm_data_decode(e->param.conn.private_data,
 					  e->param.conn.private_data_len, peer);
+	/* a daemon that refuses with a reason (a connection limit) says it in the rejection */
+	char reason[RDMA_REJECT_REASON_MAX];
+	uint32_t refused =
+	    got == RDMA_CM_EVENT_REJECTED
+		? rdma_reject_decode(e->param.conn.private_data, e->param.conn.private_data_len,
+				     reason, sizeof(reason))
+		: 0;
 	rdma_ack_cm_event(e);
 	if (got == want) {
 		if (ret)
@@ -584,6 +591,10 @@ static int expect_event(struct rdma_tp *tp, enum rdma_cm_event_type want, int ti
 	}
 	switch (got) {
 	case RDMA_CM_EVENT_REJECTED:
+		if (refused) {
+			snprintf(err, errlen, "%s: refused by the daemon: %s", what, reason);
+			return refused < 4096 ? -(int)refused : -ECONNREFUSED;
+		}
 		snprintf(err, errlen, "%s: refused (nothing listens there, or not an rdax daemon)",
 			 what);
 		return -ECONNREFUSED;

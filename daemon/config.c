@@ -31,6 +31,12 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
+	KEY_HANDSHAKE_TIMEOUT,
+	KEY_REQUEST_TIMEOUT,
+	KEY_IDLE_TIMEOUT,
+	KEY_KEEPALIVE,
+	KEY_MAX_CONNECTIONS,
+	KEY_MAX_CONNECTIONS_PER_PEER,
 	KEY_CLUSTER,
 	KEY_CLUSTER_NAME,
 	KEY_NODE,
@@ -64,6 +70,12 @@ static const struct setting {
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_HANDSHAKE_TIMEOUT] = {"handshake-timeout", required_argument, IN_FILE},
+    [KEY_REQUEST_TIMEOUT] = {"request-timeout", required_argument, IN_FILE},
+    [KEY_IDLE_TIMEOUT] = {"idle-timeout", required_argument, IN_FILE},
+    [KEY_KEEPALIVE] = {"keepalive", required_argument, IN_FILE},
+    [KEY_MAX_CONNECTIONS] = {"max-connections", required_argument, IN_FILE},
+    [KEY_MAX_CONNECTIONS_PER_PEER] = {"max-connections-per-peer", required_argument, IN_FILE},
     [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
     [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
     [KEY_NODE] = {"node", required_argument, IN_FILE},
@@ -85,6 +97,12 @@ void config_init(struct config *c)
 	c->log_level = LOG_LEVEL_INFO;
 	c->flush_mode = FLUSH_TRACKED;
 	c->max_payload = FRAME_DEFAULT_MAX_PAYLOAD;
+	c->handshake_timeout = CONFIG_DEFAULT_HANDSHAKE_TIMEOUT;
+	c->request_timeout = CONFIG_DEFAULT_REQUEST_TIMEOUT;
+	c->idle_timeout = CONFIG_DEFAULT_IDLE_TIMEOUT;
+	c->keepalive = CONFIG_DEFAULT_KEEPALIVE;
+	c->max_connections = CONFIG_DEFAULT_MAX_CONNS;
+	c->max_connections_per_peer = 0; /* config_finish: the default, within max_connections */
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -333,6 +351,38 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 			return -EINVAL;
 		}
 		c->rdma_busy_poll_us = (unsigned)n;
+		return 0;
+	case KEY_HANDSHAKE_TIMEOUT:
+	case KEY_REQUEST_TIMEOUT:
+	case KEY_IDLE_TIMEOUT:
+		if (parse_uint(value, 0, CONFIG_MAX_TIMEOUT, &n)) {
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not a number of seconds from 0 (none) to %d", from,
+				    name, value, CONFIG_MAX_TIMEOUT);
+			return -EINVAL;
+		}
+		*(key == KEY_HANDSHAKE_TIMEOUT ? &c->handshake_timeout
+		  : key == KEY_REQUEST_TIMEOUT ? &c->request_timeout
+					       : &c->idle_timeout) = (unsigned)n;
+		return 0;
+	case KEY_KEEPALIVE:
+		if (parse_uint(value, 0, CONFIG_MAX_KEEPALIVE, &n)) {
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not a number of seconds from 0 (off) to %d", from,
+				    name, value, CONFIG_MAX_KEEPALIVE);
+			return -EINVAL;
+		}
+		c->keepalive = (unsigned)n;
+		return 0;
+	case KEY_MAX_CONNECTIONS:
+	case KEY_MAX_CONNECTIONS_PER_PEER:
+		if (parse_uint(value, 1, CONFIG_MAX_CONNS, &n)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not a number from 1 to %u", from, name,
+				    value, CONFIG_MAX_CONNS);
+			return -EINVAL;
+		}
+		*(key == KEY_MAX_CONNECTIONS ? &c->max_connections : &c->max_connections_per_peer) =
+		    (unsigned)n;
 		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
@@ -671,7 +721,12 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
 		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise) {
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise ||
+		    c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
+		    c->request_timeout != CONFIG_DEFAULT_REQUEST_TIMEOUT ||
+		    c->idle_timeout != CONFIG_DEFAULT_IDLE_TIMEOUT ||
+		    c->keepalive != CONFIG_DEFAULT_KEEPALIVE ||
+		    c->max_connections != CONFIG_DEFAULT_MAX_CONNS || c->max_connections_per_peer) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -687,6 +742,17 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	int cluster_ret = config_finish_cluster(c, err, errlen);
 	if (cluster_ret)
 		return cluster_ret;
+	if (c->max_connections_per_peer > c->max_connections) {
+		rdax_seterr(err, errlen,
+			    "--max-connections-per-peer %u exceeds --max-connections %u: one "
+			    "address cannot hold more than all",
+			    c->max_connections_per_peer, c->max_connections);
+		return -EINVAL;
+	}
+	if (c->max_connections_per_peer == 0)
+		c->max_connections_per_peer = c->max_connections < CONFIG_DEFAULT_MAX_CONNS_PEER
+						  ? c->max_connections
+						  : CONFIG_DEFAULT_MAX_CONNS_PEER;
 	if (c->threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > CONFIG_MAX_THREADS ? CONFIG_MAX_THREADS : (unsigned)n;
@@ -763,6 +829,22 @@ void config_usage(FILE *f)
 		"                        spins on its completion queue this long before it\n"
 		"                        sleeps again: lower latency for a busy CPU\n"
 		"                        (default 0: sleep at once)\n"
+		"  --max-connections N   connections served at once, every transport\n"
+		"                        together (default %u; lowered to fit the\n"
+		"                        descriptor limit). One more is refused: its first\n"
+		"                        request is answered with the reason\n"
+		"  --max-connections-per-peer N  connections from one address (default\n"
+		"                        %u, at most --max-connections)\n"
+		"  --handshake-timeout SECS  a connection must finish its handshake (HELLO,\n"
+		"                        NBD option haggling) this soon (default %u; 0: never)\n"
+		"  --request-timeout SECS  a request whose bytes stop arriving half way is\n"
+		"                        given this long, then the connection ends (default\n"
+		"                        %u; 0: never)\n"
+		"  --idle-timeout SECS   close a connection with nothing under way that sent\n"
+		"                        nothing this long (default %u: never)\n"
+		"  --keepalive SECS      TCP keepalive: a silent peer is probed after SECS,\n"
+		"                        a dead one is dropped about 2 x SECS after its last\n"
+		"                        word (default %u; 0: off)\n"
 		"  --cluster etcd://HOST:PORT[,HOST:PORT...]  join the cluster whose state\n"
 		"                        this etcd keeps: volumes replicated on several\n"
 		"                        nodes (docs/cluster.md); without it rdaxd is\n"
@@ -790,6 +872,8 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_CLUSTER_NAME,
-		CONFIG_DEFAULT_NS_NAME);
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_MAX_CONNS,
+		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_HANDSHAKE_TIMEOUT,
+		CONFIG_DEFAULT_REQUEST_TIMEOUT, CONFIG_DEFAULT_IDLE_TIMEOUT,
+		CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME, CONFIG_DEFAULT_NS_NAME);
 }

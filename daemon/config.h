@@ -32,11 +32,21 @@
 #define CONFIG_DEFAULT_NS_SIZE (1ULL << 30)
 #define CONFIG_MAX_THREADS     1024
 /* Longest --rdma-busy-poll, microseconds (one second). */
-#define CONFIG_MAX_BUSY_POLL_US 1000000
-#define CONFIG_MAX_NAMESPACES	256
-#define CONFIG_MAX_LISTENS	64
-#define CONFIG_MAX_ADVERTISE	16
+#define CONFIG_MAX_BUSY_POLL_US	    1000000
+#define CONFIG_MAX_NAMESPACES	    256
+#define CONFIG_MAX_LISTENS	    64
+#define CONFIG_MAX_ADVERTISE	    16
 #define CONFIG_DEFAULT_CLUSTER_NAME "default"
+/* Connection limits (docs/limits.md). Seconds; 0: none. */
+#define CONFIG_DEFAULT_HANDSHAKE_TIMEOUT 10
+#define CONFIG_DEFAULT_REQUEST_TIMEOUT	 30
+#define CONFIG_DEFAULT_IDLE_TIMEOUT	 0
+#define CONFIG_DEFAULT_KEEPALIVE	 60
+#define CONFIG_MAX_TIMEOUT		 86400
+#define CONFIG_MAX_KEEPALIVE		 32767 /* TCP_KEEPIDLE's limit */
+#define CONFIG_DEFAULT_MAX_CONNS	 1024
+#define CONFIG_DEFAULT_MAX_CONNS_PEER	 512
+#define CONFIG_MAX_CONNS		 (1U << 20)
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
 
@@ -77,7 +87,12 @@ struct config {
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
-	char *config_path;	    /* --config, NULL if none */
+	/* the time limits of a connection, seconds (0: none; net/conn.h) */
+	unsigned handshake_timeout, request_timeout, idle_timeout;
+	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */
+	unsigned max_connections;	   /* in all, every transport */
+	unsigned max_connections_per_peer; /* from one address; <= max_connections */
+	char *config_path;		   /* --config, NULL if none */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */
 	char *cluster;

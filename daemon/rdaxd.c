@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,6 +59,9 @@
 #ifndef RDAX_VERSION
 #define RDAX_VERSION "unknown"
 #endif
+
+/* Descriptors kept for what is not a connection: namespaces, pools, etcd, logs. */
+#define RDAXD_FD_RESERVE 128
 
 /* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
 #define RDAXD_META_THREADS 2
@@ -145,8 +149,7 @@ static void ready_line(const struct listener *l, const struct store *store, char
 		struct ns *ns = store_namespace(store, i);
 		char size[32];
 		n += (size_t)snprintf(buf + n, len - n, "%s%s, %s, method %s", i ? "; " : "",
-				      ns->path,
-				      size_format(ns->persist.size, size, sizeof(size)),
+				      ns->path, size_format(ns->persist.size, size, sizeof(size)),
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
@@ -171,6 +174,7 @@ struct daemon {
 	struct worker **workers;
 	unsigned nworkers;
 	struct conn_sets *sets;	   /* every worker's connections, of every transport */
+	struct conn_limit *limit;  /* connection slots: in all, per address */
 	struct listener *listener; /* every listening endpoint */
 	struct nbd_shared nbd_shared;
 	struct conn_rdma_shared rdma_shared;
@@ -215,15 +219,17 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 }
 
 /* start_native -- an accepted tcp:// socket speaks the native protocol */
-static int start_native(void *arg, struct conn_set *set, int fd, const char *peer)
+static int start_native(void *arg, struct conn_set *set, int fd, const char *peer,
+			struct conn_slot *slot, const char *refusal)
 {
-	return native_conn_start_socket(set, arg, fd, peer);
+	return native_conn_start_socket(set, arg, fd, peer, slot, refusal);
 }
 
 /* start_nbd -- an accepted nbd:// or nbd+unix:// socket speaks NBD */
-static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer)
+static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer,
+		     struct conn_slot *slot, const char *refusal)
 {
-	return nbd_conn_start(set, arg, fd, peer);
+	return nbd_conn_start(set, arg, fd, peer, slot, refusal);
 }
 
 /*
@@ -302,6 +308,68 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/*
+ * fd_budget -- the connections the descriptor limit leaves room for: the
+ * soft RLIMIT_NOFILE is raised to the hard one if that is needed for
+ * @want, and @want is lowered (with a warning) to what fits beside the
+ * refusing connections and RDAXD_FD_RESERVE descriptors for everything else
+ * (namespaces, pools, the cluster's etcd client, logs). 0 or an exit code.
+ */
+static int fd_budget(unsigned *want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0; /* nothing known: trust the setting */
+	rlim_t need = (rlim_t)*want + CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE;
+	if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = {.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max,
+				    .rlim_max = rl.rlim_max};
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	if (rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_cur <= CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE)
+		return fail(
+		    1,
+		    "the descriptor limit (%llu, ulimit -n) leaves no room for connections: "
+		    "it must exceed %u",
+		    (unsigned long long)rl.rlim_cur, CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE);
+	unsigned fit = (unsigned)(rl.rlim_cur - CONN_LIMIT_REFUSING - RDAXD_FD_RESERVE);
+	LOG_WARN("--max-connections %u lowered to %u: the descriptor limit is %llu (raise it: "
+		 "ulimit -n, LimitNOFILE=)",
+		 *want, fit, (unsigned long long)rl.rlim_cur);
+	*want = fit;
+	return 0;
+}
+
+/* daemon_start_limits -- connection slots, keepalive and the time limits; 0 or an exit code */
+static int daemon_start_limits(struct daemon *d, const struct config *cfg)
+{
+	unsigned total = cfg->max_connections;
+	int code = fd_budget(&total);
+	if (code)
+		return code;
+	unsigned per_peer =
+	    cfg->max_connections_per_peer < total ? cfg->max_connections_per_peer : total;
+	int ret = conn_limit_new(total, per_peer, &d->limit);
+	if (ret)
+		return fail(1, "cannot set up the connection limits: %s", strerror(-ret));
+	listener_set_limits(d->listener, d->limit, cfg->keepalive);
+	const struct conn_timeouts t = {
+	    .handshake = cfg->handshake_timeout,
+	    .request = cfg->request_timeout,
+	    .idle = cfg->idle_timeout,
+	};
+	conn_sets_set_timeouts(d->sets, &t);
+	LOG_INFO(
+	    "connections: at most %u (%u per address); timeouts: handshake %u s, request %u s, "
+	    "idle %u s (0: none); keepalive %u s",
+	    total, per_peer, cfg->handshake_timeout, cfg->request_timeout, cfg->idle_timeout,
+	    cfg->keepalive);
+	return 0;
+}
+
 /* daemon_start -- pools, workers, listeners; 0 or an exit code */
 static int daemon_start(struct daemon *d, const struct config *cfg)
 {
@@ -345,6 +413,9 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		ret = listener_new(ev_default_loop(0), d->sets, &d->listener);
 	if (ret)
 		return fail(1, "cannot set up the connection sets: %s", strerror(-ret));
+	ret = daemon_start_limits(d, cfg);
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		if (cfg->listens[i].kind != CONFIG_LISTEN_TCP)
 			continue;
@@ -390,6 +461,7 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	listener_delete(&d->listener);
 	server_rdma_delete(&d->rdma); /* deregisters the namespaces: before the store closes */
 	conn_sets_delete(&d->sets);
+	conn_limit_delete(&d->limit); /* every slot is back: connections and lingers are gone */
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
@@ -459,7 +531,8 @@ static int run_daemon(const struct config *cfg)
 		return fail(1, "cannot create the event loop");
 
 	if (cfg->token_file) {
-		int ret = token_file_read(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
+		int ret =
+		    token_file_read(cfg->token_file, &d.token, &d.token_len, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
 	}

@@ -287,6 +287,13 @@ int dispatch_header(const struct dispatch_env *env, const uint8_t raw[FRAME_HEAD
 	return ret;
 }
 
+void dispatch_refuse(const struct frame_header *h, int code, const char *msg,
+		     struct dispatch_out *out)
+{
+	out_init(out, h->type, h->request_id);
+	out_error(out, true, code, msg);
+}
+
 /* job_new -- a job for request @h: operation @kind (@call for VOL_OP_CALL); NULL if out of memory
  */
 static struct job *job_new(const struct dispatch_env *env, const struct frame_header *h,

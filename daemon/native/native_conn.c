@@ -137,6 +137,8 @@ static void job_complete(struct native_conn *nc, struct dispatch_job *job)
 	if (job->ordered)
 		nc->barrier--;
 	dispatch_job_finish(nc->env, nc->session, job, &out);
+	if (!c->handshake_done && nc->session && nc->session->hello_done)
+		conn_handshake_done(c); /* HELLO answered: the handshake limit is over */
 	if (out.reply.body)
 		queue_reply(nc, &out.reply);
 	if (out.action == DISPATCH_CLOSE && !c->closing)
@@ -263,7 +265,8 @@ static bool native_input(struct stream *s)
 		if (!can_dispatch(nc) || avail < FRAME_HEADER_SIZE)
 			return false;
 		if (dispatch_header(nc->env, stream_in_data(s), &nc->hdr, &out)) {
-			LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing",
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: bad frame header (request %" PRIu64 "); closing",
 				 s->conn.peer, nc->hdr.request_id);
 			handle_out(nc, &out);
 			return false;
@@ -341,10 +344,29 @@ static void native_free(struct stream *s)
 		nc->spare = nr->next_spare;
 		free(nr);
 	}
+	free(nc->refusal);
 	nc->t->free(nc);
 }
 
+/*
+ * native_start -- a connection over a connection limit is told so at once,
+ * before it sends anything: one frame of type FRAME_REPLY with request id 0
+ * (as for a bad header) and -EUSERS, then the end. Answering at once frees
+ * its refusing slot soon, whatever the client does.
+ */
+static void native_start(struct stream *s)
+{
+	struct native_conn *nc = nc_of(s);
+	if (!nc->refusal)
+		return;
+	struct frame_header h = {.type = 0, .request_id = 0};
+	struct dispatch_out out;
+	dispatch_refuse(&h, -EUSERS, nc->refusal, &out);
+	handle_out(nc, &out);
+}
+
 const struct stream_proto native_proto = {
+    .start = native_start,
     .input = native_input,
     .want_input = native_want_input,
     .input_usable = native_input_usable,
@@ -388,8 +410,14 @@ static const struct native_transport native_socket = {
     .free = socket_conn_free,
 };
 
+int native_conn_refuse(struct native_conn *nc, const char *why)
+{
+	nc->refusal = strdup(why);
+	return nc->refusal ? 0 : -ENOMEM;
+}
+
 int native_conn_start_socket(struct conn_set *set, const struct native_shared *sh, int fd,
-			     const char *peer)
+			     const char *peer, struct conn_slot *slot, const char *refusal)
 {
 	struct native_conn *nc = calloc(1, sizeof(*nc));
 	if (!nc)
@@ -397,13 +425,20 @@ int native_conn_start_socket(struct conn_set *set, const struct native_shared *s
 	if (native_conn_init(nc, set, &stream_socket_conn_ops, &native_socket, sh, NATIVE_INBUF_MIN,
 			     0, peer))
 		goto err_free;
+	if (refusal && native_conn_refuse(nc, refusal))
+		goto err_release;
+	conn_take_slot(&nc->s.conn, slot);
 	stream_socket_start(&nc->s, fd);
 	return 0;
 
+err_release:
+	session_delete(&nc->session);
+	stream_release(&nc->s);
 err_free:
 	free(nc);
 err_close:
 	LOG_ERROR("%s: out of memory for a new connection; closing it", peer);
 	close(fd);
+	conn_limit_give(slot);
 	return -ENOMEM;
 }

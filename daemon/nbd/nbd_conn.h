@@ -97,11 +97,15 @@ struct nbd_shared {
 
 /*
  * nbd_conn_start -- from any thread: serve NBD on the connected,
- * non-blocking socket @fd from @peer, on @set's worker, which sends the
- * greeting and owns the socket from then on. Returns 0, -EINVAL (bad
- * @sh), or -ENOMEM (@fd is closed).
+ * non-blocking socket @fd from @peer, holding *@slot, on @set's worker,
+ * which sends the greeting and owns the socket from then on. With
+ * @refusal (over a connection limit), every option is answered
+ * NBD_REP_ERR_POLICY with @refusal, and NBD_OPT_EXPORT_NAME ends the
+ * connection. Returns 0, -EINVAL (bad @sh), or -ENOMEM (@fd is closed and
+ * @slot given back in both cases).
  */
-int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer);
+int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer,
+		   struct conn_slot *slot, const char *refusal);
 
 /* ---- inside the NBD server: what nbd_handshake.c and nbd_transmission.c share ---- */
 
@@ -145,6 +149,7 @@ struct nbd_conn {
 	enum nbd_phase phase;
 
 	/* handshake */
+	char *refusal;	 /* over a connection limit: every option is refused with this */
 	bool no_zeroes;	 /* NBD_FLAG_C_NO_ZEROES */
 	bool structured; /* NBD_OPT_STRUCTURED_REPLY acknowledged */
 	unsigned noptions;

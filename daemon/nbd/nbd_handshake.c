@@ -87,6 +87,7 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 		nbd_queue_bytes(c, buf, n);
 	}
 	c->phase = PH_REQ_HEADER;
+	conn_handshake_done(&c->s.conn); /* option haggling is over: the handshake limit too */
 	LOG_DEBUG("%s: exporting \"%s\" (%" PRIu64 " bytes, structured replies %s)", c->s.conn.peer,
 		  c->v->name, c->v->size, c->structured ? "on" : "off");
 }
@@ -131,6 +132,11 @@ static bool opt_is_read(uint32_t option)
 /* opt_skipped -- the data of an option not read into memory is gone: refuse it */
 static void opt_skipped(struct nbd_conn *c)
 {
+	if (c->refusal && c->opt != NBD_OPT_EXPORT_NAME && c->opt != NBD_OPT_ABORT) {
+		/* over a connection limit: every option learns why, until the client gives up */
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_POLICY, c->refusal);
+		return;
+	}
 	switch (c->opt) {
 	case NBD_OPT_EXPORT_NAME:
 		LOG_WARN("%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
@@ -302,8 +308,10 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		c->opt = h.option;
 		c->opt_len = h.len;
 		c->opt_got = 0;
-		c->phase =
-		    opt_is_read(h.option) && h.len <= NBD_OPT_MAX_LEN ? PH_OPT_DATA : PH_OPT_SKIP;
+		/* a refusing connection reads no option: each is answered with the refusal */
+		c->phase = !c->refusal && opt_is_read(h.option) && h.len <= NBD_OPT_MAX_LEN
+			       ? PH_OPT_DATA
+			       : PH_OPT_SKIP;
 		return true;
 	}
 	case PH_OPT_DATA:

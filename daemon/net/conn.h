@@ -21,6 +21,8 @@
  *     WRITE's payload), so the request is carried out and answered; a socket
  *     is then closed lingering (linger.h), never with a reset that would
  *     destroy the replies its peer has not read yet;
+ *   - the time limits (struct conn_timeouts): the set's tick ends a
+ *     connection whose handshake, request or idleness took too long;
  *   - the drain (SIGTERM): every connection of the set stops taking
  *     requests, those in flight finish (a WRITE whose payload is arriving
  *     takes the rest of it) and their replies go out, for at most
@@ -54,6 +56,41 @@
 
 /* After a drain starts, replies a client does not take are dropped after this many seconds. */
 #define CONN_DRAIN_TIMEOUT 10.0
+/* How often a set looks at the time limits of its connections, seconds. */
+#define CONN_TICK 1.0
+/* Seconds without input after which a connection gives back its idle buffers (ops->trim). */
+#define CONN_TRIM_AFTER 5.0
+
+/*
+ * The time limits of every connection, in seconds (0: none). Each is
+ * enforced by the set's tick, so a limit fires up to CONN_TICK late.
+ *
+ *   handshake: from the accept until the protocol's handshake is done
+ *              (HELLO answered; NBD option haggling over). A client that
+ *              never says a word costs a descriptor for this long at most.
+ *   request:   a request whose bytes stopped arriving half way -- a header
+ *              without its body, a WRITE without the rest of its payload --
+ *              while the daemon waits for them. The connection fails: the
+ *              payload received so far is kept (never acknowledged), the
+ *              volumes it held are released.
+ *   idle:      nothing under way and nothing received (NBD clients and
+ *              mounted block devices are idle for hours: none by default).
+ *
+ * A connection the daemon holds back (backpressure, a request in a pool) is
+ * never timed out for that: its clock starts when the daemon reads again.
+ */
+struct conn_timeouts {
+	double handshake;
+	double request;
+	double idle;
+};
+
+/* What a transport's input is doing, for the time limits (conn_ops.input_state). */
+enum conn_input_state {
+	CONN_INPUT_IDLE,    /* between requests, waiting for the next */
+	CONN_INPUT_PARTIAL, /* a request's bytes partly in, waiting for the rest */
+	CONN_INPUT_HELD,    /* not reading: the daemon holds the input back */
+};
 /* Flush rounds per loop iteration before the loop polls again. */
 #define CONN_FLUSH_ROUNDS 16
 
@@ -85,6 +122,10 @@ struct conn_ops {
 	 * connection can be buried now.
 	 */
 	bool (*end)(struct conn *c);
+	/* input_state -- for the time limits: see enum conn_input_state */
+	enum conn_input_state (*input_state)(const struct conn *c);
+	/* trim -- optional: give back buffers an idle connection does not need */
+	void (*trim)(struct conn *c);
 	/*
 	 * free -- the memory (unlinked already; nothing refers to c any more),
 	 * and c->slot: given back with conn_limit_give() when the transport's
@@ -105,6 +146,10 @@ struct conn {
 	char peer[64]; /* for log records */
 
 	struct conn_slot slot; /* its place under the connection limits (conn_limit.h) */
+	ev_tstamp started;     /* linked on its worker */
+	ev_tstamp last_input;  /* the last byte (or message) received */
+	bool handshake_done;   /* the protocol's handshake is over (conn_handshake_done) */
+	bool trimmed;	       /* idle buffers given back since the last input */
 
 	unsigned jobs; /* in the pools (or parked, or the teardown) */
 	/*
@@ -128,22 +173,25 @@ struct conn_set {
 	struct conn *dead;  /* connections to free before the loop sleeps */
 	ev_idle more;	    /* keeps the loop from sleeping while flush is not empty */
 	ev_timer drain_timer;
+	ev_timer tick; /* the time limits, every CONN_TICK */
 	bool draining;
 	bool idle_reported;
 	struct worker_msg drain_msg;
 	struct conn_sets *group;  /* told when a drain has emptied the set */
 	struct linger_set linger; /* sockets of ended connections, closing without a reset */
 	uint64_t accepted, closed;
-	unsigned drain_timeouts; /* times the drain timer fired (0 or 1 per drain) */
+	unsigned drain_timeouts;    /* times the drain timer fired (0 or 1 per drain) */
+	unsigned long timed_out[3]; /* connections ended by each limit: handshake, request, idle */
 };
 
 /* Every worker's connection set: where connections are spread, what a shutdown drains. */
 struct conn_sets {
 	struct conn_set **sets;
 	unsigned nsets;
-	unsigned next;	      /* round-robin position (the accept loop's thread) */
-	double drain_timeout; /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
-	pthread_mutex_t lock; /* idle, during the drain */
+	unsigned next;		       /* round-robin position (the accept loop's thread) */
+	double drain_timeout;	       /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
+	struct conn_timeouts timeouts; /* none until conn_sets_set_timeouts() */
+	pthread_mutex_t lock;	       /* idle, during the drain */
 	pthread_cond_t cond;
 	unsigned idle;
 };
@@ -154,6 +202,12 @@ struct conn_sets {
  * -ENOSPC (a worker has no hook slot left).
  */
 int conn_sets_new(struct worker **workers, unsigned nworkers, struct conn_sets **out);
+
+/*
+ * conn_sets_set_timeouts -- the time limits of every connection (before the
+ * workers start)
+ */
+void conn_sets_set_timeouts(struct conn_sets *g, const struct conn_timeouts *t);
 
 /* conn_sets_next -- the set of the next worker, round-robin. Context: the accept loop. */
 struct conn_set *conn_sets_next(struct conn_sets *g);
@@ -183,6 +237,26 @@ void conn_post_start(struct conn *c);
  * the drain); in a set that is draining it is closing from the start.
  */
 void conn_link(struct conn *c);
+
+/* conn_take_slot -- @c holds *@slot from now on (moved: @slot holds nothing after) */
+static inline void conn_take_slot(struct conn *c, struct conn_slot *slot)
+{
+	c->slot = *slot;
+	slot->cl = NULL;
+}
+
+/* conn_input_seen -- input arrived on @c now (for the time limits) */
+static inline void conn_input_seen(struct conn *c)
+{
+	c->last_input = ev_now(c->set->worker->loop);
+	c->trimmed = false;
+}
+
+/* conn_handshake_done -- the protocol's handshake is over: the handshake limit no longer applies */
+static inline void conn_handshake_done(struct conn *c)
+{
+	c->handshake_done = true;
+}
 
 /* conn_flush_add -- look at @c before the loop sleeps (send, then kick or check the end) */
 static inline void conn_flush_add(struct conn *c)

@@ -106,32 +106,45 @@ void conn_limit_delete(struct conn_limit **clp)
 	*clp = NULL;
 }
 
+/* __refuse -- a refusing slot into @slot if one is left. Needs cl->lock. Returns -EUSERS. */
+static int __refuse(struct conn_limit *cl, struct conn_slot *slot)
+{
+	if (cl->refusing < CONN_LIMIT_REFUSING) {
+		cl->refusing++;
+		slot->cl = cl;
+		slot->refusing = true;
+	} else {
+		cl->refused_silently++;
+	}
+	pthread_mutex_unlock(&cl->lock);
+	return -EUSERS;
+}
+
 int conn_limit_take(struct conn_limit *cl, const struct sockaddr *peer, struct conn_slot *slot,
 		    char *why, size_t whylen)
 {
 	slot->cl = NULL;
+	slot->refusing = false;
 	slot->key_len = key_of(peer, slot->key);
 	pthread_mutex_lock(&cl->lock);
 	if (cl->total >= cl->max_total) {
 		cl->refused_total++;
-		pthread_mutex_unlock(&cl->lock);
 		snprintf(why, whylen,
 			 "too many connections: this daemon serves at most %u at once "
 			 "(--max-connections); try again later",
 			 cl->max_total);
-		return -EUSERS;
+		return __refuse(cl, slot);
 	}
 	struct conn_limit_entry *e = NULL;
 	if (slot->key_len) {
 		e = __find(cl, slot->key, slot->key_len);
 		if (e->count >= cl->max_per_peer) {
 			cl->refused_peer++;
-			pthread_mutex_unlock(&cl->lock);
 			snprintf(why, whylen,
 				 "too many connections from this address: at most %u per address "
 				 "(--max-connections-per-peer); close one first",
 				 cl->max_per_peer);
-			return -EUSERS;
+			return __refuse(cl, slot);
 		}
 		if (e->key_len == 0) {
 			memcpy(e->key, slot->key, slot->key_len);
@@ -151,6 +164,12 @@ void conn_limit_give(struct conn_slot *slot)
 		return;
 	struct conn_limit *cl = slot->cl;
 	pthread_mutex_lock(&cl->lock);
+	if (slot->refusing) {
+		cl->refusing--;
+		pthread_mutex_unlock(&cl->lock);
+		slot->cl = NULL;
+		return;
+	}
 	if (slot->key_len) {
 		struct conn_limit_entry *e = __find(cl, slot->key, slot->key_len);
 		if (e->key_len && e->count > 0 && --e->count == 0)

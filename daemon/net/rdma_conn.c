@@ -453,6 +453,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		/* the data landed: mark it even when ending (a later fsync covers it) */
+		conn_input_seen(&c->nc.s.conn);
 		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len);
 		if (ending)
 			return;
@@ -481,6 +482,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 		rdma_credits_handled(&c->cr, 1);
 		return;
 	}
+	conn_input_seen(&c->nc.s.conn);
 	int ret = stream_in_append(&c->nc.s, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
 	if (ret) {
 		LOG_WARN("%s: %s; closing", c->nc.s.conn.peer,
@@ -824,6 +826,18 @@ err_reject:
 	rdma_free(cc); /* never linked: nothing else refers to it */
 }
 
+/* rdma_input_state -- the stream's, as over a socket (the time limits, conn.h) */
+static enum conn_input_state rdma_input_state(const struct conn *cc)
+{
+	return stream_input_state(&rc_of(cc)->nc.s);
+}
+
+/* rdma_trim -- an idle connection gives back its empty input buffer */
+static void rdma_trim(struct conn *cc)
+{
+	stream_trim(&rc_of(cc)->nc.s);
+}
+
 static const struct conn_ops rdma_conn_ops = {
     .start = rdma_start,
     .flush = rdma_flush,
@@ -832,11 +846,13 @@ static const struct conn_ops rdma_conn_ops = {
     .output_pending = rdma_output_pending,
     .drop = rdma_drop,
     .end = rdma_end,
+    .input_state = rdma_input_state,
+    .trim = rdma_trim,
     .free = rdma_free,
 };
 
 int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
-		    uint8_t initiator_depth, const char *peer)
+		    uint8_t initiator_depth, const char *peer, struct conn_slot *slot)
 {
 	struct conn_rdma *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -867,12 +883,14 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 		native_proto.free(&c->nc.s);
 		goto err_reject;
 	}
+	conn_take_slot(&c->nc.s.conn, slot);
 	conn_post_start(&c->nc.s.conn);
 	return 0;
 
 err_reject:
 	rdma_reject(id, NULL, 0);
 	rdma_destroy_id(id);
+	conn_limit_give(slot);
 	return -ENOMEM;
 }
 

@@ -17,10 +17,10 @@ int stream_init(struct stream *s, struct conn_set *set, const struct conn_ops *c
 	conn_init(&s->conn, set, conn_ops, peer);
 	s->proto = proto;
 	s->fd = -1;
-	s->in = malloc(in_min);
-	if (!s->in)
-		return -ENOMEM;
-	s->in_cap = in_min;
+	/* the buffer comes with the first byte: a silent connection holds none */
+	s->in = NULL;
+	s->in_cap = 0;
+	s->in_min = in_min;
 	s->in_max = in_max > in_min ? in_max : in_min;
 	return 0;
 }
@@ -49,10 +49,13 @@ static void in_compact(struct stream *s)
 static int in_grow(struct stream *s, size_t cap)
 {
 	size_t have = s->in_end - s->in_start;
+	if (cap < s->in_min)
+		cap = s->in_min;
 	uint8_t *b = malloc(cap);
 	if (!b)
 		return -ENOMEM;
-	memcpy(b, s->in + s->in_start, have);
+	if (have)
+		memcpy(b, s->in + s->in_start, have);
 	free(s->in);
 	s->in = b;
 	s->in_cap = cap;
@@ -146,6 +149,24 @@ void stream_process(struct stream *s)
 		} else if (s->conn.closing || !s->proto->input(s)) {
 			return;
 		}
+	}
+}
+
+enum conn_input_state stream_input_state(const struct stream *s)
+{
+	if (!stream_want_input(s))
+		return CONN_INPUT_HELD;
+	if (s->in_payload || stream_in_avail(s) > 0)
+		return CONN_INPUT_PARTIAL;
+	return CONN_INPUT_IDLE;
+}
+
+void stream_trim(struct stream *s)
+{
+	if (s->in && s->in_start == s->in_end && !s->in_payload) {
+		free(s->in);
+		s->in = NULL;
+		s->in_cap = s->in_start = s->in_end = 0;
 	}
 }
 
@@ -371,8 +392,10 @@ const struct stream_wire stream_socket_wire = {
 static ssize_t recv_some(struct stream *s, void *buf, size_t len)
 {
 	ssize_t n = s->wire->recv(s, buf, len);
-	if (n > 0)
+	if (n > 0) {
+		conn_input_seen(&s->conn);
 		return n;
+	}
 	if (n == 0) {
 		s->eof = true;
 		if (!s->conn.why)
@@ -450,6 +473,11 @@ static void socket_on_read(struct ev_loop *loop, ev_io *w, int revents)
 			if (s->pgot == s->plen)
 				payload_finish(s);
 		} else {
+			if (!s->in && in_grow(s, s->in_min)) {
+				LOG_ERROR("%s: out of memory for an input buffer", s->conn.peer);
+				conn_fail(&s->conn, "out of memory");
+				break;
+			}
 			if (s->in_end == s->in_cap)
 				in_compact(s);
 			if (s->in_end == s->in_cap)
@@ -509,6 +537,17 @@ static bool socket_input_done(const struct conn *c)
 {
 	return stream_input_done(
 	    (const struct stream *)((const char *)c - offsetof(struct stream, conn)));
+}
+
+static enum conn_input_state socket_input_state(const struct conn *c)
+{
+	return stream_input_state(
+	    (const struct stream *)((const char *)c - offsetof(struct stream, conn)));
+}
+
+static void socket_trim(struct conn *c)
+{
+	stream_trim(stream_of(c));
 }
 
 static bool socket_output_pending(const struct conn *c)
@@ -576,6 +615,8 @@ const struct conn_ops stream_socket_conn_ops = {
     .output_pending = socket_output_pending,
     .drop = socket_drop,
     .end = socket_end,
+    .input_state = socket_input_state,
+    .trim = socket_trim,
     .free = socket_free,
 };
 

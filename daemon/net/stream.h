@@ -9,7 +9,9 @@
  *   - input: a bounded buffer [in_start, in_end) the protocol parses step
  *     by step (struct stream_proto.input), growing on request up to what
  *     the protocol allows (stream_in_reserve: a header is checked before the
- *     buffer grows for its body);
+ *     buffer grows for its body); allocated with the first byte and given
+ *     back when the connection has been idle a while (stream_trim), so a
+ *     silent or idle connection holds no buffer;
  *   - a payload: the protocol says where the next @len bytes go
  *     (stream_payload_begin: a range of a volume's mapping, or NULL to drop
  *     them); bytes already buffered are copied there, the rest is received
@@ -137,8 +139,8 @@ struct stream {
 	bool eof; /* the peer closed its side */
 
 	/* input: [in_start, in_end) of in[] is unparsed */
-	uint8_t *in;
-	size_t in_cap, in_max, in_start, in_end;
+	uint8_t *in; /* NULL until the first byte, and again after stream_trim() */
+	size_t in_cap, in_min, in_max, in_start, in_end;
 
 	/* the payload being received */
 	bool in_payload;
@@ -162,7 +164,7 @@ struct stream {
 
 /*
  * stream_init -- a stream of @set for @proto, its input buffer @in_min
- * bytes (growing up to @in_max on stream_in_reserve). @conn_ops is
+ * bytes once input comes (growing up to @in_max on stream_in_reserve). @conn_ops is
  * stream_socket_conn_ops for a socket stream, the transport's own
  * otherwise. Returns 0 or -ENOMEM.
  */
@@ -231,6 +233,12 @@ bool stream_input_done(const struct stream *s);
 
 /* stream_want_input -- should more input be read now? */
 bool stream_want_input(const struct stream *s);
+
+/* stream_input_state -- for the connection's time limits (conn.h) */
+enum conn_input_state stream_input_state(const struct stream *s);
+
+/* stream_trim -- an idle stream gives back its empty input buffer (it comes back with input) */
+void stream_trim(struct stream *s);
 
 /* ---- output ---- */
 
