@@ -1004,7 +1004,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 		req.base = protobuf_c_message_unpack(request_desc[h->type], &arena.alloc,
 						     h->body_len, body ? body : empty);
 	if (!req.base) {
-		LOG_WARN("%s: %s request %" PRIu64 ": body of %" PRIu32
+		LOG_PEER(LOG_LEVEL_INFO, s->peer,
+			 "%s: %s request %" PRIu64 ": body of %" PRIu32
 			 " bytes does not decode; closing",
 			 s->peer, frame_type_name(h->type), h->request_id, h->body_len);
 		out_error(out, true, -RDAX_E_PROTOCOL,
@@ -1017,7 +1018,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	int ret = validate_request(env, s, h, plain ? NULL : body, req, &v, m, &close);
 	if (ret) {
 		if (close)
-			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->peer,
+				 "%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
 				 frame_type_name(h->type), h->request_id, m);
 		else
 			LOG_DEBUG("%s: %s request %" PRIu64 " refused: %s", s->peer,
@@ -1111,6 +1113,23 @@ static void op_message(struct job *j)
 	}
 }
 
+/*
+ * op_log -- a failed operation, logged once, here: what the request asked
+ * for and could not have (a name taken, a volume open elsewhere, no room)
+ * is the client's business, at info and rate-limited per address; a
+ * failure of the daemon or its media (EIO, out of memory, an exhausted
+ * metadata generation) is an error, still rate-limited per client so one
+ * client's retries cannot flood the log.
+ */
+static void op_log(const struct session *s, const struct job *j)
+{
+	int code = j->pub.op.code;
+	bool ours = code == -EIO || code == -ENOMEM || code == -EOVERFLOW || code == -EFAULT;
+	LOG_PEER(ours ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO, s->peer,
+		 "%s: %s request %" PRIu64 " failed: %s", s->peer, frame_type_name(j->type),
+		 j->request_id, j->msg[0] ? j->msg : rdax_strerror(code));
+}
+
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
@@ -1171,6 +1190,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	if (j->pub.op.code)
 		op_message(j);
 	if (j->pub.op.code) {
+		op_log(s, j);
 		if (j->type == FRAME_VOLUME_OPEN && j->pub.op.v)
 			store_volume_close(env->store, &j->pub.op.v);
 		dispatch_reply_release(NULL, &j->reply);

@@ -139,7 +139,8 @@ static void opt_skipped(struct nbd_conn *c)
 	}
 	switch (c->opt) {
 	case NBD_OPT_EXPORT_NAME:
-		LOG_WARN("%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->s.conn.peer,
+			 "%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
 			 c->opt_len);
 		conn_close(&c->s.conn, "export name too long");
 		return;
@@ -270,7 +271,8 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		uint32_t flags = get32be(p);
 		stream_in_consume(s, NBD_CLIENT_FLAGS_SIZE);
 		if (nbd_client_flags_check(flags)) {
-			LOG_WARN("%s: unknown client flags 0x%08" PRIx32 "; closing", s->conn.peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: unknown client flags 0x%08" PRIx32 "; closing", s->conn.peer,
 				 flags);
 			conn_close(&s->conn, "unknown client flags");
 			return false;
@@ -286,19 +288,21 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		nbd_opt_header_decode(p, &h);
 		stream_in_consume(s, NBD_OPT_HEADER_SIZE);
 		if (h.magic != NBD_OPTS_MAGIC) {
-			LOG_WARN("%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
 				 h.magic);
 			conn_close(&s->conn, "bad option magic");
 			return false;
 		}
 		if (++c->noptions > NBD_MAX_OPTIONS) {
-			LOG_WARN("%s: more than %d options; closing", s->conn.peer,
-				 NBD_MAX_OPTIONS);
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer, "%s: more than %d options; closing",
+				 s->conn.peer, NBD_MAX_OPTIONS);
 			conn_close(&s->conn, "too many options");
 			return false;
 		}
 		if (h.len > NBD_OPT_SKIP_MAX) {
-			LOG_WARN("%s: option %s (%" PRIu32 ") with %" PRIu32
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: option %s (%" PRIu32 ") with %" PRIu32
 				 " bytes of data (limit %u); closing",
 				 s->conn.peer, nbd_opt_name(h.option), h.option, h.len,
 				 NBD_OPT_SKIP_MAX);

@@ -49,7 +49,8 @@ static void req_job(struct nbd_conn *c, const struct nbd_request *r, enum nbd_jo
 static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 {
 	if (r->magic != NBD_REQUEST_MAGIC) {
-		LOG_WARN("%s: bad request magic 0x%08" PRIx32 "; closing", c->s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->s.conn.peer,
+			 "%s: bad request magic 0x%08" PRIx32 "; closing", c->s.conn.peer,
 			 r->magic);
 		conn_close(&c->s.conn, "bad request magic");
 		return;
@@ -183,9 +184,10 @@ void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	struct nbd_request r = {.type = j->type, .handle = j->handle};
 	if (j->op.code) {
-		LOG_ERROR("%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
-			  c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset,
-			  j->length, strerror(-j->op.code));
+		LOG_PEER(LOG_LEVEL_ERROR, c->s.conn.peer,
+			 "%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
+			 c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset, j->length,
+			 strerror(-j->op.code));
 		nbd_req_error(c, j->handle, j->type, nbd_errno_map(j->op.code),
 			      "writing back failed");
 	} else {

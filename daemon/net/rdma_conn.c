@@ -245,7 +245,8 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 		return 0;
 	struct direct *d = dir_find(c, page);
 	if (!d || npages > d->base + d->npages - page) {
-		LOG_WARN("%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
+			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
 			 ", +%" PRIu64 ") outside every volume of the connection",
 			 c->nc.s.conn.peer, imm, byte_len, page, npages);
 		return -EPROTO;
@@ -410,8 +411,8 @@ static void wc_fail(struct conn_rdma *c, const struct ibv_wc *wc)
 	LOG_DEBUG("%s: completion error: %s (opcode %d, wr %#" PRIx64 ")", c->nc.s.conn.peer,
 		  ibv_wc_status_str(wc->status), wc->opcode, (uint64_t)wc->wr_id);
 	if (wc->status != IBV_WC_WR_FLUSH_ERR)
-		LOG_WARN("%s: %s; closing the connection", c->nc.s.conn.peer,
-			 ibv_wc_status_str(wc->status));
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing the connection",
+			 c->nc.s.conn.peer, ibv_wc_status_str(wc->status));
 	c->peer_gone = true;
 	conn_fail(&c->nc.s.conn, "completion error");
 }
@@ -472,7 +473,8 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 		return;
 	uint32_t grant = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
 	if (rdma_credits_received(&c->cr, grant)) {
-		LOG_WARN("%s: broke the credit rules (grant %" PRIu32 "); closing",
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
+			 "%s: broke the credit rules (grant %" PRIu32 "); closing",
 			 c->nc.s.conn.peer, grant);
 		conn_fail(&c->nc.s.conn, "credit violation");
 		return;
@@ -485,7 +487,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	conn_input_seen(&c->nc.s.conn);
 	int ret = stream_in_append(&c->nc.s, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
 	if (ret) {
-		LOG_WARN("%s: %s; closing", c->nc.s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing", c->nc.s.conn.peer,
 			 ret == -EPROTO ? "sent more than its credits allow"
 					: "out of memory for its input");
 		conn_fail(&c->nc.s.conn, ret == -EPROTO ? "credit violation" : "out of memory");

@@ -25,6 +25,8 @@
  *     descriptor and a new client waited without an answer).
  *   keepalive: accepted TCP sockets carry keepalive timers (ss(8)); with
  *     --keepalive 0 they do not.
+ *   client_refusals_logged_rate_limited: 600 refused requests and broken
+ *     frames of one address make at most 10 log lines, none at error.
  *   memory: thousands of silent connections, slowloris (a header at a byte
  *     a second) and WRITEs announcing the largest payload then stalling:
  *     the daemon's memory stays under a bound computed from what each kind
@@ -445,6 +447,60 @@ static void keepalive(void **state)
 	assert_int_equal(off, 0);
 }
 
+/* ---- logs ---- */
+
+/* count_lines -- lines of the daemon's log containing @what */
+static unsigned count_lines(const struct hx_daemon *d, const char *what)
+{
+	FILE *f = fopen(d->log_path, "r");
+	assert_non_null(f);
+	char line[2048];
+	unsigned n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, what) != NULL;
+	fclose(f);
+	return n;
+}
+
+/*
+ * What a client causes is logged at info, at most LOG_PEER_BURST (10)
+ * records a minute per address, never as a daemon error: 300 creates of a
+ * name that exists, 200 deletes of a volume open elsewhere and 100
+ * connections with a bad frame from one address make a handful of lines
+ * (before: 500 error records, one per request, and 100 warnings).
+ */
+static void client_refusals_logged_rate_limited(void **state)
+{
+	struct hx_daemon d;
+	start(&d, NULL);
+	struct wconn c, o;
+	uint32_t h;
+	ready(&c, d.port, "127.0.0.2");
+	ready(&o, d.port, NULL);
+	assert_int_equal(wire_create(&c, "v", MiB), 0);
+	assert_int_equal(wire_open(&o, "v", &h, NULL), 0);
+	for (unsigned i = 0; i < 300; i++)
+		assert_int_equal(wire_create(&c, "v", MiB), EEXIST);
+	for (unsigned i = 0; i < 200; i++)
+		assert_int_equal(wire_delete(&c, "v"), EBUSY);
+	for (unsigned i = 0; i < 100; i++) {
+		struct wconn b;
+		assert_int_equal(wire_connect_from(&b, d.port, "127.0.0.2"), 0);
+		uint8_t raw[FRAME_HEADER_SIZE] = {0xde, 0xad};
+		assert_int_equal(wire_send_all(&b, raw, sizeof(raw)), 0);
+		assert_true(closed_within(&b, 10000)); /* the error frame, then the end */
+		wire_close(&b);
+	}
+	unsigned lines = count_lines(&d, "127.0.0.2"), errors = count_lines(&d, "<3>error");
+	print_message("600 refusals from one address: %u log lines about it, %u error records\n",
+		      lines, errors);
+	assert_true(lines <= 10);
+	assert_int_equal(errors, 0);
+	wire_close(&c);
+	wire_close(&o);
+	stop(&d);
+}
+
 /* ---- memory ---- */
 
 /* rss_kib -- VmRSS of @pid in KiB */
@@ -584,6 +640,7 @@ int main(void)
 	    cmocka_unit_test(max_connections),
 	    cmocka_unit_test(descriptor_limit),
 	    cmocka_unit_test(keepalive),
+	    cmocka_unit_test(client_refusals_logged_rate_limited),
 	    cmocka_unit_test(memory_bounded_under_hostile_clients),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
