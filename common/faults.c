@@ -21,6 +21,7 @@ static const struct {
     {"sim-no-flush-lock", &rdax_faults.sim_no_flush_lock},
     {"linger-off", &rdax_faults.linger_off},
     {"drain-cuts-payload", &rdax_faults.drain_cuts_payload},
+    {"meta-no-lanes", &rdax_faults.meta_no_lanes},
     {"etcd-txn-no-compare", &rdax_faults.etcd_txn_no_compare},
     {"meta-one-copy", &rdax_faults.meta_one_copy},
     {"meta-copies-together", &rdax_faults.meta_copies_together},

@@ -65,6 +65,11 @@ struct rdax_faults {
 	bool linger_off;
 	/* net: a closing connection ends in the middle of a WRITE's payload (cut, unanswered) */
 	bool drain_cuts_payload;
+	/*
+	 * pools: one queue in order, no quick lane (a HELLO waits behind every
+	 * VOLUME_LIST queued before it)
+	 */
+	bool meta_no_lanes;
 };
 
 extern struct rdax_faults rdax_faults;

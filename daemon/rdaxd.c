@@ -11,8 +11,9 @@
  *    another thread.
  *  - the fsync pool (max(2, N) threads): fsyncs and discards, which block
  *    on write-back, fences and per-volume serialisation.
- *  - the metadata pool (2 threads): hello, volume create/delete/open/close/
- *    list/info, connection teardown -- everything that takes namespace locks.
+ *  - the metadata pool (3 threads, one kept for quick requests): hello,
+ *    volume create/delete/open/close/list/info, connection teardown --
+ *    everything that takes namespace locks.
  *  Pools hand results back to the connection's worker with ev_async.
  *
  * Shutdown (SIGTERM/SIGINT): stop accepting on every listener; every
@@ -63,8 +64,14 @@
 /* Descriptors kept for what is not a connection: namespaces, pools, etcd, logs. */
 #define RDAXD_FD_RESERVE 128
 
-/* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
-#define RDAXD_META_THREADS 2
+/*
+ * Metadata requests: two threads for the slow ones (lists, creates that
+ * zero, closes that write back), so one slow create does not block all, and
+ * one kept for the quick ones (hello, look-ups, opens), so no amount of
+ * slow work delays another client's HELLO (fsync_pool.h, "Fairness").
+ */
+#define RDAXD_META_THREADS	 3
+#define RDAXD_META_QUICK_THREADS 1
 
 static const char *const rdaxd_transports[] = {"tcp", "rdma"};
 
@@ -389,9 +396,10 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		if (cfg->listens[i].kind == CONFIG_LISTEN_RDMA)
 			d->env.ntransports = 2; /* "rdma" too */
 	unsigned nfsync = cfg->threads < 2 ? 2 : cfg->threads;
-	int ret = fsync_pool_new("fsync", nfsync, &d->pool_fsync);
+	int ret = fsync_pool_new("fsync", nfsync, 0, &d->pool_fsync);
 	if (ret == 0)
-		ret = fsync_pool_new("meta", RDAXD_META_THREADS, &d->pool_meta);
+		ret = fsync_pool_new("meta", RDAXD_META_THREADS, RDAXD_META_QUICK_THREADS,
+				     &d->pool_meta);
 	if (ret)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->native = (struct native_shared){

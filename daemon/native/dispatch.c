@@ -845,7 +845,10 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		char client[64];
 		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
 			  printable(req.hello->client_name, client, sizeof(client)));
-		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_hello));
+		j = job_new(env, h, VOL_OP_CALL, true, run_hello);
+		if (j)
+			j->pub.op.quick = true; /* the namespaces' free space: bounded */
+		out_job(out, j);
 		return;
 	}
 	case FRAME_VOLUME_CREATE:
@@ -862,6 +865,8 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_INFO:
 		act_named_job(env, out, h, req.info->name, VOL_OP_CALL, run_info);
+		if (out->action == DISPATCH_JOB)
+			out->job->op.quick = true; /* one look-up */
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);

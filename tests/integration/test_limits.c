@@ -25,6 +25,11 @@
  *     descriptor and a new client waited without an answer).
  *   keepalive: accepted TCP sockets carry keepalive timers (ss(8)); with
  *     --keepalive 0 they do not.
+ *   metadata_fairness: 50 connections pipelining VOLUME_LIST over 1,000
+ *     volumes; a witness's HELLO latency under that load as a ratio to its
+ *     latency alone, with the single metadata queue of before
+ *     (meta-no-lanes) and with the quick lane (printed, not asserted: the
+ *     lane is asserted structurally by test_fsync_pool).
  *   client_refusals_logged_rate_limited: 600 refused requests and broken
  *     frames of one address make at most 10 log lines, none at error.
  *   memory: thousands of silent connections, slowloris (a header at a byte
@@ -447,6 +452,157 @@ static void keepalive(void **state)
 	assert_int_equal(off, 0);
 }
 
+/* ---- metadata fairness ---- */
+
+/* hello_us -- a fresh connection's HELLO, in microseconds */
+static double hello_us(int port)
+{
+	struct wconn c;
+	assert_int_equal(wire_connect(&c, port), 0);
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(wire_hello(&c, NULL, 0), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	wire_close(&c);
+	return (double)(b.tv_sec - a.tv_sec) * 1e6 + (double)(b.tv_nsec - a.tv_nsec) / 1e3;
+}
+
+/* median_of -- sort @n values in place, the middle one */
+static double median_of(double *v, unsigned n)
+{
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned j = i; j > 0 && v[j] < v[j - 1]; j--) {
+			double t = v[j];
+			v[j] = v[j - 1];
+			v[j - 1] = t;
+		}
+	return v[n / 2];
+}
+
+#define LISTERS	     50
+#define LIST_WINDOW  8
+#define FAIR_VOLUMES 1000
+
+struct lister {
+	struct wconn c;
+	unsigned inflight;
+	uint64_t next_id;
+	uint8_t *rx;
+	size_t rx_got, rx_cap;
+	unsigned replies;
+};
+
+/* lister_pump -- keep LIST_WINDOW VOLUME_LIST requests in flight, take the replies */
+static void lister_pump(struct lister *l)
+{
+	while (l->inflight < LIST_WINDOW) {
+		struct frame_header fh = {.magic = FRAME_MAGIC,
+					  .version = FRAME_VERSION,
+					  .type = FRAME_VOLUME_LIST,
+					  .request_id = l->next_id++};
+		uint8_t raw[FRAME_HEADER_SIZE];
+		frame_header_encode(&fh, raw);
+		ssize_t n = send(l->c.fd, raw, sizeof(raw), MSG_DONTWAIT | MSG_NOSIGNAL);
+		assert_int_equal(n, sizeof(raw)); /* 32 bytes: the socket always takes them */
+		l->inflight++;
+	}
+	for (;;) {
+		if (l->rx_got == l->rx_cap) {
+			l->rx_cap = l->rx_cap ? 2 * l->rx_cap : 1 << 16;
+			l->rx = realloc(l->rx, l->rx_cap);
+			assert_non_null(l->rx);
+		}
+		ssize_t n = recv(l->c.fd, l->rx + l->rx_got, l->rx_cap - l->rx_got, MSG_DONTWAIT);
+		if (n <= 0)
+			break;
+		l->rx_got += (size_t)n;
+		for (;;) {
+			if (l->rx_got < FRAME_HEADER_SIZE)
+				break;
+			struct frame_header rh;
+			frame_header_decode(l->rx, &rh);
+			assert_int_equal(rh.type, FRAME_VOLUME_LIST | FRAME_REPLY);
+			size_t len = FRAME_HEADER_SIZE + rh.body_len;
+			if (l->rx_got < len)
+				break;
+			memmove(l->rx, l->rx + len, l->rx_got - len);
+			l->rx_got -= len;
+			l->inflight--;
+			l->replies++;
+		}
+	}
+}
+
+/*
+ * fairness_run -- against @d (1,000 volumes): the witness's HELLO median
+ * alone and while 50 connections pipeline VOLUME_LIST; returns the ratio
+ */
+static double fairness_run(struct hx_daemon *d, const char *what)
+{
+	enum { SAMPLES = 11 };
+	double idle[SAMPLES], busy[SAMPLES];
+	for (unsigned i = 0; i < SAMPLES; i++)
+		idle[i] = hello_us(d->port);
+	static struct lister ls[LISTERS];
+	memset(ls, 0, sizeof(ls));
+	for (unsigned i = 0; i < LISTERS; i++) {
+		ready(&ls[i].c, d->port, NULL);
+		ls[i].next_id = 10;
+	}
+	unsigned replies = 0;
+	for (unsigned i = 0; i < SAMPLES; i++) {
+		for (unsigned k = 0; k < LISTERS; k++)
+			lister_pump(&ls[k]);
+		/* the witness's HELLO while the listers' requests are queued */
+		busy[i] = hello_us(d->port);
+	}
+	for (unsigned k = 0; k < LISTERS; k++) {
+		replies += ls[k].replies;
+		wire_close(&ls[k].c);
+		free(ls[k].rx);
+	}
+	double mi = median_of(idle, SAMPLES), mb = median_of(busy, SAMPLES);
+	print_message("%s: witness HELLO median %.0f us alone, %.0f us while %d connections "
+		      "pipeline VOLUME_LIST over %d volumes (%u lists answered): %.1fx\n",
+		      what, mi, mb, LISTERS, FAIR_VOLUMES, replies, mb / mi);
+	assert_true(replies > 0);
+	return mb / mi;
+}
+
+/*
+ * The metadata pool's quick lane, from outside: the ratio of the witness's
+ * HELLO under the load to its HELLO alone, with the single queue of before
+ * (meta-no-lanes) and with the lanes. Printed, not asserted (timing);
+ * test_fsync_pool asserts the lane structurally.
+ */
+static void metadata_fairness(void **state)
+{
+	struct hx_daemon d;
+	const char *extra[] = {"--threads", "2", NULL};
+	struct hx_daemon_opts o = {.ns_size = "256M", .log_level = "warn"};
+	o.extra_args[0] = extra[0];
+	o.extra_args[1] = extra[1];
+	assert_int_equal(hx_tmpdir_make("limits", g_dir, sizeof(g_dir)), 0);
+	assert_int_equal(hx_daemon_start(&d, g_dir, &o), 0);
+	struct wconn c;
+	ready(&c, d.port, NULL);
+	for (unsigned i = 0; i < FAIR_VOLUMES; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "vol-%04u", i);
+		assert_int_equal(wire_create(&c, name, 4096), 0);
+	}
+	wire_close(&c);
+	double after = fairness_run(&d, "lanes");
+	assert_int_equal(hx_daemon_stop(&d), 0);
+	d.opts.faults = "meta-no-lanes";
+	assert_int_equal(hx_daemon_restart(&d), 0);
+	double before = fairness_run(&d, "one queue (before)");
+	print_message("the witness's HELLO under the load: %.1fx its latency alone before, %.1fx "
+		      "now\n",
+		      before, after);
+	stop(&d);
+}
+
 /* ---- logs ---- */
 
 /* count_lines -- lines of the daemon's log containing @what */
@@ -641,6 +797,7 @@ int main(void)
 	    cmocka_unit_test(descriptor_limit),
 	    cmocka_unit_test(keepalive),
 	    cmocka_unit_test(client_refusals_logged_rate_limited),
+	    cmocka_unit_test(metadata_fairness),
 	    cmocka_unit_test(memory_bounded_under_hostile_clients),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
