@@ -37,6 +37,7 @@ enum config_key {
 	KEY_KEEPALIVE,
 	KEY_MAX_CONNECTIONS,
 	KEY_MAX_CONNECTIONS_PER_PEER,
+	KEY_MAX_REPLY_MEMORY,
 	KEY_CLUSTER,
 	KEY_CLUSTER_NAME,
 	KEY_NODE,
@@ -76,6 +77,7 @@ static const struct setting {
     [KEY_KEEPALIVE] = {"keepalive", required_argument, IN_FILE},
     [KEY_MAX_CONNECTIONS] = {"max-connections", required_argument, IN_FILE},
     [KEY_MAX_CONNECTIONS_PER_PEER] = {"max-connections-per-peer", required_argument, IN_FILE},
+    [KEY_MAX_REPLY_MEMORY] = {"max-reply-memory", required_argument, IN_FILE},
     [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
     [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
     [KEY_NODE] = {"node", required_argument, IN_FILE},
@@ -103,6 +105,7 @@ void config_init(struct config *c)
 	c->keepalive = CONFIG_DEFAULT_KEEPALIVE;
 	c->max_connections = CONFIG_DEFAULT_MAX_CONNS;
 	c->max_connections_per_peer = 0; /* config_finish: the default, within max_connections */
+	c->max_reply_memory = CONFIG_DEFAULT_REPLY_MEMORY;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -383,6 +386,15 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		*(key == KEY_MAX_CONNECTIONS ? &c->max_connections : &c->max_connections_per_peer) =
 		    (unsigned)n;
+		return 0;
+	case KEY_MAX_REPLY_MEMORY:
+		ret = size_parse(value, &size);
+		if (ret || (size && size < (1U << 20))) {
+			rdax_seterr(err, errlen, "%s%s '%s': not 0 (none) or a size of 1M or more",
+				    from, name, value);
+			return -EINVAL;
+		}
+		c->max_reply_memory = size;
 		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
@@ -726,7 +738,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		    c->request_timeout != CONFIG_DEFAULT_REQUEST_TIMEOUT ||
 		    c->idle_timeout != CONFIG_DEFAULT_IDLE_TIMEOUT ||
 		    c->keepalive != CONFIG_DEFAULT_KEEPALIVE ||
-		    c->max_connections != CONFIG_DEFAULT_MAX_CONNS || c->max_connections_per_peer) {
+		    c->max_connections != CONFIG_DEFAULT_MAX_CONNS || c->max_connections_per_peer ||
+		    c->max_reply_memory != CONFIG_DEFAULT_REPLY_MEMORY) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -835,6 +848,9 @@ void config_usage(FILE *f)
 		"                        request is answered with the reason\n"
 		"  --max-connections-per-peer N  connections from one address (default\n"
 		"                        %u, at most --max-connections)\n"
+		"  --max-reply-memory SIZE  replies queued for clients that do not read\n"
+		"                        them, all connections together (default %lluM; 0:\n"
+		"                        none beyond each connection's 4M)\n"
 		"  --handshake-timeout SECS  a connection must finish its handshake (HELLO,\n"
 		"                        NBD option haggling) this soon (default %u; 0: never)\n"
 		"  --request-timeout SECS  a request whose bytes stop arriving half way is\n"
@@ -873,7 +889,8 @@ void config_usage(FILE *f)
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
 		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_MAX_CONNS,
-		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_HANDSHAKE_TIMEOUT,
-		CONFIG_DEFAULT_REQUEST_TIMEOUT, CONFIG_DEFAULT_IDLE_TIMEOUT,
-		CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME, CONFIG_DEFAULT_NS_NAME);
+		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_REPLY_MEMORY >> 20,
+		CONFIG_DEFAULT_HANDSHAKE_TIMEOUT, CONFIG_DEFAULT_REQUEST_TIMEOUT,
+		CONFIG_DEFAULT_IDLE_TIMEOUT, CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME,
+		CONFIG_DEFAULT_NS_NAME);
 }

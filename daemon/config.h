@@ -47,6 +47,7 @@
 #define CONFIG_DEFAULT_MAX_CONNS	 1024
 #define CONFIG_DEFAULT_MAX_CONNS_PEER	 512
 #define CONFIG_MAX_CONNS		 (1U << 20)
+#define CONFIG_DEFAULT_REPLY_MEMORY	 (256ULL << 20)
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
 
@@ -92,6 +93,7 @@ struct config {
 	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */
 	unsigned max_connections;	   /* in all, every transport */
 	unsigned max_connections_per_peer; /* from one address; <= max_connections */
+	uint64_t max_reply_memory;	   /* reply bytes queued on all connections; 0: none */
 	char *config_path;		   /* --config, NULL if none */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */

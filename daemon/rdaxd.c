@@ -369,11 +369,11 @@ static int daemon_start_limits(struct daemon *d, const struct config *cfg)
 	    .idle = cfg->idle_timeout,
 	};
 	conn_sets_set_timeouts(d->sets, &t);
-	LOG_INFO(
-	    "connections: at most %u (%u per address); timeouts: handshake %u s, request %u s, "
-	    "idle %u s (0: none); keepalive %u s",
-	    total, per_peer, cfg->handshake_timeout, cfg->request_timeout, cfg->idle_timeout,
-	    cfg->keepalive);
+	conn_sets_set_out_budget(d->sets, (size_t)cfg->max_reply_memory);
+	LOG_INFO("connections: at most %u (%u per address), %llu MiB of queued replies; "
+		 "timeouts: handshake %u s, request %u s, idle %u s (0: none); keepalive %u s",
+		 total, per_peer, (unsigned long long)(cfg->max_reply_memory >> 20),
+		 cfg->handshake_timeout, cfg->request_timeout, cfg->idle_timeout, cfg->keepalive);
 	return 0;
 }
 

@@ -356,6 +356,21 @@ void conn_sets_set_timeouts(struct conn_sets *g, const struct conn_timeouts *t)
 	g->timeouts = *t;
 }
 
+void conn_sets_set_out_budget(struct conn_sets *g, size_t bytes)
+{
+	g->out_budget = bytes;
+}
+
+bool conn_sets_out_over(const struct conn_sets *g)
+{
+	if (!g || !g->out_budget)
+		return false;
+	size_t sum = 0;
+	for (unsigned i = 0; i < g->nsets; i++)
+		sum += __atomic_load_n(&g->sets[i]->out_bytes, __ATOMIC_RELAXED);
+	return sum >= g->out_budget;
+}
+
 struct conn_set *conn_sets_next(struct conn_sets *g)
 {
 	struct conn_set *set = g->sets[g->next];

@@ -182,6 +182,11 @@ struct conn_set {
 	uint64_t accepted, closed;
 	unsigned drain_timeouts;    /* times the drain timer fired (0 or 1 per drain) */
 	unsigned long timed_out[3]; /* connections ended by each limit: handshake, request, idle */
+	/*
+	 * reply bytes queued on the set's connections (stream_out.counted):
+	 * written by the worker only, read by the others (relaxed atomics)
+	 */
+	size_t out_bytes;
 };
 
 /* Every worker's connection set: where connections are spread, what a shutdown drains. */
@@ -191,6 +196,7 @@ struct conn_sets {
 	unsigned next;		       /* round-robin position (the accept loop's thread) */
 	double drain_timeout;	       /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
 	struct conn_timeouts timeouts; /* none until conn_sets_set_timeouts() */
+	size_t out_budget;	       /* reply bytes queued on every set together; 0: none */
 	pthread_mutex_t lock;	       /* idle, during the drain */
 	pthread_cond_t cond;
 	unsigned idle;
@@ -208,6 +214,19 @@ int conn_sets_new(struct worker **workers, unsigned nworkers, struct conn_sets *
  * workers start)
  */
 void conn_sets_set_timeouts(struct conn_sets *g, const struct conn_timeouts *t);
+
+/*
+ * conn_sets_set_out_budget -- the reply bytes all connections together may
+ * keep queued (0: no bound beyond each connection's own); before the
+ * workers start. See stream.h, "backpressure".
+ */
+void conn_sets_set_out_budget(struct conn_sets *g, size_t bytes);
+
+/*
+ * conn_sets_out_over -- are the reply bytes queued on every set at the
+ * budget? Context: any worker (relaxed reads of the other sets' counts).
+ */
+bool conn_sets_out_over(const struct conn_sets *g);
 
 /* conn_sets_next -- the set of the next worker, round-robin. Context: the accept loop. */
 struct conn_set *conn_sets_next(struct conn_sets *g);

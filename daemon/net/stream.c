@@ -225,6 +225,9 @@ void stream_queue(struct stream *s, struct stream_out *o)
 	s->out_tail = o;
 	s->out_count++;
 	s->out_bytes += o->counted;
+	if (o->counted) /* the set's count: this worker writes it, the others read it */
+		__atomic_store_n(&s->conn.set->out_bytes, s->conn.set->out_bytes + o->counted,
+				 __ATOMIC_RELAXED);
 	if (o->range_of)
 		s->out_ranges++;
 	conn_flush_add(&s->conn);
@@ -239,6 +242,9 @@ static void out_pop(struct stream *s)
 		s->out_tail = NULL;
 	s->out_count--;
 	s->out_bytes -= o->counted;
+	if (o->counted)
+		__atomic_store_n(&s->conn.set->out_bytes, s->conn.set->out_bytes - o->counted,
+				 __ATOMIC_RELAXED);
 	if (o->range_of)
 		s->out_ranges--;
 	s->proto->out_release(s, o);

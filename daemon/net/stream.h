@@ -21,7 +21,13 @@
  *     payload), sent with one sendmsg() gathering as many as fit, or copied
  *     into messages by a transport that has them (stream_out_copy);
  *   - backpressure: replies queued + jobs in flight, and the bytes queued,
- *     against the protocol's bounds, with hysteresis (stream_can_take);
+ *     against the protocol's bounds, with hysteresis (stream_can_take); and
+ *     against the daemon's: while the replies queued on every connection
+ *     together reach the budget (conn_sets_out_over), a connection holding
+ *     STREAM_OUT_FLOOR bytes or more takes no new request -- each may
+ *     still have a reply or so queued, so no connection is starved by the
+ *     others' backlog, and the whole daemon's queued replies stay within
+ *     the budget plus a floor (and one reply) per connection;
  *   - the read-after-write rule, written once: a READ reply whose bytes are
  *     gathered from the mapping when it is sent names its range
  *     (stream_out.range_*); a payload or a job that would change bytes under
@@ -63,6 +69,8 @@
 #define STREAM_IOV_MAX 64
 /* pieces of one reply: header, body, payload */
 #define STREAM_OUT_PIECES 3
+/* Reply bytes a connection may always keep queued, whatever the daemon's budget. */
+#define STREAM_OUT_FLOOR (64U << 10)
 
 struct stream;
 
@@ -285,10 +293,11 @@ bool stream_park(struct stream *s, void *job, const void *vol, uint64_t off, uin
 /* stream_unpark -- the parked job once the READ replies it waited for have left, else NULL */
 void *stream_unpark(struct stream *s);
 
-/* stream_over -- is the backlog at @lim's bounds (no state change)? */
+/* stream_over -- is the backlog at @lim's bounds, or at the daemon's (no state change)? */
 static inline bool stream_over(const struct stream *s, const struct stream_limits *lim)
 {
-	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes;
+	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes ||
+	       (s->out_bytes >= STREAM_OUT_FLOOR && conn_sets_out_over(s->conn.set->group));
 }
 
 /*

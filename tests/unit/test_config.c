@@ -388,6 +388,7 @@ static void config__connection_limits(void **state)
 	assert_int_equal(c.keepalive, 60);
 	assert_int_equal(c.max_connections, 1024);
 	assert_int_equal(c.max_connections_per_peer, 512);
+	assert_int_equal(c.max_reply_memory, 256ULL << 20);
 	config_free(&c);
 	/* a small total: the per-peer default follows it */
 	assert_int_equal(parse(&c, err, "--max-connections", "100", NULL), 0);
@@ -396,7 +397,8 @@ static void config__connection_limits(void **state)
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--handshake-timeout", "0", "--request-timeout", "5",
 			       "--idle-timeout", "3600", "--keepalive", "0", "--max-connections",
-			       "20", "--max-connections-per-peer", "4", NULL),
+			       "20", "--max-connections-per-peer", "4", "--max-reply-memory", "0",
+			       NULL),
 			 0);
 	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
 	assert_int_equal(c.handshake_timeout, 0);
@@ -405,10 +407,11 @@ static void config__connection_limits(void **state)
 	assert_int_equal(c.keepalive, 0);
 	assert_int_equal(c.max_connections, 20);
 	assert_int_equal(c.max_connections_per_peer, 4);
+	assert_int_equal(c.max_reply_memory, 0);
 	config_free(&c);
 	/* the same as config-file keys */
 	static const char text[] = "max_connections = 30\nmax-connections-per-peer = 3\n"
-				   "request-timeout = 7\nkeepalive = 120\n";
+				   "request-timeout = 7\nkeepalive = 120\nmax-reply-memory = 64M\n";
 	const char *path = write_file("limits.conf", text, sizeof(text) - 1);
 	assert_int_equal(parse(&c, err, "--config", path, NULL), 0);
 	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
@@ -416,8 +419,14 @@ static void config__connection_limits(void **state)
 	assert_int_equal(c.max_connections_per_peer, 3);
 	assert_int_equal(c.request_timeout, 7);
 	assert_int_equal(c.keepalive, 120);
+	assert_int_equal(c.max_reply_memory, 64ULL << 20);
 	config_free(&c);
 	/* refused, with the reason */
+	assert_int_equal(parse(&c, err, "--max-reply-memory", "4K", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--max-reply-memory '4K'"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--max-reply-memory", "lots", NULL), -EINVAL);
+	config_free(&c);
 	assert_int_equal(parse(&c, err, "--max-connections", "0", NULL), -EINVAL);
 	assert_non_null(strstr(err, "--max-connections '0'"));
 	config_free(&c);
