@@ -22,6 +22,7 @@
 #include "log.h"
 #include "pb_arena.h"
 #include "rdax.pb-c.h"
+#include "psk_file.h"
 #include "transport_rdma.h"
 
 /* iovecs gathered for one sendmsg (two per request: header+body, payload) */
@@ -42,6 +43,9 @@ static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
     [FRAME_FSYNC] = &rdax__fsync_reply__descriptor,
     [FRAME_DISCARD] = &rdax__status_reply__descriptor,
     [FRAME_STAT] = &rdax__stat_reply__descriptor,
+    [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_reply__descriptor,
+    [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_reply__descriptor,
+    [FRAME_POWERCUT] = &rdax__powercut_reply__descriptor,
 };
 
 static int64_t now_ms(void)
@@ -166,6 +170,11 @@ void conn_delete(struct rdax_conn **cp)
 	struct rdax_conn *c = cp ? *cp : NULL;
 	if (!c)
 		return;
+	if (c->tls) {
+		gnutls_deinit(c->tls->sess);
+		free(c->tls);
+	}
+	tls_client_delete(&c->tls_creds);
 	if (c->fd >= 0)
 		close(c->fd);
 	/* the QP goes first: nothing may land in a buffer after it is freed */
@@ -203,6 +212,15 @@ void conn_delete(struct rdax_conn **cp)
 	free(c);
 	*cp = NULL;
 }
+
+/*
+ * Before HELLO is answered, a TLS connection the server ends has most likely
+ * been refused: TLS 1.3 lets a client finish its handshake before the
+ * server has checked the client's certificate.
+ */
+#define TLS_REFUSED_HINT                                                                           \
+	" (the server ended the connection after the TLS handshake: it may not accept this "       \
+	"client's certificate -- another CA, expired -- or require one)"
 
 /* --- connecting --------------------------------------------------------- */
 
@@ -299,11 +317,60 @@ int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool n
 	return ret;
 }
 
-int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
-		      char *err, size_t errlen)
+int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		   char *err, size_t errlen)
+{
+	struct tls_client_opts o = {
+	    .cert_dir = opts ? opts->tls_cert_dir : NULL,
+	    .psk_file = opts ? opts->tls_psk_file : NULL,
+	    .username = opts ? opts->tls_username : NULL,
+	};
+	int ret = tls_client_new(&o, &c->tls_creds, err, errlen);
+	if (ret)
+		return ret;
+	c->tls = calloc(1, sizeof(*c->tls));
+	if (!c->tls) {
+		snprintf(err, errlen, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	char why[CONN_ERR_MAX];
+	ret = tls_client_handshake(c->tls_creds, c->fd, host, c->timeout_ms, &c->tls->sess, why,
+				   sizeof(why));
+	if (ret) {
+		free(c->tls);
+		c->tls = NULL;
+		snprintf(err, errlen, "%s: %s", c->peer, why);
+	}
+	return ret;
+}
+
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen)
 {
 	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
-	return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err, errlen);
+	if (!opts || !opts->tls_psk_file)
+		return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err,
+				       errlen);
+	/* a PSK signs the connection request (rdma_auth.h) */
+	struct psk_entry *e;
+	size_t n;
+	int ret = psk_file_read(opts->tls_psk_file, &e, &n, err, errlen);
+	if (ret)
+		return ret;
+	size_t i = 0;
+	while (opts->tls_username && i < n && strcmp(e[i].user, opts->tls_username) != 0)
+		i++;
+	if (i == n) {
+		snprintf(err, errlen, "PSK file %s: no user %s in it", opts->tls_psk_file,
+			 opts->tls_username);
+		psk_file_free(&e, n);
+		return -EINVAL;
+	}
+	struct rdma_tp_auth auth = {e[i].user, e[i].key, e[i].key_len};
+	ret = rdma_tp_connect_auth(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &auth, &c->rdma, err,
+				   errlen);
+	psk_file_free(&e, n);
+	return ret;
 }
 
 /* --- operations and their requests -------------------------------------- */
@@ -871,8 +938,19 @@ static int tx_flush(struct rdax_conn *c)
 				iov[n++] = (struct iovec){(void *)(req->payload + poff),
 							  req->payload_len - poff};
 		}
-		struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-		ssize_t r = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t r;
+		if (c->tls) {
+			r = tls_io_sendv(c->tls, iov, n);
+			if (r == -EAGAIN)
+				return 0;
+			if (r < 0)
+				return conn_break(c, -EPIPE, "TLS send to %s: %s%s", c->peer,
+						  gnutls_strerror(c->tls->last_error),
+						  c->max_payload ? "" : TLS_REFUSED_HINT);
+		} else {
+			struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+			r = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -969,8 +1047,24 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 				c->rx_end = (size_t)r;
 			continue;
 		}
-		ssize_t r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
+		ssize_t r;
+		if (c->tls) {
+			/* decrypted straight into the destination of a large read */
+			r = tls_io_recv(c->tls, direct ? dst + c->rx_got : c->rx_buf,
+					direct ? want : CONN_RX_BUF_SIZE);
+			if (r == -EAGAIN)
+				return 0;
+			if (r == 0 && c->max_payload)
+				return conn_closed(c);
+			if (r <= 0)
+				return conn_break(
+				    c, r ? -EPROTO : -ECONNREFUSED, "TLS receive from %s: %s%s",
+				    c->peer, r ? gnutls_strerror(c->tls->last_error) : "closed",
+				    c->max_payload ? "" : TLS_REFUSED_HINT);
+		} else {
+			r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
 				 direct ? want : CONN_RX_BUF_SIZE, MSG_DONTWAIT);
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -1161,6 +1255,9 @@ static int rx_body(struct rdax_conn *c)
 	req->status = code;
 	if (code && text)
 		req->errmsg = strdup(text);
+	if (code == -RDAX_E_NOT_PRIMARY)
+		snprintf(c->primary_url, sizeof(c->primary_url), "%s",
+			 st->primary_url ? st->primary_url : "");
 	if (base == FRAME_WRITE && ((Rdax__WriteReply *)msg)->has_written_back)
 		req->written_back = ((Rdax__WriteReply *)msg)->written_back;
 	if (base == FRAME_FSYNC && ((Rdax__FsyncReply *)msg)->has_written_back)
@@ -1296,6 +1393,11 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 		if (!c->inflight_head && !c->sendq_head) {
 			/* cannot happen: an unfinished op always has requests out */
 			conn_break(c, -EIO, "internal error: waiting with nothing in flight");
+			continue;
+		}
+		if (c->tls && tls_io_pending(c->tls)) {
+			/* decrypted bytes GnuTLS holds: poll() would not see them */
+			try_rx = true;
 			continue;
 		}
 		if (c->rdma && (rdma_tp_has_input(c->rdma) || (c->busy_poll_us && busy_poll(c)) ||

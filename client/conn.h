@@ -41,6 +41,8 @@
 #include <protobuf-c/protobuf-c.h>
 
 #include "librdax.h"
+#include "tls_client.h"
+#include "tls_io.h"
 #include "url.h"
 
 /* Largest reply body accepted (a volume list of 1024 volumes fits easily). */
@@ -132,6 +134,9 @@ struct rdax_conn_opts {
 	int timeout_ms;
 	unsigned queue_depth;
 	unsigned busy_poll_us;
+	char *tls_cert_dir; /* rdaxs:// */
+	char *tls_psk_file;
+	char *tls_username;
 };
 
 struct rdma_tp;
@@ -139,12 +144,16 @@ struct rdma_tp;
 struct rdax_conn {
 	int fd;			      /* tcp:// */
 	struct rdma_tp *rdma;	      /* rdma:// (fd is -1) */
+	struct tls_io *tls;	      /* rdaxs://: the session over fd */
+	struct tls_client *tls_creds; /* rdaxs://: what the session uses */
 	char peer[URL_HOST_MAX + 16]; /* "HOST:PORT" or "[HOST]:PORT", for messages */
 
 	/* limits and facts from HELLO */
 	uint32_t max_payload; /* 0 until HELLO: no data requests */
 	uint32_t max_body;
 	char *server_version;
+	uint64_t incarnation;  /* 0: the server sent none */
+	bool powercut_allowed; /* rdaxd --allow-powercut */
 	struct conn_namespace *namespaces;
 	unsigned nnamespaces;
 
@@ -189,6 +198,8 @@ struct rdax_conn {
 	char broken_msg[CONN_ERR_MAX];
 	char *closing_msg; /* a connection-level error reply: the server closes next */
 	char last_error[CONN_ERR_MAX];
+	/* the last refusal with RDAX_E_NOT_PRIMARY: where the primary is ("" if none) */
+	char primary_url[128];
 
 	unsigned nvolumes;
 };
@@ -204,6 +215,25 @@ struct rdax_volume {
 	char *name;
 	unsigned ops_active; /* async operations not yet finished */
 };
+
+/*
+ * conn_volume_open_replica -- rdax_volume_open as a cluster primary's replica
+ * link (rdaxd's, docs/cluster.md): the sender @primary at @epoch; the
+ * replica refuses an older epoch (-RDAX_E_STALE_EPOCH) or a sender that is
+ * not the primary (-RDAX_E_NOT_PRIMARY). Not part of the public API.
+ */
+int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
+			     const char *primary, uint64_t incarnation, struct rdax_volume **volp);
+
+/*
+ * conn_replica_digest -- REPLICA_DIGEST on a replica link's volume: 16 bytes
+ * (XXH3-128, canonical) per @block_size block of [offset, offset + length)
+ * into @out (@outlen >= length / block_size * 16). Synchronous. Returns 0,
+ * the server's refusal, -RDAX_E_PROTOCOL (a reply of the wrong size), or a
+ * connection error. Not part of the public API.
+ */
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen);
 
 /* conn_new -- an unconnected connection with @opts applied (NULL: defaults); 0 or -ENOMEM */
 int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out);
@@ -221,11 +251,20 @@ int conn_connect(struct rdax_conn *c, const char *host, const char *port, bool n
 		 char *err, size_t errlen);
 
 /*
- * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h).
+ * conn_start_tls -- rdaxs://: TLS over the connected socket with @opts'
+ * credentials, to @host (tls_client.h). 0, -ENOMEM, or the code of
+ * tls_client_new / tls_client_handshake (@err says why).
+ */
+int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		   char *err, size_t errlen);
+
+/*
+ * conn_connect_rdma -- connect over RDMA to @host:@port (transport_rdma.h),
+ * the request signed with the PSK of @opts if it names one (rdma_auth.h).
  * Returns 0 or -errno; @err says why.
  */
-int conn_connect_rdma(struct rdax_conn *c, const char *host, const char *port, bool numeric_host,
-		      char *err, size_t errlen);
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen);
 
 /*
  * conn_set_error -- record the detailed message of a failed call (what

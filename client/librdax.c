@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,9 @@ void rdax_conn_opts_delete(struct rdax_conn_opts **optsp)
 		return;
 	free((*optsp)->token);
 	free((*optsp)->client_name);
+	free((*optsp)->tls_cert_dir);
+	free((*optsp)->tls_psk_file);
+	free((*optsp)->tls_username);
 	free(*optsp);
 	*optsp = NULL;
 }
@@ -75,6 +79,32 @@ int rdax_conn_opts_set_token_file(struct rdax_conn_opts *opts, const char *path)
 	opts->token = token;
 	opts->token_len = len;
 	return 0;
+}
+
+/* replace_opt -- *slot = a copy of @value (NULL: none); 0 or -ENOMEM */
+static int replace_opt(char **slot, const char *value)
+{
+	char *copy = NULL;
+	if (value && !(copy = strdup(value)))
+		return -ENOMEM;
+	free(*slot);
+	*slot = copy;
+	return 0;
+}
+
+int rdax_conn_opts_set_tls_certificates(struct rdax_conn_opts *opts, const char *dir)
+{
+	if (!opts || !dir)
+		return -EINVAL;
+	return replace_opt(&opts->tls_cert_dir, dir);
+}
+
+int rdax_conn_opts_set_tls_psk(struct rdax_conn_opts *opts, const char *path, const char *username)
+{
+	if (!opts || !path)
+		return -EINVAL;
+	int ret = replace_opt(&opts->tls_psk_file, path);
+	return ret ? ret : replace_opt(&opts->tls_username, username);
 }
 
 int rdax_conn_opts_set_client_name(struct rdax_conn_opts *opts, const char *name)
@@ -149,6 +179,8 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 		    c, -RDAX_E_PROTOCOL,
 		    "%s announced a max body of %u bytes (1024 at least expected)", c->peer,
 		    max_body);
+	c->incarnation = r->has_incarnation ? r->incarnation : 0;
+	c->powercut_allowed = r->has_powercut_allowed && r->powercut_allowed;
 	if (r->server_version && !(c->server_version = strdup(r->server_version)))
 		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
 	if (r->n_namespaces) {
@@ -212,22 +244,34 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 	char err[CONN_ERR_MAX];
 	if (url_parse(url, &u, err, sizeof(err)))
 		return connect_fail(-EINVAL, "bad server address %s", err);
-	if (u.scheme != URL_TCP && u.scheme != URL_RDMA)
+	if (u.scheme != URL_TCP && u.scheme != URL_RDMA && u.scheme != URL_RDAXS)
 		return connect_fail(
 		    -EINVAL,
 		    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
-		    "librdax speaks rdaxd's own protocol: tcp:// or rdma://",
+		    "librdax speaks rdaxd's own protocol: tcp://, rdaxs:// or rdma://",
 		    url);
+	/* a PSK also signs rdma:// connection requests; certificates are TLS only */
+	if (u.scheme == URL_TCP && opts && (opts->tls_cert_dir || opts->tls_psk_file))
+		return connect_fail(-EINVAL,
+				    "TLS credentials given for %s: connect to rdaxs://HOST:PORT "
+				    "to use TLS",
+				    url);
+	if (u.scheme == URL_RDMA && opts && opts->tls_cert_dir)
+		return connect_fail(-EINVAL,
+				    "rdma:// has no TLS: a certificate cannot be used (a PSK "
+				    "signs the connection request)");
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
 		return connect_fail(ret, "%s", strerror(-ret));
 	if (u.scheme == URL_RDMA)
-		ret = conn_connect_rdma(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
-					sizeof(err));
+		ret = conn_connect_rdma(c, opts, u.host, u.port_str, strchr(u.host, ':') != NULL,
+					err, sizeof(err));
 	else
 		ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
 				   sizeof(err));
+	if (ret == 0 && u.scheme == URL_RDAXS)
+		ret = conn_start_tls(c, opts, u.host, err, sizeof(err));
 	if (ret) {
 		connect_fail(ret, "%s", err);
 		goto err_delete;
@@ -274,6 +318,21 @@ uint32_t rdax_conn_max_payload(const struct rdax_conn *conn)
 const char *rdax_conn_server_version(const struct rdax_conn *conn)
 {
 	return conn && conn->server_version ? conn->server_version : "";
+}
+
+const char *rdax_conn_primary_url(const struct rdax_conn *conn)
+{
+	return conn ? conn->primary_url : "";
+}
+
+uint64_t rdax_conn_incarnation(const struct rdax_conn *conn)
+{
+	return conn ? conn->incarnation : 0;
+}
+
+int rdax_conn_powercut_allowed(const struct rdax_conn *conn)
+{
+	return conn && conn->powercut_allowed;
 }
 
 unsigned rdax_conn_namespace_count(const struct rdax_conn *conn)
@@ -363,6 +422,116 @@ int rdax_volume_delete(struct rdax_conn *conn, const char *name)
 	return ret;
 }
 
+/*
+ * The array rdax_namespace_list returns sits at the end of this block, which
+ * keeps the unpacked reply (the strings point into it) and the ranges.
+ */
+struct ns_list_block {
+	ProtobufCMessage *msg;
+	struct rdax_bad_range *ranges;
+	const char **marked;
+	struct rdax_namespace_status st[];
+};
+
+/* ns_block_of -- the block around a returned array */
+static struct ns_list_block *ns_block_of(struct rdax_namespace_status *st)
+{
+	return (struct ns_list_block *)((char *)st - offsetof(struct ns_list_block, st));
+}
+
+/* ns_status_fill -- the array of @b from the reply @r; 0 or -ENOMEM */
+static int ns_status_fill(struct ns_list_block *b, const Rdax__NamespaceListReply *r)
+{
+	size_t nr = 0, nm = 0;
+	for (size_t i = 0; i < r->n_namespaces; i++) {
+		const Rdax__NamespaceHealth *h = r->namespaces[i]->health;
+		nr += h ? h->n_bad_blocks : 0;
+		nm += h ? h->n_marked_volumes : 0;
+	}
+	b->ranges = calloc(nr ? nr : 1, sizeof(*b->ranges));
+	b->marked = calloc(nm ? nm : 1, sizeof(*b->marked));
+	if (!b->ranges || !b->marked)
+		return -ENOMEM;
+	size_t ri = 0, mi = 0;
+	for (size_t i = 0; i < r->n_namespaces; i++) {
+		const Rdax__NamespaceInfo *n = r->namespaces[i];
+		const Rdax__NamespaceHealth *h = n->health;
+		struct rdax_namespace_status *st = &b->st[i];
+		*st = (struct rdax_namespace_status){
+		    .id = n->id,
+		    .path = n->path,
+		    .kind = n->kind ? n->kind : "",
+		    .mode = n->mode,
+		    .persist_method = (enum rdax_persist_method)n->persist_method,
+		    .size = n->size,
+		    .free_bytes = n->free_bytes,
+		    .health = h ? h->state : "",
+		};
+		if (!h)
+			continue;
+		st->usc_supported = h->has_unsafe_shutdown_count;
+		st->unsafe_shutdown_count = h->unsafe_shutdown_count;
+		st->unsafe_shutdown = h->unsafe_shutdown;
+		st->badblocks_supported = h->badblocks_supported;
+		st->bad = &b->ranges[ri];
+		st->nbad = h->n_bad_blocks;
+		for (size_t k = 0; k < h->n_bad_blocks; k++, ri++)
+			b->ranges[ri] = (struct rdax_bad_range){
+			    .offset = h->bad_blocks[k]->offset,
+			    .length = h->bad_blocks[k]->length,
+			    .volume = h->bad_blocks[k]->volume,
+			    .volume_offset = h->bad_blocks[k]->volume_offset,
+			};
+		st->marked_volumes = (const char *const *)&b->marked[mi];
+		st->nmarked = h->n_marked_volumes;
+		for (size_t k = 0; k < h->n_marked_volumes; k++)
+			b->marked[mi++] = h->marked_volumes[k];
+	}
+	return 0;
+}
+
+int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **listp,
+			size_t *countp)
+{
+	if (!conn)
+		return -EINVAL;
+	if (!listp || !countp)
+		return conn_set_error(conn, -EINVAL, "rdax_namespace_list: NULL result pointer");
+	Rdax__NamespaceListRequest req = RDAX__NAMESPACE_LIST_REQUEST__INIT;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_NAMESPACE_LIST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__NamespaceListReply *r = (const Rdax__NamespaceListReply *)msg;
+	struct ns_list_block *b =
+	    calloc(1, sizeof(*b) + r->n_namespaces * sizeof(struct rdax_namespace_status));
+	if (!b || ns_status_fill(b, r)) {
+		if (b) {
+			free(b->ranges);
+			free(b->marked);
+		}
+		free(b);
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	b->msg = msg;
+	*listp = b->st;
+	*countp = r->n_namespaces;
+	return 0;
+}
+
+void rdax_namespace_list_free(struct rdax_namespace_status **listp)
+{
+	if (!listp || !*listp)
+		return;
+	struct ns_list_block *b = ns_block_of(*listp);
+	protobuf_c_message_free_unpacked(b->msg, NULL);
+	free(b->ranges);
+	free(b->marked);
+	free(b);
+	*listp = NULL;
+}
+
 /* infos_new -- one allocation: @n entries, then their names; NULL on -ENOMEM */
 static struct rdax_volume_info *infos_new(Rdax__VolumeInfo *const *v, size_t n)
 {
@@ -448,7 +617,12 @@ void rdax_volume_info_free(struct rdax_volume_info **infosp)
 	*infosp = NULL;
 }
 
-int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volume **volp)
+/*
+ * volume_open -- rdax_volume_open, as a replica link when @replica is set
+ * (conn_volume_open_replica)
+ */
+static int volume_open(struct rdax_conn *conn, const char *name, Rdax__ReplicaOpen *replica,
+		       struct rdax_volume **volp)
 {
 	if (!conn)
 		return -EINVAL;
@@ -467,6 +641,7 @@ int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volum
 	}
 	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
 	req.name = (char *)name;
+	req.replica = replica;
 	ProtobufCMessage *msg = NULL;
 	ret = control(conn, FRAME_VOLUME_OPEN, &req.base, &msg);
 	if (ret)
@@ -499,6 +674,47 @@ err_free_name:
 err_free_vol:
 	free(v);
 	return ret;
+}
+
+int rdax_volume_open(struct rdax_conn *conn, const char *name, struct rdax_volume **volp)
+{
+	return volume_open(conn, name, NULL, volp);
+}
+
+int conn_replica_digest(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+			uint32_t block_size, uint8_t *out, size_t outlen)
+{
+	Rdax__ReplicaDigestRequest req = RDAX__REPLICA_DIGEST_REQUEST__INIT;
+	req.handle = vol->handle;
+	req.offset = offset;
+	req.length = length;
+	req.block_size = block_size;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(vol->conn, FRAME_REPLICA_DIGEST, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__ReplicaDigestReply *r = (const Rdax__ReplicaDigestReply *)msg;
+	if (!r->has_digests || block_size == 0 || r->digests.len != length / block_size * 16 ||
+	    r->digests.len > outlen)
+		ret = conn_set_error(vol->conn, -RDAX_E_PROTOCOL,
+				     "%s sent %zu digest bytes for %llu bytes in blocks of %u",
+				     vol->conn->peer, r->has_digests ? r->digests.len : 0,
+				     (unsigned long long)length, block_size);
+	else
+		memcpy(out, r->digests.data, r->digests.len);
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return ret;
+}
+
+int conn_volume_open_replica(struct rdax_conn *conn, const char *name, uint64_t epoch,
+			     const char *primary, uint64_t incarnation, struct rdax_volume **volp)
+{
+	Rdax__ReplicaOpen r = RDAX__REPLICA_OPEN__INIT;
+	r.epoch = epoch;
+	r.primary = (char *)primary;
+	r.has_primary_incarnation = 1;
+	r.primary_incarnation = incarnation;
+	return volume_open(conn, name, &r, volp);
 }
 
 int rdax_volume_close(struct rdax_volume **volp)
@@ -690,6 +906,33 @@ int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st)
 	    .fsyncs = r->fsyncs,
 	    .fsync_bytes = r->fsync_bytes,
 	};
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return 0;
+}
+
+int rdax_powercut(struct rdax_conn *conn, uint64_t after, unsigned delay_ms, uint64_t *incarnation)
+{
+	if (!conn)
+		return -EINVAL;
+	if (delay_ms > RDAX_POWERCUT_MAX_DELAY_MS)
+		return conn_set_error(conn, -EINVAL, "power cut delay %u ms exceeds %u ms",
+				      delay_ms, RDAX_POWERCUT_MAX_DELAY_MS);
+	Rdax__PowercutRequest req = RDAX__POWERCUT_REQUEST__INIT;
+	if (after) {
+		req.has_after = 1;
+		req.after = after;
+	}
+	if (delay_ms) {
+		req.has_delay_ms = 1;
+		req.delay_ms = delay_ms;
+	}
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_POWERCUT, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__PowercutReply *r = (const Rdax__PowercutReply *)msg;
+	if (incarnation)
+		*incarnation = r->has_incarnation ? r->incarnation : 0;
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return 0;
 }

@@ -12,12 +12,14 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "copy.h"
@@ -42,6 +44,9 @@ struct ctx {
 	struct rdax_cluster_ctx cluster; /* --cluster: rdax_cluster.h */
 	const char *volume;		 /* the command's volume name, if it has one */
 	const char *token_file;
+	const char *tls_cert_dir; /* rdaxs:// credentials */
+	const char *tls_psk_file;
+	const char *tls_username;
 	int timeout_ms;
 	struct rdax_conn *conn;
 	char what[320]; /* "write vol1": what failure messages name */
@@ -53,6 +58,7 @@ enum cmd_opt {
 	OPT_NAMESPACE = 1 << 1, /* --namespace ID */
 	OPT_JSON = 1 << 2,	/* --json: one JSON object on stdout (docs/cli.md) */
 	OPT_OWN = 1 << 3,	/* the command parses its own arguments and options */
+	OPT_POWERCUT = 1 << 4,	/* --after N, --delay SECONDS, --wait */
 };
 
 struct command {
@@ -69,6 +75,8 @@ struct cmd_opts {
 	bool fsync;
 	bool json;
 	const char *namespace_id;
+	const char *after, *delay; /* powercut */
+	bool wait;
 };
 
 static struct cmd_opts g_opts;
@@ -133,6 +141,14 @@ static int connect_server(struct ctx *ctx)
 		rdax_conn_opts_delete(&opts);
 		return EXIT_FAIL;
 	}
+	if ((ctx->tls_cert_dir &&
+	     (ret = rdax_conn_opts_set_tls_certificates(opts, ctx->tls_cert_dir))) ||
+	    (ctx->tls_psk_file &&
+	     (ret = rdax_conn_opts_set_tls_psk(opts, ctx->tls_psk_file, ctx->tls_username)))) {
+		fail_msg("TLS options: %s", rdax_strerror(ret));
+		rdax_conn_opts_delete(&opts);
+		return EXIT_FAIL;
+	}
 	rdax_conn_opts_set_client_name(opts, "rdax");
 	if (ctx->timeout_ms)
 		rdax_conn_opts_set_timeout(opts, ctx->timeout_ms);
@@ -153,6 +169,22 @@ static int open_volume(struct ctx *ctx, const char *name, struct rdax_volume **v
 	if (ret)
 		return ret;
 	ret = rdax_volume_open(ctx->conn, name, volp);
+	/*
+	 * A cluster node that is not the volume's primary names the one that is:
+	 * follow it (a few hops at most: a failover may move it meanwhile).
+	 */
+	static char followed[3][128];
+	for (unsigned hop = 0;
+	     ret == -RDAX_E_NOT_PRIMARY && hop < 3 && rdax_conn_primary_url(ctx->conn)[0]; hop++) {
+		snprintf(followed[hop], sizeof(followed[hop]), "%s",
+			 rdax_conn_primary_url(ctx->conn));
+		rdax_disconnect(&ctx->conn);
+		ctx->server = followed[hop];
+		ctx->server_given = true; /* connect_server: this address, not a lookup */
+		if ((ret = connect_server(ctx)))
+			return ret;
+		ret = rdax_volume_open(ctx->conn, name, volp);
+	}
 	return ret ? fail(ctx, ret) : 0;
 }
 
@@ -277,6 +309,119 @@ static int cmd_volume_list(struct ctx *ctx, char **args, unsigned nargs)
 		       size_format_compact(v[i].size, buf, sizeof(buf)),
 		       namespace_label(ctx, v[i].namespace_id, ns, sizeof(ns)));
 	rdax_volume_info_free(&v);
+	return 0;
+}
+
+/* method_name -- a persistence method as rdaxd names it */
+static const char *method_name(enum rdax_persist_method m)
+{
+	switch (m) {
+	case RDAX_PERSIST_CPU_CACHE_FLUSH:
+		return "cpu-cache-flush";
+	case RDAX_PERSIST_FENCE_ONLY:
+		return "fence-only";
+	case RDAX_PERSIST_MSYNC:
+		return "msync";
+	case RDAX_PERSIST_SIM:
+		return "sim";
+	}
+	return "unknown";
+}
+
+/* print_namespaces_json -- rdax namespace list --json */
+static void print_namespaces_json(const struct rdax_namespace_status *l, size_t n)
+{
+	struct json j;
+	json_begin(&j, stdout);
+	json_array(&j, "namespaces");
+	for (size_t i = 0; i < n; i++) {
+		json_object(&j, NULL);
+		json_u64(&j, "id", l[i].id);
+		json_str(&j, "path", l[i].path);
+		json_str(&j, "kind", l[i].kind);
+		json_str(&j, "mode", l[i].mode);
+		json_str(&j, "method", method_name(l[i].persist_method));
+		json_u64(&j, "size", l[i].size);
+		json_u64(&j, "free_bytes", l[i].free_bytes);
+		json_str(&j, "health", l[i].health);
+		if (l[i].usc_supported)
+			json_u64(&j, "unsafe_shutdown_count", l[i].unsafe_shutdown_count);
+		else
+			json_str(&j, "unsafe_shutdown_count", NULL);
+		json_bool(&j, "unsafe_shutdown", l[i].unsafe_shutdown);
+		json_bool(&j, "badblocks_supported", l[i].badblocks_supported);
+		json_array(&j, "bad_blocks");
+		for (size_t k = 0; k < l[i].nbad; k++) {
+			json_object(&j, NULL);
+			json_u64(&j, "offset", l[i].bad[k].offset);
+			json_u64(&j, "length", l[i].bad[k].length);
+			json_str(&j, "volume", l[i].bad[k].volume);
+			json_u64(&j, "volume_offset", l[i].bad[k].volume_offset);
+			json_end(&j);
+		}
+		json_end(&j);
+		json_array(&j, "marked_volumes");
+		for (size_t k = 0; k < l[i].nmarked; k++)
+			json_str(&j, NULL, l[i].marked_volumes[k]);
+		json_end(&j);
+		json_end(&j);
+	}
+	json_finish(&j);
+}
+
+/* cmd_namespace_list -- rdax namespace list: a table, one namespace a line, then its troubles */
+static int cmd_namespace_list(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_namespace_status *l;
+	size_t n;
+	ret = rdax_namespace_list(ctx->conn, &l, &n);
+	if (ret == -RDAX_E_PROTOCOL) {
+		fail_msg("namespace list: %s (a daemon older than this command closes the "
+			 "connection: upgrade rdaxd)",
+			 rdax_conn_last_error(ctx->conn));
+		return EXIT_FAIL;
+	}
+	if (ret)
+		return fail(ctx, ret);
+	if (g_opts.json) {
+		print_namespaces_json(l, n);
+		rdax_namespace_list_free(&l);
+		return 0;
+	}
+	int wpath = 4;
+	for (size_t i = 0; i < n; i++) {
+		int w = (int)strlen(l[i].path);
+		wpath = w > wpath ? w : wpath;
+	}
+	printf("%-3s %-*s  %-6s  %-15s  %-9s  %-9s  %s\n", "ID", wpath, "PATH", "KIND", "METHOD",
+	       "SIZE", "FREE", "HEALTH");
+	for (size_t i = 0; i < n; i++) {
+		char sz[SIZE_FORMAT_MAX], fr[SIZE_FORMAT_MAX];
+		printf("%-3" PRIu32 " %-*s  %-6s  %-15s  %-9s  %-9s  %s\n", l[i].id, wpath,
+		       l[i].path, l[i].kind[0] ? l[i].kind : "?", method_name(l[i].persist_method),
+		       size_format(l[i].size, sz, sizeof(sz)),
+		       size_format(l[i].free_bytes, fr, sizeof(fr)),
+		       l[i].health[0] ? l[i].health : "?");
+		for (size_t k = 0; k < l[i].nbad; k++) {
+			char len[SIZE_FORMAT_MAX];
+			const struct rdax_bad_range *b = &l[i].bad[k];
+			size_format(b->length, len, sizeof(len));
+			if (b->volume)
+				printf("    bad block: offset %" PRIu64
+				       ", %s: volume %s at %" PRIu64 "\n",
+				       b->offset, len, b->volume, b->volume_offset);
+			else
+				printf("    bad block: offset %" PRIu64 ", %s: in no volume\n",
+				       b->offset, len);
+		}
+		for (size_t k = 0; k < l[i].nmarked; k++)
+			printf("    unsafe shutdown: volume %s may have lost acknowledged writes\n",
+			       l[i].marked_volumes[k]);
+	}
+	rdax_namespace_list_free(&l);
 	return 0;
 }
 
@@ -724,6 +869,144 @@ static int cmd_export(struct ctx *ctx, char **args, unsigned nargs)
 	return copy_done(ctx, ret, err, &cs);
 }
 
+/* How long "rdax powercut" waits for the new incarnation unless --timeout says. */
+#define POWERCUT_WAIT_MS 120000
+/* Between two attempts to reach the daemon after a cut. */
+#define POWERCUT_POLL_MS 100
+
+/* parse_delay -- --delay SECONDS (a decimal fraction allowed) as milliseconds; 0 or EXIT_USAGE */
+static int parse_delay(const char *v, unsigned *ms)
+{
+	char *end;
+	errno = 0;
+	double s = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(s) || s <= 0 ||
+	    s * 1000.0 > RDAX_POWERCUT_MAX_DELAY_MS) {
+		fail_msg("powercut: bad --delay '%s' (seconds, more than 0 and at most %u)", v,
+			 RDAX_POWERCUT_MAX_DELAY_MS / 1000);
+		return EXIT_USAGE;
+	}
+	*ms = (unsigned)(s * 1000.0 + 0.5);
+	if (*ms == 0)
+		*ms = 1; /* the shortest delay there is */
+	return 0;
+}
+
+/* mono_ms -- CLOCK_MONOTONIC in milliseconds */
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * wait_incarnation -- reconnect until the daemon answers HELLO with an
+ * incarnation other than @old, for at most @limit_ms (< 0: no limit);
+ * *now gets it. 0, or EXIT_FAIL with the reason said.
+ */
+static int wait_incarnation(struct ctx *ctx, uint64_t old, int64_t limit_ms, uint64_t *now)
+{
+	int64_t deadline = limit_ms < 0 ? INT64_MAX : mono_ms() + limit_ms;
+	int ret = 0;
+	for (;;) {
+		struct rdax_conn_opts *opts = NULL;
+		struct rdax_conn *c = NULL;
+		ret = rdax_conn_opts_new(&opts);
+		if (ret == 0 && ctx->token_file)
+			ret = rdax_conn_opts_set_token_file(opts, ctx->token_file);
+		if (ret == 0) {
+			rdax_conn_opts_set_client_name(opts, "rdax");
+			/* a HELLO waits while the cut runs; a daemon gone quiet is a failure */
+			rdax_conn_opts_set_timeout(
+			    opts,
+			    (int)(limit_ms < 0 || limit_ms > 60000 ? 60000 : limit_ms + 1000));
+			ret = rdax_connect(ctx->server, opts, &c);
+		}
+		rdax_conn_opts_delete(&opts);
+		if (ret == 0) {
+			*now = rdax_conn_incarnation(c);
+			rdax_disconnect(&c);
+			if (*now != old)
+				return 0;
+		}
+		if (mono_ms() >= deadline)
+			break;
+		struct timespec ts = {0, POWERCUT_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	fail_msg(
+	    "powercut: %s after %.0f s (%s)",
+	    ret ? "the daemon does not answer" : "the incarnation did not change",
+	    limit_ms / 1000.0,
+	    ret ? (rdax_connect_last_error()[0] ? rdax_connect_last_error() : rdax_strerror(ret))
+		: "is the cut armed for later?");
+	return EXIT_FAIL;
+}
+
+/* cmd_powercut -- rdax powercut [--after N] [--delay SECONDS] [--wait] [--json] */
+static int cmd_powercut(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t after = 0;
+	unsigned delay_ms = 0;
+	int ret;
+	if (g_opts.after) {
+		if (strspn(g_opts.after, "0123456789") != strlen(g_opts.after) ||
+		    size_parse(g_opts.after, &after) || after == 0) {
+			fail_msg("powercut: bad --after '%s' (a count of acknowledged requests, at "
+				 "least 1)",
+				 g_opts.after);
+			return EXIT_USAGE;
+		}
+	}
+	if (g_opts.delay && (ret = parse_delay(g_opts.delay, &delay_ms)))
+		return ret;
+	if ((ret = connect_server(ctx)))
+		return ret;
+	uint64_t old = rdax_conn_incarnation(ctx->conn), ended = 0;
+	if (old == 0) {
+		fail_msg("powercut: %s does not report an incarnation: an rdaxd without power cuts",
+			 ctx->server);
+		return EXIT_FAIL;
+	}
+	ret = rdax_powercut(ctx->conn, after, delay_ms, &ended);
+	bool now = after == 0 && delay_ms == 0;
+	if (ret == -EPERM || ret == -EBUSY || ret == -EINVAL || ret == -RDAX_E_PROTOCOL ||
+	    (ret && !now))
+		return fail(ctx, ret);
+	/* at once: the reply may be lost with the connection, which the cut drops either way */
+	rdax_disconnect(&ctx->conn);
+	uint64_t inc = 0;
+	if (now || g_opts.wait) {
+		int64_t limit = ctx->timeout_ms ? ctx->timeout_ms : now ? POWERCUT_WAIT_MS : -1;
+		if ((ret = wait_incarnation(ctx, old, limit, &inc)))
+			return ret;
+	}
+	char before[17], after_s[17];
+	snprintf(before, sizeof(before), "%016" PRIx64, old);
+	snprintf(after_s, sizeof(after_s), "%016" PRIx64, inc);
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "server", ctx->server);
+		json_bool(&j, "done", inc != 0);
+		json_str(&j, "incarnation_before", before);
+		json_str(&j, "incarnation_after", inc ? after_s : NULL);
+		json_finish(&j);
+	} else if (inc) {
+		printf("power cut: incarnation %s ended; %s serves again as incarnation %s\n",
+		       before, ctx->server, after_s);
+	} else {
+		printf("power cut armed on %s (incarnation %s): ", ctx->server, before);
+		if (after)
+			printf("after %" PRIu64 " more acknowledged requests%s", after,
+			       delay_ms ? " or " : "\n");
+		if (delay_ms)
+			printf("in %.3f s\n", delay_ms / 1000.0);
+	}
+	return 0;
+}
+
 /* crash_connect -- crash_cmd_env.connect: the command's one connection */
 static int crash_connect(void *arg, struct rdax_conn **connp)
 {
@@ -799,14 +1082,41 @@ static const struct command commands[] = {
      "and fsync_bytes (written back by them). --json: one object with those\n"
      "names and name, every value in bytes or a count.\n",
      cmd_stat},
+    {"namespace list", "[--json]", 0, 0, OPT_JSON,
+     "List the server's namespaces: ID, PATH (on the server), KIND (devdax,\n"
+     "fsdax or file), METHOD (how a flush reaches persistence), SIZE, FREE and\n"
+     "HEALTH: ok, bad-blocks (reads of them get EIO; each range and the volume\n"
+     "it falls in follows on its own line) or unsafe-shutdown (the platform lost\n"
+     "power without flushing while the namespace was in use: acknowledged writes\n"
+     "may be lost; the marked volumes follow). The server reads the bad blocks\n"
+     "again for this. --json: {\"namespaces\": [{id, path, kind, mode, method,\n"
+     "size, free_bytes, health, unsafe_shutdown_count (null: not reported),\n"
+     "unsafe_shutdown, badblocks_supported, bad_blocks: [{offset, length, volume\n"
+     "(null: none), volume_offset}], marked_volumes: [NAME]}]}, sizes in bytes.\n",
+     cmd_namespace_list},
     {"crash-states", CRASH_CMD_USAGE, 0, 0, OPT_OWN, crash_cmd_help, cmd_crash_states},
+    {"powercut", "[--after N] [--delay SECONDS] [--wait] [--json]", 0, 0, OPT_POWERCUT | OPT_JSON,
+     "Cut the power of the server (an rdaxd started with --allow-powercut, every\n"
+     "namespace in mode=sim): every connection is dropped, everything not made\n"
+     "durable is lost, and the daemon serves again, the same process, as a new\n"
+     "incarnation (docs/persistence-testing.md).\n"
+     "Without options: at once; the command returns once the daemon serves again\n"
+     "and prints both incarnations (waiting at most --timeout, default 120 s).\n"
+     "--after N: after N more acknowledged writes, discards and fsyncs of any\n"
+     "client (the Nth is acknowledged, nothing after it). --delay SECONDS: after\n"
+     "that long (fractions allowed). Both: whichever comes first. These return\n"
+     "once the cut is armed, or with --wait once it happened.\n"
+     "--json: {server, done, incarnation_before, incarnation_after} (hex strings;\n"
+     "incarnation_after null while the cut is only armed).\n",
+     cmd_powercut},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 /* usage -- the overview of rdax --help */
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--timeout SECONDS] "
+	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--tls-certificates DIR] "
+		   "[--tls-psk FILE [--tls-username NAME]] [--timeout SECONDS] "
 		   "[--cluster URL] COMMAND [ARGS]\n\ncommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
@@ -815,10 +1125,17 @@ static void usage(FILE *f)
 		"  help [COMMAND]\n"
 		"\noptions:\n"
 		"  --server URL        the rdaxd to talk to: tcp://HOST[:PORT], IPv6 as\n"
-		"                      tcp://[::1]:7470, or rdma://HOST[:PORT] over RDMA\n"
+		"                      tcp://[::1]:7470, rdaxs://HOST[:PORT] in TLS, or\n"
+		"                      rdma://HOST[:PORT] over RDMA\n"
 		"                      (default: $RDAX_SERVER, else %s)\n"
 		"  --token-file PATH   send this file's contents (trailing newline stripped)\n"
 		"                      as the access token (default: $RDAX_TOKEN_FILE)\n"
+		"  --tls-certificates DIR  rdaxs://: DIR/ca-cert.pem checks the server;\n"
+		"                      DIR/client-cert.pem and client-key.pem, if there,\n"
+		"                      prove the client (default: the system's CAs)\n"
+		"  --tls-psk FILE      rdaxs://: a pre-shared key from psktool's FILE\n"
+		"                      (rdma://: it signs the connection request)\n"
+		"  --tls-username NAME the PSK user (default: the file's first)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
 		"                      wait)\n"
 		"  --cluster etcd://HOST:PORT[,...]  the cluster's etcd (default:\n"
@@ -839,22 +1156,36 @@ static void command_help(const struct command *cmd)
 	       cmd->usage, cmd->help);
 }
 
+/* group_of -- @word names a group of subcommands ("volume", "namespace") */
+static bool group_of(const char *word)
+{
+	return strcmp(word, "volume") == 0 || strcmp(word, "namespace") == 0;
+}
+
+/* in_group -- @cmd is a subcommand of group @word ("volume create" of "volume") */
+static bool in_group(const struct command *cmd, const char *word)
+{
+	size_t n = strlen(word);
+	return strncmp(cmd->name, word, n) == 0 && cmd->name[n] == ' ';
+}
+
 /*
  * find_command -- match the words at @argv against the table; *nwords = how
- * many words the name took. "volume" alone matches nothing (*group = true).
+ * many words the name took. A group word alone ("volume", "namespace")
+ * matches nothing (*group = true).
  */
 static const struct command *find_command(char **argv, int argc, int *nwords, bool *group)
 {
 	*group = false;
 	if (argc < 1)
 		return NULL;
-	if (strcmp(argv[0], "volume") == 0) {
+	if (group_of(argv[0])) {
 		*group = true;
 		if (argc < 2)
 			return NULL;
 		for (unsigned i = 0; i < NCOMMANDS; i++)
-			if (strncmp(commands[i].name, "volume ", 7) == 0 &&
-			    strcmp(commands[i].name + 7, argv[1]) == 0) {
+			if (in_group(&commands[i], argv[0]) &&
+			    strcmp(commands[i].name + strlen(argv[0]) + 1, argv[1]) == 0) {
 				*nwords = 2;
 				return &commands[i];
 			}
@@ -868,12 +1199,12 @@ static const struct command *find_command(char **argv, int argc, int *nwords, bo
 	return NULL;
 }
 
-/* volume_help -- the volume subcommands */
-static void volume_help(FILE *f)
+/* group_help -- the subcommands of group @word */
+static void group_help(FILE *f, const char *word)
 {
-	fprintf(f, "usage: rdax [OPTIONS] volume SUBCOMMAND\n\nsubcommands:\n");
+	fprintf(f, "usage: rdax [OPTIONS] %s SUBCOMMAND\n\nsubcommands:\n", word);
 	for (unsigned i = 0; i < NCOMMANDS; i++)
-		if (strncmp(commands[i].name, "volume ", 7) == 0)
+		if (in_group(&commands[i], word))
 			fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
 				commands[i].usage);
 }
@@ -893,7 +1224,7 @@ static int cmd_help(char **argv, int argc)
 		return 0;
 	}
 	if (group && argc == 1) {
-		volume_help(stdout);
+		group_help(stdout, argv[0]);
 		return 0;
 	}
 	fail_msg("help: unknown command '%s%s%s' (see 'rdax --help')", argv[0],
@@ -909,6 +1240,9 @@ static const struct {
     {{"fsync", no_argument, NULL, 'f'}, OPT_FSYNC},
     {{"namespace", required_argument, NULL, 'n'}, OPT_NAMESPACE},
     {{"json", no_argument, NULL, 'j'}, OPT_JSON},
+    {{"after", required_argument, NULL, 'a'}, OPT_POWERCUT},
+    {{"delay", required_argument, NULL, 'd'}, OPT_POWERCUT},
+    {{"wait", no_argument, NULL, 'w'}, OPT_POWERCUT},
 };
 #define NCMD_OPTIONS (sizeof(cmd_options) / sizeof(cmd_options[0]))
 
@@ -944,6 +1278,15 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 			break;
 		case 'j':
 			g_opts.json = true;
+			break;
+		case 'a':
+			g_opts.after = optarg;
+			break;
+		case 'd':
+			g_opts.delay = optarg;
+			break;
+		case 'w':
+			g_opts.wait = true;
 			break;
 		case ':':
 			fail_msg("%s: %s needs a value", cmd->name, argv[optind - 1]);
@@ -1001,6 +1344,9 @@ int main(int argc, char **argv)
 	static const struct option global[] = {
 	    {"server", required_argument, NULL, 's'},
 	    {"token-file", required_argument, NULL, 't'},
+	    {"tls-certificates", required_argument, NULL, 'X'},
+	    {"tls-psk", required_argument, NULL, 'P'},
+	    {"tls-username", required_argument, NULL, 'U'},
 	    {"timeout", required_argument, NULL, 'T'},
 	    {"cluster", required_argument, NULL, 'C'},
 	    {"cluster-name", required_argument, NULL, 'N'},
@@ -1028,6 +1374,15 @@ int main(int argc, char **argv)
 		case 't':
 			ctx.token_file = optarg;
 			break;
+		case 'X':
+			ctx.tls_cert_dir = optarg;
+			break;
+		case 'P':
+			ctx.tls_psk_file = optarg;
+			break;
+		case 'U':
+			ctx.tls_username = optarg;
+			break;
 		case 'T':
 			if (parse_timeout(optarg, &ctx.timeout_ms))
 				return EXIT_USAGE;
@@ -1043,6 +1398,10 @@ int main(int argc, char **argv)
 					 (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
 			return EXIT_USAGE;
 		}
+	}
+	if (ctx.tls_username && !ctx.tls_psk_file) {
+		fail_msg("--tls-username names a user of --tls-psk FILE (see 'rdax --help')");
+		return EXIT_USAGE;
 	}
 	int i = optind;
 	if (i >= argc) {
@@ -1062,12 +1421,12 @@ int main(int argc, char **argv)
 	if (!cmd) {
 		if (group && (i + 1 >= argc || strcmp(argv[i + 1], "--help") == 0 ||
 			      strcmp(argv[i + 1], "-h") == 0)) {
-			volume_help(i + 1 >= argc ? stderr : stdout);
+			group_help(i + 1 >= argc ? stderr : stdout, argv[i]);
 			return i + 1 >= argc ? EXIT_USAGE : 0;
 		}
 		if (group)
-			fail_msg("volume: unknown subcommand '%s' (see 'rdax help volume')",
-				 argv[i + 1]);
+			fail_msg("%s: unknown subcommand '%s' (see 'rdax help %s')", argv[i],
+				 argv[i + 1], argv[i]);
 		else
 			fail_msg("unknown command '%s' (see 'rdax --help')", argv[i]);
 		return EXIT_USAGE;

@@ -244,10 +244,14 @@ static int volume_create(const struct rdax_cluster_ctx *ctx, struct etcd_client 
 	const char *name = argv[optind];
 	uint64_t size;
 	char hint[128];
-	if (!cluster_name_valid(name) || name[0] == '.' || name[0] == '-') {
+	size_t nlen = strlen(name);
+	if (!cluster_name_valid(name) || name[0] == '.' || name[0] == '-' ||
+	    nlen > CLUSTER_VOLUME_NAME_MAX ||
+	    (nlen > CLUSTER_RECORD_SUFFIX_LEN &&
+	     strcmp(name + nlen - CLUSTER_RECORD_SUFFIX_LEN, CLUSTER_RECORD_SUFFIX) == 0)) {
 		say("volume create: bad name '%s' (1 to %d of A-Z a-z 0-9 . _ -, not starting with "
-		    ". or -)",
-		    name, CLUSTER_NAME_MAX);
+		    ". or -, not ending in %s: a cluster volume's change record is NAME%s)",
+		    name, CLUSTER_VOLUME_NAME_MAX, CLUSTER_RECORD_SUFFIX, CLUSTER_RECORD_SUFFIX);
 		return EXIT_USAGE;
 	}
 	if (size_parse(argv[optind + 1], &size) || size == 0 || size % 4096) {
@@ -322,7 +326,8 @@ static void replica_state(const struct cluster_volume_rec *v, const char *node, 
 {
 	if (!up)
 		snprintf(out, 16, "down");
-	else if (have_status)
+	else if (have_status &&
+		 !(strcmp(st->state, "in-sync") == 0 && !cluster_name_in(v->isr, v->nisr, node)))
 		snprintf(out, 16, "%.15s", st->state); /* the states are short words */
 	else
 		snprintf(out, 16, "%s",

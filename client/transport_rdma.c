@@ -14,7 +14,11 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+
 #include "log.h"
+#include "rdma_auth.h"
 #include "rdma_proto.h"
 
 /* Send buffers (messages in flight) and the largest send window we use. */
@@ -709,6 +713,13 @@ static int setup_qp(struct rdma_tp *tp, char *err, size_t errlen)
 int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
 		    struct rdma_tp **out, char *err, size_t errlen)
 {
+	return rdma_tp_connect_auth(host, port, timeout_ms, bounce_bytes, NULL, out, err, errlen);
+}
+
+int rdma_tp_connect_auth(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
+			 const struct rdma_tp_auth *auth, struct rdma_tp **out, char *err,
+			 size_t errlen)
+{
 	struct rdma_tp *tp = calloc(1, sizeof(*tp));
 	if (!tp) {
 		snprintf(err, errlen, "%s", strerror(ENOMEM));
@@ -759,7 +770,7 @@ int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t
 	if (ret)
 		goto err_delete;
 
-	uint8_t pdata[RDMA_CM_DATA_SIZE];
+	uint8_t pdata[RDMA_CM_DATA_SIZE + RDMA_AUTH_SIZE];
 	struct rdma_cm_data mine =
 				{
 				    .magic = RDMA_CM_MAGIC,
@@ -769,9 +780,20 @@ int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t
 				},
 			    theirs;
 	rdma_cm_data_encode(&mine, pdata);
+	if (auth) {
+		/* a fresh nonce, and the time: a replay of this request is refused */
+		uint8_t nonce[8];
+		if (gnutls_rnd(GNUTLS_RND_NONCE, nonce, sizeof(nonce)) < 0 ||
+		    rdma_auth_sign(pdata, auth->user, auth->key, auth->key_len,
+				   (uint32_t)time(NULL), nonce, pdata + RDMA_CM_DATA_SIZE)) {
+			ret = -EIO;
+			snprintf(err, errlen, "rdma: cannot sign the connection request");
+			goto err_delete;
+		}
+	}
 	struct rdma_conn_param cp = {
 	    .private_data = pdata,
-	    .private_data_len = sizeof(pdata),
+	    .private_data_len = auth ? sizeof(pdata) : RDMA_CM_DATA_SIZE,
 	    .initiator_depth = (uint8_t)tp->max_reads,
 	    .responder_resources = 0,
 	    .retry_count = 7,

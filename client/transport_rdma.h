@@ -69,6 +69,22 @@ struct rdma_tp_vol {
 int rdma_tp_connect(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
 		    struct rdma_tp **out, char *err, size_t errlen);
 
+/* A pre-shared key that signs the connection request (rdma_auth.h). */
+struct rdma_tp_auth {
+	const char *user;
+	const uint8_t *key;
+	size_t key_len;
+};
+
+/*
+ * rdma_tp_connect_auth -- rdma_tp_connect whose connection request carries
+ * the auth block of @auth (NULL: none), for a daemon with --tls-psk. A
+ * refusal is -ECONNREFUSED, as for any rejected request.
+ */
+int rdma_tp_connect_auth(const char *host, const char *port, int timeout_ms, uint32_t bounce_bytes,
+			 const struct rdma_tp_auth *auth, struct rdma_tp **out, char *err,
+			 size_t errlen);
+
 /* rdma_tp_delete -- disconnect, destroy and free; accepts NULL; sets *tpp = NULL */
 void rdma_tp_delete(struct rdma_tp **tpp);
 

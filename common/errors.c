@@ -14,6 +14,9 @@ static const char *const project_messages[] = {
     [RDAX_E_NOT_OPEN - RDAX_E_FIRST] = "volume not open on this connection",
     [RDAX_E_ACCESS - RDAX_E_FIRST] = "access denied",
     [RDAX_E_TOO_BIG - RDAX_E_FIRST] = "request exceeds a limit",
+    [RDAX_E_STALE_EPOCH - RDAX_E_FIRST] = "request of an older epoch than the replica has seen",
+    [RDAX_E_NOT_PRIMARY - RDAX_E_FIRST] = "this node is not the volume's primary",
+    [RDAX_E_NO_QUORUM - RDAX_E_FIRST] = "the cluster's store cannot be reached",
 };
 
 const char *rdax_strerror(int code)

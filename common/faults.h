@@ -13,6 +13,7 @@
 #define RDAX_FAULTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct rdax_faults {
 	/* fsync: skip the write-back of the first entry of every fsync */
@@ -44,6 +45,14 @@ struct rdax_faults {
 	bool change_record_no_persist;
 	/* replication: an fsync is acknowledged without waiting for the replicas */
 	bool repl_ack_early;
+	/* cluster gate: a replica applies requests of any epoch (no fencing, invariant 4) */
+	bool replica_no_fence;
+	/* resync: every digest is taken as equal to the member's (nothing is shipped) */
+	bool resync_digest_equal;
+	/* failover: a replica outside the ISR may take over, first (invariant 3) */
+	bool failover_any_replica;
+	/* cluster gate: a primary serves past its lease bound (a deposed one keeps serving) */
+	bool lease_ignore;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */
@@ -70,9 +79,72 @@ struct rdax_faults {
 	 * VOLUME_LIST queued before it)
 	 */
 	bool meta_no_lanes;
+	/*
+	 * conn: SIGTERM drains the workers' connection sets one after another,
+	 * each waited for (one drain timeout per worker) instead of all at once
+	 */
+	bool drain_one_by_one;
+	/*
+	 * media_health: read the unsafe-shutdown count and bad blocks from
+	 * PATH.media beside each namespace instead of the device (a test source)
+	 */
+	bool fake_media;
+	/* media_health: record the unsafe-shutdown count without comparing it */
+	bool usc_no_compare;
+	/* media_health: reads overlapping a known bad block are served, not refused */
+	bool no_badblock_check;
+	/* TLS: with --tls require a plaintext client is served anyway */
+	bool tls_plain_ok;
+	/* TLS: client certificates are taken without checking them (CA, dates) */
+	bool tls_no_verify;
+	/* acl: every client has every right, whatever --acl says */
+	bool acl_ignore;
+	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */
+	bool rdma_auth_no_replay_check;
+	/*
+	 * dispatch: every native request leaks 4 KiB (written, so resident):
+	 * the soak's memory check and the fault sweep's leak check must
+	 * report it
+	 */
+	bool leak_per_request;
+	/*
+	 * ns_power_cut: keep the private mapping (its unwritten stores survive
+	 * the "cut"); volumes and metadata are still dropped and reloaded
+	 */
+	bool powercut_keep_mapping;
 };
 
 extern struct rdax_faults rdax_faults;
+
+/*
+ * Counted fault points (librpma's fault injection): a fallible call of the
+ * daemon -- an allocation, a socket, a mapping, a thread, an unpack --
+ * asks faults_point() first, and fails as if the call had failed when it is
+ * the Nth point reached in the process, counting from 1 over every thread:
+ *
+ *   RDAX_FAULT_AT=N      fail the Nth point (once); unset or 0: none
+ *   RDAX_FAULT_REPORT=1  at exit, print the number of points reached
+ *                        ("fault points reached: M" on stderr), so a sweep
+ *                        knows how far N goes
+ *
+ * The failed point is announced on stderr with its call stack. The calls
+ * are routed here at link time (tests/fault: rdaxd-fault is rdaxd linked
+ * with -Wl,--wrap for each), so rdaxd itself pays nothing. A sweep runs
+ * N = 1, 2, ... until a run reaches fewer than N points
+ * (tests/fault/fault-sweep.sh).
+ */
+
+/*
+ * faults_point -- count one fault point (@what names the call, for the
+ * announcement): true if this one is to fail. Context: any thread; lock-free.
+ */
+bool faults_point(const char *what);
+
+/* faults_leak -- allocate @n bytes, write them and forget them (leak_per_request) */
+void faults_leak(size_t n);
+
+/* faults_points_reached -- how many points were counted so far */
+unsigned long faults_points_reached(void);
 
 /*
  * faults_from_env -- read RDAX_FAULTS (comma-separated names above, with

@@ -45,7 +45,10 @@ enum frame_type {
 	FRAME_FSYNC,
 	FRAME_DISCARD,
 	FRAME_STAT,
-	FRAME_TYPE_MAX /* one past the last */
+	FRAME_NAMESPACE_LIST, /* added later: a daemon before it answers "unknown request type" */
+	FRAME_REPLICA_DIGEST, /* cluster: block digests of a replica link's volume */
+	FRAME_POWERCUT,	      /* rdaxd --allow-powercut only */
+	FRAME_TYPE_MAX	      /* one past the last */
 };
 
 struct frame_header {

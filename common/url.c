@@ -10,21 +10,21 @@
 #include "errors.h"
 
 /*
- * One row per scheme. A TLS scheme (rdaxs://, nbds://) will be a row with the
- * same host rules and a flag the transports read.
+ * One row per scheme. A TLS scheme has the same host rules; it is for
+ * clients only: TLS is served on the tcp:// listeners (rdaxd --tls).
  */
 static const struct scheme {
 	const char *name;
 	enum url_scheme scheme;
 	uint16_t default_port; /* 0: a unix socket path, no host */
+	bool tls;	       /* a client's TLS form of another scheme: not a listen address */
 } schemes[] = {
-    {"tcp", URL_TCP, RDAX_DEFAULT_PORT},
-    {"rdma", URL_RDMA, RDAX_DEFAULT_PORT},
-    {"nbd", URL_NBD, URL_NBD_PORT},
-    {"nbd+unix", URL_NBD_UNIX, 0},
+    {"tcp", URL_TCP, RDAX_DEFAULT_PORT, false},	  {"rdaxs", URL_RDAXS, RDAX_DEFAULT_PORT, true},
+    {"rdma", URL_RDMA, RDAX_DEFAULT_PORT, false}, {"nbd", URL_NBD, URL_NBD_PORT, false},
+    {"nbd+unix", URL_NBD_UNIX, 0, false},
 };
 #define NSCHEMES    (sizeof(schemes) / sizeof(schemes[0]))
-#define SCHEME_LIST "tcp://, rdma://, nbd://, nbd+unix://"
+#define SCHEME_LIST "tcp://, rdaxs://, rdma://, nbd://, nbd+unix://"
 
 /* fail -- format the reason @s was refused into @err (may be NULL); returns -EINVAL */
 #define fail(err, errlen, ...) (rdax_seterr((err), (errlen), __VA_ARGS__), -EINVAL)
@@ -177,6 +177,11 @@ static int parse(const char *s, bool listen, struct url *out, char *err, size_t 
 			    s, shown, s, shown, s);
 	}
 
+	if (listen && sc->tls)
+		return fail(err, errlen,
+			    "'%s': TLS is served on tcp:// listeners (rdaxd --tls on|require); "
+			    "listen on tcp://HOST:PORT",
+			    s);
 	struct url u;
 	memset(&u, 0, sizeof(u));
 	u.scheme = sc->scheme;
@@ -215,6 +220,38 @@ int url_parse(const char *s, struct url *out, char *err, size_t errlen)
 int url_parse_listen(const char *s, struct url *out, char *err, size_t errlen)
 {
 	return parse(s, true, out, err, errlen);
+}
+
+int url_parse_endpoint(const char *s, size_t len, const char *scheme, uint16_t example_port,
+		       struct url *out, char *err, size_t errlen)
+{
+	char buf[URL_HOST_MAX + 16];
+	if (!s || !scheme || !out)
+		return fail(err, errlen, "no address");
+	if (len == 0)
+		return fail(err, errlen, "an empty address (HOST:PORT)");
+	if (len >= sizeof(buf))
+		return fail(err, errlen, "'%.32s...': address longer than %zu characters", s,
+			    sizeof(buf) - 1);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	const struct scheme sc = {scheme, 0, example_port, false};
+	struct url u;
+	memset(&u, 0, sizeof(u));
+	const char *rest;
+	int ret = parse_host(buf, buf, &sc, false, &u, &rest, err, errlen);
+	if (ret)
+		return ret;
+	if (*rest == '\0')
+		return fail(err, errlen, "'%s': no port (HOST:PORT, e.g. %s:%u)", buf, buf,
+			    (unsigned)example_port);
+	if (*rest != ':')
+		return fail(err, errlen, "'%s': unexpected '%.16s' after the host", buf, rest);
+	if (port_parse(rest + 1, 1, &u.port))
+		return fail(err, errlen, "'%s': bad port '%.16s' (1..65535)", buf, rest + 1);
+	snprintf(u.port_str, sizeof(u.port_str), "%u", (unsigned)u.port);
+	*out = u;
+	return 0;
 }
 
 const char *url_scheme_name(enum url_scheme scheme)

@@ -3,6 +3,8 @@
  * url.h -- addresses of rdax servers and listeners, one set of rules for both
  *
  *   tcp://HOST[:PORT]     the rdax protocol over TCP       (default port 7470)
+ *   rdaxs://HOST[:PORT]   the same in TLS (a client's address only: rdaxd serves
+ *                         TLS on its tcp:// listeners with --tls)
  *   rdma://HOST[:PORT]    the rdax protocol over RDMA      (default port 7470)
  *   nbd://HOST[:PORT]     NBD over TCP                     (default port 10809)
  *   nbd+unix:///PATH      NBD on a unix socket (PATH absolute, at most 107 bytes)
@@ -17,7 +19,8 @@
  *  - an address to listen on (url_parse_listen, rdaxd --listen): PORT must be
  *    written out and may be 0 (the kernel picks a free one); nbd+unix takes
  *    "?mode=OCTAL", the socket's file mode (default URL_UNIX_MODE).
- * The TLS forms (rdaxs://, nbds://) will be rows of the scheme table in url.c.
+ * nbds:// is libnbd's and qemu's form of NBD in TLS; rdaxd serves it on its
+ * nbd:// listeners (NBD_OPT_STARTTLS), so it is no scheme of this table.
  *
  * Thread safety: pure functions; @out and @err are the caller's.
  */
@@ -36,7 +39,7 @@
 /* The default port of nbd:// (the IANA port of NBD); tcp:// and rdma:// use RDAX_DEFAULT_PORT. */
 #define URL_NBD_PORT 10809
 
-enum url_scheme { URL_TCP = 1, URL_RDMA, URL_NBD, URL_NBD_UNIX };
+enum url_scheme { URL_TCP = 1, URL_RDMA, URL_NBD, URL_NBD_UNIX, URL_RDAXS };
 
 struct url {
 	enum url_scheme scheme;
@@ -58,7 +61,17 @@ int url_parse(const char *s, struct url *out, char *err, size_t errlen);
 /* url_parse_listen -- the same for an address to listen on (rules above) */
 int url_parse_listen(const char *s, struct url *out, char *err, size_t errlen);
 
-/* url_scheme_name -- "tcp", "rdma", "nbd", "nbd+unix" */
+/*
+ * url_parse_endpoint -- one "HOST:PORT" of a list with a scheme of its own
+ * (the endpoints of etcd://HOST:PORT[,HOST:PORT...]): the first @len bytes
+ * of @s, the host rules above, PORT written out and 1..65535. @scheme and
+ * @example_port only word the messages. Fills out->host, port, port_str
+ * (the scheme is 0). Returns 0, or -EINVAL with a reason in @err.
+ */
+int url_parse_endpoint(const char *s, size_t len, const char *scheme, uint16_t example_port,
+		       struct url *out, char *err, size_t errlen);
+
+/* url_scheme_name -- "tcp", "rdaxs", "rdma", "nbd", "nbd+unix" */
 const char *url_scheme_name(enum url_scheme scheme);
 
 #endif

@@ -16,9 +16,11 @@
 #include "cluster_meta.h"
 #include "errors.h"
 #include "frame.h"
+#include "metrics_http.h"
 #include "namespace.h"
 #include "size.h"
 #include "url.h"
+#include "write_recorder.h"
 
 /* Every setting, in the order of --help. */
 enum config_key {
@@ -28,6 +30,11 @@ enum config_key {
 	KEY_LOG_LEVEL,
 	KEY_PIDFILE,
 	KEY_TOKEN_FILE,
+	KEY_TLS,
+	KEY_TLS_CERTIFICATES,
+	KEY_TLS_PSK,
+	KEY_TLS_VERIFY_PEER,
+	KEY_ACL,
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
@@ -38,11 +45,16 @@ enum config_key {
 	KEY_MAX_CONNECTIONS,
 	KEY_MAX_CONNECTIONS_PER_PEER,
 	KEY_MAX_REPLY_MEMORY,
+	KEY_METRICS,
 	KEY_CLUSTER,
 	KEY_CLUSTER_NAME,
 	KEY_NODE,
 	KEY_ADVERTISE,
 	KEY_ZONE,
+	KEY_LEASE_TTL,
+	KEY_WRITE_LOG,
+	KEY_WRITE_LOG_MAX,
+	KEY_ALLOW_POWERCUT,
 	KEY_CONFIG,
 	KEY_FORMAT,
 	KEY_FORCE,
@@ -68,6 +80,11 @@ static const struct setting {
     [KEY_LOG_LEVEL] = {"log-level", required_argument, IN_FILE},
     [KEY_PIDFILE] = {"pidfile", required_argument, IN_FILE},
     [KEY_TOKEN_FILE] = {"token-file", required_argument, IN_FILE},
+    [KEY_TLS] = {"tls", required_argument, IN_FILE},
+    [KEY_TLS_CERTIFICATES] = {"tls-certificates", required_argument, IN_FILE},
+    [KEY_TLS_PSK] = {"tls-psk", required_argument, IN_FILE},
+    [KEY_TLS_VERIFY_PEER] = {"tls-verify-peer", no_argument, IN_FILE},
+    [KEY_ACL] = {"acl", required_argument, IN_FILE},
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
@@ -78,11 +95,16 @@ static const struct setting {
     [KEY_MAX_CONNECTIONS] = {"max-connections", required_argument, IN_FILE},
     [KEY_MAX_CONNECTIONS_PER_PEER] = {"max-connections-per-peer", required_argument, IN_FILE},
     [KEY_MAX_REPLY_MEMORY] = {"max-reply-memory", required_argument, IN_FILE},
+    [KEY_METRICS] = {"metrics", required_argument, IN_FILE},
     [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
     [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
     [KEY_NODE] = {"node", required_argument, IN_FILE},
     [KEY_ADVERTISE] = {"advertise", required_argument, IN_FILE},
     [KEY_ZONE] = {"zone", required_argument, IN_FILE},
+    [KEY_LEASE_TTL] = {"lease-ttl", required_argument, IN_FILE},
+    [KEY_WRITE_LOG] = {"write-log", required_argument, IN_FILE},
+    [KEY_WRITE_LOG_MAX] = {"write-log-max", required_argument, IN_FILE},
+    [KEY_ALLOW_POWERCUT] = {"allow-powercut", no_argument, IN_FILE},
     [KEY_CONFIG] = {"config", required_argument, 0},
     [KEY_FORMAT] = {"format", required_argument, 0},
     [KEY_FORCE] = {"force", no_argument, 0},
@@ -106,6 +128,7 @@ void config_init(struct config *c)
 	c->max_connections = CONFIG_DEFAULT_MAX_CONNS;
 	c->max_connections_per_peer = 0; /* config_finish: the default, within max_connections */
 	c->max_reply_memory = CONFIG_DEFAULT_REPLY_MEMORY;
+	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -136,8 +159,13 @@ void config_free(struct config *c)
 	free(c->listens);
 	free(c->pidfile);
 	free(c->token_file);
+	free(c->tls_cert_dir);
+	free(c->tls_psk_file);
+	free(c->acl_file);
 	free(c->config_path);
+	free(c->metrics);
 	free(c->format_path);
+	free(c->write_log);
 	free(c->cluster);
 	free(c->cluster_name);
 	free(c->node_name);
@@ -260,6 +288,22 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 	return 0;
 }
 
+/*
+ * parse_flag_bool -- a flag's value: "" (the flag given on the command line),
+ * yes/true/1 or no/false/0 (the config file). Returns 0 or -EINVAL.
+ */
+static int parse_flag_bool(const char *value, bool *out)
+{
+	static const char *const yes[] = {"", "yes", "true", "1"}, *const no[] = {"no", "false", "0"};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (strcmp(value, yes[i]) == 0)
+			return *out = true, 0;
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (strcmp(value, no[i]) == 0)
+			return *out = false, 0;
+	return -EINVAL;
+}
+
 /* replace_string -- *dst = strdup(value), freeing the old one; 0 or -ENOMEM */
 static int replace_string(char **dst, const char *value)
 {
@@ -281,7 +325,9 @@ static enum config_key key_lookup(const char *key)
 	for (size_t i = 0; i <= n; i++)
 		norm[i] = key[i] == '_' ? '-' : key[i];
 	for (unsigned k = 0; k < KEY_COUNT; k++) {
-		if (settings[k].has_arg == required_argument && strcmp(norm, settings[k].name) == 0)
+		/* flags without a value (--force) are no keys, unless they are file keys too */
+		if ((settings[k].has_arg == required_argument || (settings[k].flags & IN_FILE)) &&
+		    strcmp(norm, settings[k].name) == 0)
 			return (enum config_key)k;
 	}
 	return KEY_COUNT;
@@ -396,6 +442,15 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		c->max_reply_memory = size;
 		return 0;
+	case KEY_LEASE_TTL:
+		if (parse_uint(value, CONFIG_MIN_LEASE_TTL_S, CONFIG_MAX_LEASE_TTL_S, &n)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not a number of seconds from %d to %d",
+				    from, name, value, CONFIG_MIN_LEASE_TTL_S,
+				    CONFIG_MAX_LEASE_TTL_S);
+			return -EINVAL;
+		}
+		c->lease_ttl_s = (unsigned)n;
+		return 0;
 	case KEY_LOG_LEVEL:
 		if (log_level_parse(value, &c->log_level)) {
 			rdax_seterr(err, errlen, "%s%s '%s': not one of error, warn, info, debug",
@@ -423,6 +478,11 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		}
 		c->max_payload = (uint32_t)size;
 		return 0;
+	case KEY_METRICS:
+		ret = metrics_http_parse(value, why, sizeof(why));
+		if (ret)
+			goto err_why;
+		return replace_string(&c->metrics, value);
 	case KEY_CLUSTER:
 		if (strncmp(value, "etcd://", 7) != 0 || value[7] == '\0') {
 			rdax_seterr(err, errlen, "%s%s '%s': not etcd://HOST:PORT[,HOST:PORT...]",
@@ -467,18 +527,61 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		c->nadvertise++;
 		return 0;
 	}
+	case KEY_TLS:
+		if (strcmp(value, "off") == 0)
+			c->tls = TLS_OFF;
+		else if (strcmp(value, "on") == 0)
+			c->tls = TLS_ON;
+		else if (strcmp(value, "require") == 0)
+			c->tls = TLS_REQUIRE;
+		else {
+			rdax_seterr(err, errlen, "%s%s '%s': not off, on or require", from, name,
+				    value);
+			return -EINVAL;
+		}
+		return 0;
+	case KEY_WRITE_LOG_MAX:
+		ret = size_parse(value, &size);
+		if (ret || size < WRITE_RECORDER_MIN_MAX) {
+			char hint[128];
+			rdax_seterr(err, errlen, "%s%s '%s': not a size of at least %lluK (%s)",
+				    from, name, value, WRITE_RECORDER_MIN_MAX >> 10,
+				    ret ? size_syntax_hint(value, hint, sizeof(hint))
+					: "too small");
+			return -EINVAL;
+		}
+		c->write_log_max = size;
+		return 0;
+	case KEY_TLS_VERIFY_PEER:
+	case KEY_ALLOW_POWERCUT:
+		/* a flag on the command line (value ""), a boolean in the file */
+		if (parse_flag_bool(value, key == KEY_TLS_VERIFY_PEER ? &c->tls_verify_peer
+								      : &c->allow_powercut)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not yes or no (true or false)", from,
+				    name, value);
+			return -EINVAL;
+		}
+		return 0;
 	case KEY_PIDFILE:
 	case KEY_TOKEN_FILE:
+	case KEY_TLS_CERTIFICATES:
+	case KEY_TLS_PSK:
+	case KEY_ACL:
 	case KEY_CONFIG:
 	case KEY_FORMAT:
+	case KEY_WRITE_LOG:
 		if (*value == '\0') {
 			rdax_seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
 		}
-		return replace_string(key == KEY_PIDFILE      ? &c->pidfile
-				      : key == KEY_TOKEN_FILE ? &c->token_file
-				      : key == KEY_CONFIG     ? &c->config_path
-							      : &c->format_path,
+		return replace_string(key == KEY_PIDFILE	    ? &c->pidfile
+				      : key == KEY_TOKEN_FILE	    ? &c->token_file
+				      : key == KEY_TLS_CERTIFICATES ? &c->tls_cert_dir
+				      : key == KEY_TLS_PSK	    ? &c->tls_psk_file
+				      : key == KEY_ACL		    ? &c->acl_file
+				      : key == KEY_CONFIG	    ? &c->config_path
+				      : key == KEY_WRITE_LOG	    ? &c->write_log
+								    : &c->format_path,
 				      value);
 	case KEY_FORCE:
 		c->force = true;
@@ -535,16 +638,10 @@ static void strip_comment(char *s)
 	}
 }
 
-int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+int config_load_stream(struct config *c, FILE *f, const char *name, char *err, size_t errlen)
 {
-	if (!c || !path)
+	if (!c || !f || !name)
 		return -EINVAL;
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		int ret = -errno;
-		rdax_seterr(err, errlen, "config file %s: %s", path, strerror(errno));
-		return ret;
-	}
 	char *line = NULL;
 	size_t cap = 0;
 	unsigned lineno = 0;
@@ -556,7 +653,7 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 		if (*s == '\0')
 			continue;
 		char from[CONFIG_ERR_MAX / 2];
-		snprintf(from, sizeof(from), "%s:%u: ", path, lineno);
+		snprintf(from, sizeof(from), "%s:%u: ", name, lineno);
 		char *eq = strchr(s, '=');
 		if (!eq) {
 			rdax_seterr(err, errlen, "%sexpected 'key = value', got '%s'", from, s);
@@ -582,9 +679,23 @@ int config_load_file(struct config *c, const char *path, char *err, size_t errle
 	}
 	if (ret == 0 && ferror(f)) {
 		ret = -EIO;
-		rdax_seterr(err, errlen, "config file %s: read error", path);
+		rdax_seterr(err, errlen, "config file %s: read error", name);
 	}
 	free(line);
+	return ret;
+}
+
+int config_load_file(struct config *c, const char *path, char *err, size_t errlen)
+{
+	if (!c || !path)
+		return -EINVAL;
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		int ret = -errno;
+		rdax_seterr(err, errlen, "config file %s: %s", path, strerror(errno));
+		return ret;
+	}
+	int ret = config_load_stream(c, f, path, err, errlen);
 	fclose(f);
 	return ret;
 }
@@ -692,11 +803,12 @@ int config_default_datadir(char **out)
 static int config_finish_cluster(struct config *c, char *err, size_t errlen)
 {
 	if (!c->cluster) {
-		const char *alone = c->cluster_name ? "--cluster-name"
-				    : c->node_name  ? "--node"
-				    : c->zone	    ? "--zone"
-				    : c->nadvertise ? "--advertise"
-						    : NULL;
+		const char *alone = c->cluster_name  ? "--cluster-name"
+				    : c->node_name   ? "--node"
+				    : c->zone	     ? "--zone"
+				    : c->nadvertise  ? "--advertise"
+				    : c->lease_ttl_s ? "--lease-ttl"
+						     : NULL;
 		if (alone) {
 			rdax_seterr(err, errlen, "%s only goes with --cluster etcd://HOST:PORT",
 				    alone);
@@ -731,10 +843,12 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		return -EINVAL;
 	if (c->format_path) {
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
-		    c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise ||
-		    c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
+		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
+		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics || c->cluster ||
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s ||
+		    c->write_log || c->write_log_max != WRITE_RECORDER_DEFAULT_MAX ||
+		    c->allow_powercut || c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
 		    c->request_timeout != CONFIG_DEFAULT_REQUEST_TIMEOUT ||
 		    c->idle_timeout != CONFIG_DEFAULT_IDLE_TIMEOUT ||
 		    c->keepalive != CONFIG_DEFAULT_KEEPALIVE ||
@@ -752,6 +866,27 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		rdax_seterr(err, errlen, "--force only goes with --format PATH");
 		return -EINVAL;
 	}
+	if (c->tls == TLS_OFF && (c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer)) {
+		rdax_seterr(err, errlen,
+			    "--tls-certificates, --tls-psk and --tls-verify-peer need --tls on or "
+			    "--tls require");
+		return -EINVAL;
+	}
+	if (c->tls != TLS_OFF && !c->tls_cert_dir && !c->tls_psk_file) {
+		rdax_seterr(err, errlen, "--tls %s needs --tls-certificates DIR or --tls-psk FILE",
+			    tls_mode_name(c->tls));
+		return -EINVAL;
+	}
+	if (c->tls_verify_peer && !c->tls_cert_dir) {
+		rdax_seterr(err, errlen, "--tls-verify-peer needs --tls-certificates DIR");
+		return -EINVAL;
+	}
+	if (c->allow_powercut && c->cluster) {
+		rdax_seterr(err, errlen,
+			    "--allow-powercut does not go with --cluster: a power cut is a test of "
+			    "one daemon (a cluster's nodes are cut with kill -9, docs/cluster.md)");
+		return -EINVAL;
+	}
 	int cluster_ret = config_finish_cluster(c, err, errlen);
 	if (cluster_ret)
 		return cluster_ret;
@@ -766,6 +901,10 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		c->max_connections_per_peer = c->max_connections < CONFIG_DEFAULT_MAX_CONNS_PEER
 						  ? c->max_connections
 						  : CONFIG_DEFAULT_MAX_CONNS_PEER;
+	if (c->write_log_max != WRITE_RECORDER_DEFAULT_MAX && !c->write_log) {
+		rdax_seterr(err, errlen, "--write-log-max only goes with --write-log DIR");
+		return -EINVAL;
+	}
 	if (c->threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > CONFIG_MAX_THREADS ? CONFIG_MAX_THREADS : (unsigned)n;
@@ -835,6 +974,17 @@ void config_usage(FILE *f)
 		"  --pidfile PATH        write the daemon's pid here, removed at exit\n"
 		"  --token-file PATH     clients must send this file's contents (trailing\n"
 		"                        newline stripped) in HELLO\n"
+		"  --tls MODE            off (default), on (TLS offered: rdaxs:// clients on\n"
+		"                        tcp:// listeners, NBD STARTTLS; plaintext served too)\n"
+		"                        or require (plaintext clients refused)\n"
+		"  --tls-certificates DIR  x509: DIR/ca-cert.pem, server-cert.pem,\n"
+		"                        server-key.pem (the layout of qemu and nbdkit)\n"
+		"  --tls-psk FILE        pre-shared keys, psktool's 'username:hexkey' lines;\n"
+		"                        the username is the client's identity\n"
+		"  --tls-verify-peer     require a client certificate signed by\n"
+		"                        DIR/ca-cert.pem; its common name is the identity\n"
+		"  --acl FILE            which identities see, read, write, create which\n"
+		"                        volumes (docs/security.md); default: all of them\n"
 		"  --flush-mode MODE     tracked (default: write back what was written) or\n"
 		"                        hammer (write back the whole volume; a baseline)\n"
 		"  --max-payload SIZE    largest WRITE/READ per request (1M..%uM, default %uM)\n"
@@ -861,6 +1011,10 @@ void config_usage(FILE *f)
 		"  --keepalive SECS      TCP keepalive: a silent peer is probed after SECS,\n"
 		"                        a dead one is dropped about 2 x SECS after its last\n"
 		"                        word (default %u; 0: off)\n"
+		"  --metrics http://HOST:PORT  serve Prometheus metrics at /metrics there\n"
+		"                        (HOST a loopback or monitoring address; port 0\n"
+		"                        picks a free one, shown in the log; default: none;\n"
+		"                        docs/metrics.md)\n"
 		"  --cluster etcd://HOST:PORT[,HOST:PORT...]  join the cluster whose state\n"
 		"                        this etcd keeps: volumes replicated on several\n"
 		"                        nodes (docs/cluster.md); without it rdaxd is\n"
@@ -873,6 +1027,20 @@ void config_usage(FILE *f)
 		"                        only if every one is)\n"
 		"  --zone LABEL          failure-domain label; placement puts replicas in\n"
 		"                        distinct zones first\n"
+		"  --lease-ttl SECONDS   the node's lease in etcd: a node silent this long\n"
+		"                        is down and its keys go (2 to 60, default 5)\n"
+		"  --write-log DIR       record every acknowledged write, discard and fsync\n"
+		"                        of each volume, in acknowledgement order, into\n"
+		"                        DIR/VOLUME.N.wlog (one log from a volume's first\n"
+		"                        open to its last close; DIR created if missing)\n"
+		"                        for rdax crash-states (docs/persistence-testing.md)\n"
+		"  --write-log-max SIZE  largest write log (default 1G, at least 64K); a full\n"
+		"                        log ends with a FULL record, the volume is served\n"
+		"                        on, its later requests unrecorded (one error logged)\n"
+		"  --allow-powercut      accept power cuts on demand (rdax powercut): every\n"
+		"                        connection dropped, everything not written back\n"
+		"                        lost, served again as a new incarnation. Every\n"
+		"                        namespace must be in mode=sim; not with --cluster\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"

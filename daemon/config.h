@@ -24,6 +24,7 @@
 #include "log.h"
 #include "url.h"
 #include "persist.h"
+#include "tls_server.h"
 #include "volume.h"
 
 #define CONFIG_DEFAULT_PORT    7470
@@ -33,6 +34,9 @@
 #define CONFIG_MAX_THREADS     1024
 /* Longest --rdma-busy-poll, microseconds (one second). */
 #define CONFIG_MAX_BUSY_POLL_US	    1000000
+/* --lease-ttl: bounds of the node lease's TTL, in seconds */
+#define CONFIG_MIN_LEASE_TTL_S	    2
+#define CONFIG_MAX_LEASE_TTL_S	    60
 #define CONFIG_MAX_NAMESPACES	    256
 #define CONFIG_MAX_LISTENS	    64
 #define CONFIG_MAX_ADVERTISE	    16
@@ -87,7 +91,7 @@ struct config {
 	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
-	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (conn_rdma.h) */
+	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (net/rdma_conn.h) */
 	/* the time limits of a connection, seconds (0: none; net/conn.h) */
 	unsigned handshake_timeout, request_timeout, idle_timeout;
 	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */
@@ -95,16 +99,30 @@ struct config {
 	unsigned max_connections_per_peer; /* from one address; <= max_connections */
 	uint64_t max_reply_memory;	   /* reply bytes queued on all connections; 0: none */
 	char *config_path;		   /* --config, NULL if none */
+	char *metrics; /* --metrics http://HOST:PORT (metrics_http.h); NULL: none */
+
+	/* TLS and access (docs/security.md) */
+	enum tls_mode tls;    /* --tls off (default), on, require */
+	char *tls_cert_dir;   /* --tls-certificates DIR; NULL: no x509 */
+	char *tls_psk_file;   /* --tls-psk FILE; NULL: no PSK */
+	bool tls_verify_peer; /* --tls-verify-peer */
+	char *acl_file;	      /* --acl FILE; NULL: every client has every right */
 
 	/* --cluster etcd://H:P[,H:P...]: join a cluster (docs/cluster.md); NULL: a single node */
 	char *cluster;
 	char *cluster_name; /* config_finish(): CONFIG_DEFAULT_CLUSTER_NAME if not given */
 	char *node_name;    /* config_finish(): the host name if not given */
 	char *zone;	    /* NULL: no zone label */
+	unsigned lease_ttl_s; /* the node lease's TTL in etcd; 0: the default (5 s) */
 	char **advertise;   /* URLs other nodes and clients use; none: the listen ones */
 	unsigned nadvertise;
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
 			      creating) */
+
+	/* persistence testing (docs/persistence-testing.md) */
+	char *write_log; /* --write-log DIR: a write log per volume open period; NULL: none */
+	uint64_t write_log_max; /* --write-log-max SIZE: bytes per log */
+	bool allow_powercut;	/* --allow-powercut: POWERCUT requests (every namespace sim) */
 
 	/* rdaxd --format PATH [--force]: format and exit */
 	char *format_path;
@@ -134,6 +152,14 @@ int config_parse_args(struct config *c, int argc, char *const argv[], char *err,
  * the file and the line. Returns 0, -EINVAL, or -errno if @path cannot be read.
  */
 int config_load_file(struct config *c, const char *path, char *err, size_t errlen);
+
+/*
+ * config_load_stream -- what config_load_file() does once the file is open:
+ * apply every "key = value" line read from @f, errors naming @name and the
+ * line (the config-file fuzzer feeds it from memory). Returns 0, -EINVAL,
+ * -EIO (a read error).
+ */
+int config_load_stream(struct config *c, FILE *f, const char *name, char *err, size_t errlen);
 
 /*
  * config_set -- apply one setting by its long name ("namespace", "threads",

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rdaxd.c -- the rdax daemon: serve PMEM volumes over TCP
+ * rdaxd.c -- the rdax daemon: serve PMEM volumes over TCP, NBD and RDMA
  *
  * Threads:
  *  - main: parses the configuration, opens the namespaces, then runs the
- *    accept loop (libev default loop): the listening sockets and the
- *    SIGTERM/SIGINT watchers. Every other thread blocks all signals.
+ *    accept loop (libev default loop): the listening sockets, the rdma_cm
+ *    listening channel and the SIGTERM/SIGINT watchers. Every other thread
+ *    blocks all signals.
  *  - N workers (--threads): one libev loop each; every connection lives on
  *    exactly one of them (assigned round-robin) and is never touched by
  *    another thread.
@@ -14,7 +15,16 @@
  *  - the metadata pool (3 threads, one kept for quick requests): hello,
  *    volume create/delete/open/close/list/info, connection teardown --
  *    everything that takes namespace locks.
- *  Pools hand results back to the connection's worker with ev_async.
+ *  - with --cluster, the cluster thread (etcd) and, on a primary, one thread
+ *    per replica link (daemon/cluster).
+ *  - with --metrics: the metrics endpoint's thread (metrics_http.h).
+ *  Pools hand results back to the connection's worker with ev_async
+ *  (docs/architecture.md, "Threads").
+ *
+ * Persistence testing (docs/persistence-testing.md): with --write-log the
+ * write recorder keeps a log per volume (write_recorder.h); with
+ * --allow-powercut a POWERCUT request cuts the power in-process
+ * (powercut.h): the cut runs on the main thread, which then serves again.
  *
  * Shutdown (SIGTERM/SIGINT): stop accepting on every listener; every
  * connection of every transport stops reading, its requests in flight
@@ -33,10 +43,12 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ev.h>
 
+#include "acl.h"
 #include "cluster.h"
 #include "config.h"
 #include "conn.h"
@@ -45,17 +57,22 @@
 #include "faults.h"
 #include "frame.h"
 #include "fsync_pool.h"
+#include "incarnation.h"
 #include "log.h"
 #include "listener.h"
+#include "metrics_http.h"
 #include "namespace.h"
 #include "native_conn.h"
 #include "nbd_conn.h"
 #include "notify.h"
+#include "powercut.h"
 #include "rdma_listen.h"
 #include "size.h"
 #include "store.h"
+#include "tls_server.h"
 #include "token.h"
 #include "worker.h"
+#include "write_recorder.h"
 
 #ifndef RDAX_VERSION
 #define RDAX_VERSION "unknown"
@@ -142,7 +159,10 @@ static int pidfile_write(const char *path)
 	return ret;
 }
 
-/* ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])" */
+/*
+ * ready_line -- "rdaxd: ready on URI[, URI] (N namespace(s): PATH, SIZE, method M[; ...])";
+ * run_daemon appends "; metrics http://HOST:PORT/metrics" with --metrics
+ */
 static void ready_line(const struct listener *l, const struct store *store, char *buf, size_t len)
 {
 	size_t n = (size_t)snprintf(buf, len, "rdaxd: ready on ");
@@ -160,7 +180,9 @@ static void ready_line(const struct listener *l, const struct store *store, char
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
-		snprintf(buf + n, len - n, ")");
+		n += (size_t)snprintf(buf + n, len - n, ")");
+	if (n < len && powercut_allowed())
+		snprintf(buf + n, len - n, ", power cuts allowed");
 }
 
 /* on_signal -- SIGTERM/SIGINT: leave the accept loop, main() shuts down */
@@ -174,6 +196,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 struct daemon {
 	uint8_t *token;
 	size_t token_len;
+	struct tls_server *tls; /* NULL: --tls off */
+	struct acl *acl;	/* NULL: no --acl */
 	struct store *store;
 	struct dispatch_env env;
 	struct fsync_pool *pool_fsync, *pool_meta;
@@ -187,7 +211,10 @@ struct daemon {
 	struct conn_rdma_shared rdma_shared;
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
 	struct cluster *cluster;  /* NULL without --cluster */
-	bool served;		  /* the accept loop ran: connections may exist */
+	struct metrics_expo_src metrics_src;
+	struct metrics_http *metrics; /* NULL without --metrics */
+	struct write_recorder *recorder; /* NULL without --write-log */
+	bool served;		      /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
 
@@ -222,6 +249,30 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 		if (ret)
 			return fail(1, "%s", err);
 	}
+	if (cfg->allow_powercut && !store_all_sim(d->store)) {
+		for (unsigned i = 0; i < store_namespace_count(d->store); i++) {
+			struct ns *ns = store_namespace(d->store, i);
+			if (ns->persist.mode != PERSIST_SIM)
+				return fail(1,
+					    "--allow-powercut needs every namespace in sim mode: "
+					    "namespace %s is in %s mode (a real namespace cannot "
+					    "lose its CPU caches on demand; serve it as "
+					    "--namespace %s,mode=sim to test with power cuts)",
+					    ns->path, persist_mode_name(ns->persist.mode),
+					    ns->path);
+		}
+	}
+	if (cfg->write_log) {
+		ret = mkdir_p(cfg->write_log, 0700);
+		if (ret)
+			return fail(1, "--write-log %s: cannot create it: %s", cfg->write_log,
+				    strerror(-ret));
+		ret = write_recorder_new(cfg->write_log, cfg->write_log_max, &d->recorder, err,
+					 sizeof(err));
+		if (ret)
+			return fail(1, "%s", err);
+		write_recorder_attach(d->recorder, d->store);
+	}
 	return 0;
 }
 
@@ -240,6 +291,16 @@ static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer,
 }
 
 /*
+ * nbd_authenticates -- does every NBD client prove who it is (TLS required,
+ * with PSK or client certificates)? Then a token need not confine NBD to
+ * loopback.
+ */
+static bool nbd_authenticates(const struct daemon *d)
+{
+	return d->tls && d->tls->mode == TLS_REQUIRE && (d->tls->psk || d->tls->verify_peer);
+}
+
+/*
  * daemon_start_nbd -- the NBD listeners, if any --listen asks for NBD.
  * With a token, nbd:// must be loopback-only (docs/nbd.md). 0 or an exit code.
  */
@@ -254,6 +315,8 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		return 0;
 	d->nbd_shared = (struct nbd_shared){
 	    .store = d->store,
+	    .tls = d->tls,
+	    .acl = d->acl,
 	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	    .flush_mode = cfg->flush_mode,
 	    .max_block = NBD_MAX_BLOCK,
@@ -263,7 +326,8 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind == CONFIG_LISTEN_NBD)
 			ret = listener_add_tcp(
-			    d->listener, "nbd", "nbd:", l->host, l->port, d->token != NULL,
+			    d->listener, "nbd", "nbd:", l->host, l->port,
+			    d->token != NULL && !nbd_authenticates(d),
 			    "; NBD has no access token, and this daemon has --token-file: use a "
 			    "loopback address, or nbd+unix:///PATH (guarded by file permissions); "
 			    "see docs/nbd.md",
@@ -304,6 +368,23 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 			    ret == -ENODEV ? " (no RDMA device: load rdma_ucm and configure a "
 					     "device, see docs/rdma.md)"
 					   : "");
+	if (cfg->tls == TLS_REQUIRE && !cfg->tls_psk_file)
+		return fail(1, "--tls require with an rdma:// listener needs --tls-psk: rdma:// "
+			       "has no TLS, its connection requests are signed with the PSK "
+			       "(docs/security.md)");
+	if (cfg->tls_psk_file) {
+		/*
+		 * rdma:// has no TLS: with a PSK file, connection requests are
+		 * signed with its keys (rdma_auth.h); with --tls require, unsigned
+		 * ones are refused.
+		 */
+		struct rdma_auth_verifier *v;
+		ret = rdma_auth_verifier_new(cfg->tls_psk_file, (uint32_t)time(NULL), &v, err,
+					     sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+		server_rdma_set_auth(d->rdma, v, cfg->tls == TLS_REQUIRE);
+	}
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind != CONFIG_LISTEN_RDMA)
@@ -387,6 +468,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	    .max_body = FRAME_DEFAULT_MAX_BODY,
 	    .token = d->token,
 	    .token_len = d->token_len,
+	    .acl = d->acl,
 	    .flush_mode = cfg->flush_mode,
 	    .server_version = RDAX_VERSION,
 	    .transports = rdaxd_transports,
@@ -404,6 +486,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->native = (struct native_shared){
 	    .env = &d->env,
+	    .tls = d->tls,
 	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	};
 
@@ -455,6 +538,8 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
  */
 static void daemon_stop(struct daemon *d, const struct config *cfg)
 {
+	metrics_http_stop(&d->metrics); /* first: a scrape reads everything below */
+	powercut_shutdown();
 	if (d->served) {
 		/* accept nothing more anywhere, then one drain for every transport at once */
 		listener_close(d->listener);
@@ -474,7 +559,10 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
 	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
-	store_delete(&d->store);
+	store_delete(&d->store); /* every write log has ended: its volume was closed */
+	write_recorder_delete(&d->recorder);
+	tls_server_delete(&d->tls);
+	acl_delete(&d->acl);
 	if (d->pidfile_written && unlink(cfg->pidfile) < 0)
 		LOG_WARN("remove pidfile %s: %s", cfg->pidfile, strerror(errno));
 	free(d->token);
@@ -514,6 +602,7 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	    .cluster_name = cfg->cluster_name,
 	    .node = cfg->node_name,
 	    .zone = cfg->zone,
+	    .lease_ttl_s = cfg->lease_ttl_s,
 	    .addrs = addrs,
 	    .naddrs = n,
 	    .store = d->store,
@@ -522,6 +611,64 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	char err[CONFIG_ERR_MAX];
 	if (cluster_start(&o, &d->cluster, err, sizeof(err)))
 		return fail(1, "%s", err);
+	return 0;
+}
+
+/* daemon_load_security -- the TLS credentials and the ACL, checked before anything starts */
+static int daemon_load_security(struct daemon *d, const struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	if (cfg->tls != TLS_OFF) {
+		struct tls_server_opts o = {
+		    .mode = cfg->tls,
+		    .cert_dir = cfg->tls_cert_dir,
+		    .psk_file = cfg->tls_psk_file,
+		    .verify_peer = cfg->tls_verify_peer,
+		};
+		int ret = tls_server_new(&o, &d->tls, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+		LOG_INFO("TLS %s:%s%s%s", tls_mode_name(cfg->tls), d->tls->x509 ? " x509" : "",
+			 d->tls->psk ? " psk" : "",
+			 cfg->tls_verify_peer ? ", client certificates required" : "");
+	}
+	if (cfg->acl_file) {
+		int ret = acl_load(cfg->acl_file, &d->acl, err, sizeof(err));
+		if (ret)
+			return fail(1, "%s", ret == -EINVAL ? err : strerror(-ret));
+	}
+	return 0;
+}
+
+/* on_served -- after a power cut: the daemon serves again; say so like the ready line */
+static void on_served(void *arg, uint64_t incarnation, uint64_t cuts)
+{
+	struct daemon *d = arg;
+	char line[2048], status[2200];
+	ready_line(d->listener, d->store, line, sizeof(line));
+	snprintf(status, sizeof(status),
+		 "%s (after power cut %" PRIu64 ", incarnation %016" PRIx64 ")", line, cuts,
+		 incarnation);
+	printf("%s\n", status);
+	fflush(stdout);
+	notify_ready(status);
+}
+
+/* daemon_start_powercut -- with --allow-powercut: the cut's watchers on the accept loop */
+static int daemon_start_powercut(struct daemon *d, const struct config *cfg)
+{
+	if (!cfg->allow_powercut)
+		return 0;
+	const struct powercut_parts parts = {
+	    .loop = ev_default_loop(0),
+	    .store = d->store,
+	    .sets = d->sets,
+	    .rdma = d->rdma,
+	    .served = on_served,
+	    .arg = d,
+	};
+	if (powercut_setup(&parts))
+		return fail(1, "cannot set up power cuts");
 	return 0;
 }
 
@@ -544,6 +691,9 @@ static int run_daemon(const struct config *cfg)
 		if (ret)
 			return fail(1, "%s", err);
 	}
+	code = daemon_load_security(&d, cfg);
+	if (code)
+		goto out_stop;
 	code = daemon_open_namespaces(&d, cfg);
 	if (code)
 		goto out_stop;
@@ -554,7 +704,20 @@ static int run_daemon(const struct config *cfg)
 	code = daemon_start_cluster(&d, cfg);
 	if (code)
 		goto out_stop;
+	incarnation_new();
 	code = daemon_start(&d, cfg);
+	if (code)
+		goto out_stop;
+	if (cfg->metrics) {
+		d.metrics_src =
+		    (struct metrics_expo_src){.store = d.store, .version = RDAX_VERSION};
+		if (metrics_http_start(cfg->metrics, &d.metrics_src, &d.metrics, err,
+				       sizeof(err))) {
+			code = fail(1, "%s", err);
+			goto out_stop;
+		}
+	}
+	code = daemon_start_powercut(&d, cfg);
 	if (code)
 		goto out_stop;
 
@@ -575,17 +738,25 @@ static int run_daemon(const struct config *cfg)
 
 	char line[2048];
 	ready_line(d.listener, d.store, line, sizeof(line));
+	if (d.metrics) /* last, so the listeners' addresses keep their place */
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "; metrics %s/metrics",
+			 metrics_http_url(d.metrics));
 	char mp[SIZE_FORMAT_MAX];
-	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line, cfg->threads,
-		 cfg->threads == 1 ? "" : "s",
+	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s, incarnation "
+		 "%016" PRIx64 "%s%s)",
+		 line, cfg->threads, cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked",
-		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "");
+		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "",
+		 incarnation_get(), cfg->write_log ? ", write logs in " : "",
+		 cfg->write_log ? cfg->write_log : "");
 	printf("%s\n", line);
 	fflush(stdout);
 	notify_ready(line);
 
 	d.served = true;
 	ev_run(loop, 0);
+	if (powercut_failed())
+		code = 1; /* the namespaces did not come back from a power cut (logged) */
 	notify_stopping();
 
 	ev_signal_stop(loop, &sigterm);

@@ -28,6 +28,7 @@
 #ifndef RDAXD_VOL_OP_H
 #define RDAXD_VOL_OP_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -66,6 +67,8 @@ struct vol_op {
 	void (*call)(struct vol_op *op); /* CALL */
 	bool quick;			 /* CALL: bounded work (vol_op_quick) */
 
+	uint64_t mark; /* FSYNC: the write log's mark, taken when it starts */
+
 	/* results */
 	int code;		  /* 0 or a negative code (CALL: whatever call sets) */
 	uint64_t written_back;	  /* FSYNC */
@@ -75,16 +78,23 @@ struct vol_op {
 };
 
 /*
+ * The code of an FSYNC or DISCARD that was not run because a power cut is
+ * decided (powercut.h): nothing is made durable that the cut would not
+ * have kept, and the protocol drops the connection instead of replying.
+ */
+#define VOL_OP_CUT (-ESHUTDOWN)
+
+/*
  * Small range fsyncs run on the connection's loop.
  *
  * A durable write handed to the fsync pool costs a hop to the pool thread
  * and back: 4.8 context switches and ~10 system calls per write against 1.0
- * and 4 for a plain write, measured by the comparative benchmark. Run on the
- * loop instead, an NBD FUA write went from 79.5 to 60.3 us p50 (interleaved
- * rounds, tests/bench/compare). Running there is safe only when it cannot
- * stall the loop's other connections: a short range, written back by CPU
- * cache flushes (or the simulator's pwrite into the page cache), not
- * waiting for another fsync of the volume. Everything else keeps the pool:
+ * and 4 for a plain write, measured by the comparative benchmark; run on
+ * the loop, 1.0 (docs/benchmarks.md has the latencies). Running there is
+ * safe only when it cannot stall the loop's other connections: a short
+ * range, written back by CPU cache flushes (or the simulator's pwrite into
+ * the page cache), not waiting for another fsync of the volume. Everything
+ * else keeps the pool:
  * longer ranges, fsyncs to the end of the volume, the hammer mode, the
  * msync method (write-back to a disk), and a volume whose fsync lock is
  * held (by a pool thread, or another loop).
@@ -125,13 +135,23 @@ void vol_op_run(struct vol_op *op);
 /*
  * vol_op_start -- run @op inline if the rule takes it (returns true: the
  * result is in @op, nothing is posted), else submit it to its pool of
- * @pools and return false: @done(@owner, &op->task.done) runs on @owner's
- * thread once it ran (vol_op_of_msg() gives @op back).
+ * @pools and return false; an FSYNC takes its write-log mark first
+ * (vol_ack.h), and an FSYNC or DISCARD is not run once a power cut is
+ * decided (op->code VOL_OP_CUT, wherever it would have run).
+ * @done(@owner, &op->task.done) runs on @owner's thread once a pool ran it
+ * (vol_op_of_msg() gives @op back).
  */
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m));
 
 /* vol_op_of_msg -- the op whose completion message @m is */
 struct vol_op *vol_op_of_msg(struct worker_msg *m);
+
+/*
+ * vol_op_has_dirty -- has @v bytes written and not yet made durable? (A
+ * read-only client's fsync is refused only then: otherwise it changes nothing.)
+ * Context: any thread; takes the dirty tree's lock briefly.
+ */
+bool vol_op_has_dirty(struct volume *v);
 
 #endif

@@ -59,7 +59,7 @@ int fsync_range(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mo
  * may wait). Arguments are checked first, as by fsync_range(). With the
  * no_fsync_serialise control on, the lock is not taken, so it never says
  * -EBUSY. Context: any thread, typically a connection's event loop (see
- * dispatch_fsync_try_inline()); never blocks on another fsync, though it
+ * vol_op_fsync_try_inline()); never blocks on another fsync, though it
  * takes the dirty tree's mutex like any writer. Returns 0, -EBUSY,
  * -EINVAL, -ERANGE/-EOVERFLOW.
  */

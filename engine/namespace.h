@@ -38,26 +38,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "media_health.h"
 #include "persist.h"
 
 struct volume;
 struct vol_table;
+
+/*
+ * Who is told when a volume gets its first opener and loses its last
+ * (rdaxd's write recorder: a volume's write log spans one such period).
+ * Both run under ns->lock, in the thread that opens or closes (a pool
+ * thread in rdaxd), and may block on file I/O; they must not call back
+ * into the namespace. @uuid is the volume's in the table.
+ */
+struct ns_observer {
+	void (*first_open)(void *arg, struct volume *v, const uint8_t *uuid);
+	void (*last_close)(void *arg, struct volume *v);
+	void *arg;
+};
 
 /* Smallest namespace: metadata area plus one 2 MiB block of data. */
 #define NS_MIN_SIZE (4ULL << 20)
 
 struct ns {
 	char *path;
-	uint32_t id;		/* names the namespace in dirty-tree locations */
-	int hold_fd;		/* holds the namespace lock (backing.h) while open */
-	struct persist persist; /* the mapping and its flush wrapper */
-	uint64_t data_offset;	/* first byte of the data area */
+	uint32_t id;		    /* names the namespace in dirty-tree locations */
+	int hold_fd;		    /* holds the namespace lock (backing.h) while open */
+	struct persist persist;	    /* the mapping and its flush wrapper */
+	const char *kind;	    /* "devdax", "fsdax" (a file in DAX mode) or "file" */
+	struct media_health health; /* unsafe shutdowns and bad blocks (media_health.h) */
+	uint64_t data_offset;	    /* first byte of the data area */
 	uint64_t data_size;
 	struct vol_table *table; /* on-media volume table, in-memory copy */
 	pthread_mutex_t lock;	 /* metadata operations */
 	struct volume **volumes; /* in-memory volumes, one per table entry in use */
 	unsigned nvolumes;
 	unsigned volumes_cap;
+	struct ns_observer observer; /* members NULL: none */
 };
 
 /*
@@ -108,6 +125,36 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
  */
 void ns_close(struct ns **nsp);
 
+/*
+ * ns_set_observer -- tell @obs (NULL: nobody) of first opens and last
+ * closes from now on (see struct ns_observer); before the namespace is
+ * shared. ns_close() ends the period of a volume still open with
+ * last_close too.
+ */
+void ns_set_observer(struct ns *ns, const struct ns_observer *obs);
+
+/*
+ * ns_power_cut -- a power failure of a sim-mode namespace, inside the
+ * process: every in-memory volume is dropped with its dirty tree (nothing
+ * is written back), the private mapping is unmapped -- its copies of the
+ * pages are what a power failure loses -- and the file, the simulator's
+ * persistence domain holding exactly what was flushed (persist.h), is
+ * mapped afresh; the metadata is then loaded from it as ns_open() does
+ * (a copy left behind by an interrupted update is repaired). The namespace
+ * lock is kept throughout, and the namespace keeps its id and path. The
+ * mapping's address changes: whatever was registered over the old one
+ * (RDMA) must be dropped before and registered again after.
+ * Context: nothing may use the namespace meanwhile -- no volume open (the
+ * daemon ends every connection first), no fsync or discard running; takes
+ * ns->lock. Old struct volume pointers are invalid afterwards.
+ * Returns 0; -EINVAL (NULL); -EOPNOTSUPP (not PERSIST_SIM: a real
+ * namespace cannot lose its caches on demand); -EBUSY (a volume is open:
+ * nothing done); the codes of persist_map() and vol_table_load(): the
+ * namespace is then left with no volume and no mapping, fit only for
+ * ns_close().
+ */
+int ns_power_cut(struct ns *ns);
+
 /* Limits on volume names: 1..NS_VOLUME_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-'. */
 #define NS_VOLUME_NAME_MAX 63
 
@@ -143,8 +190,9 @@ struct volume_info {
 	uint64_t size;
 	uint64_t ns_offset; /* where its data starts in the namespace */
 	uint32_t ns_id;
-	uint8_t uuid[16];    /* the volume's uuid in the table */
-	unsigned open_count; /* openers at the time of the call */
+	uint8_t uuid[16];     /* the volume's uuid in the table */
+	unsigned open_count;  /* openers at the time of the call */
+	bool unsafe_shutdown; /* marked by an unsafe shutdown (vol_table.h) */
 };
 
 /*
@@ -156,6 +204,35 @@ int ns_volume_list(struct ns *ns, struct volume_info *out, unsigned max, unsigne
 
 /* ns_volume_info -- one volume by name; 0, -EINVAL, -ENOENT. Takes ns->lock. */
 int ns_volume_info(struct ns *ns, const char *name, struct volume_info *out);
+
+/* A volume's dirty state for reports (ns_volume_stats). */
+struct ns_volume_stats {
+	char name[NS_VOLUME_NAME_MAX + 1];
+	uint64_t size;
+	uint64_t ns_offset;
+	uint64_t dirty_bytes;
+	uint64_t entries[3]; /* DTREE_NR_SIZES: 4 KiB, 2 MiB, 1 GiB */
+	uint64_t fsyncs;
+	uint64_t fsync_bytes;
+	uint64_t bad_bytes; /* bytes of bad blocks inside the volume */
+	bool unsafe_shutdown;
+};
+
+/*
+ * ns_volume_stats -- every volume's name, dirty state and health into a
+ * malloc'd array (*out NULL when there are none). Context: takes ns->lock,
+ * and each volume's tree lock inside it for a moment (the data path takes
+ * tree locks but never ns->lock, so this order cannot deadlock). Returns 0,
+ * -EINVAL, -ENOMEM.
+ */
+int ns_volume_stats(struct ns *ns, struct ns_volume_stats **out, unsigned *count);
+
+/*
+ * ns_kind_of -- what a namespace is, by its mapping and path: "devdax",
+ * "fsdax" (a file the kernel serves in DAX mode, statx STATX_ATTR_DAX) or
+ * "file" (emulated PMEM)
+ */
+const char *ns_kind_of(const struct persist *p, const char *path);
 
 /* ns_free_bytes -- total free bytes and the largest free extent (either pointer may be NULL) */
 void ns_free_bytes(struct ns *ns, uint64_t *total, uint64_t *largest);

@@ -40,7 +40,9 @@ struct vt_header_media {
 	uint64_t data_offset;
 	uint64_t data_size;
 	uint32_t capacity;
-	uint8_t reserved[180];
+	uint64_t usc;	    /* shutdown state (vol_table.h): unsafe-shutdown count */
+	uint32_t sds_flags; /* VT_SDS_* */
+	uint8_t reserved[168];
 } __attribute__((packed));
 
 struct vt_entry_media {
@@ -58,6 +60,8 @@ _Static_assert(sizeof(struct vt_header_media) == VT_HEADER_SIZE, "header is 256 
 _Static_assert(sizeof(struct vt_entry_media) == VT_ENTRY_SIZE, "entry is 128 bytes");
 _Static_assert(offsetof(struct vt_header_media, generation) == 16, "layout of vol_table.h");
 _Static_assert(offsetof(struct vt_header_media, capacity) == 72, "layout of vol_table.h");
+_Static_assert(offsetof(struct vt_header_media, usc) == 76, "layout of vol_table.h");
+_Static_assert(offsetof(struct vt_header_media, sds_flags) == 84, "layout of vol_table.h");
 _Static_assert(offsetof(struct vt_entry_media, create_generation) == 104, "layout");
 _Static_assert(VT_HEADER_SIZE + (uint64_t)VT_CAPACITY * VT_ENTRY_SIZE <= VT_SLOT_SIZE,
 	       "a full table fits its slot");
@@ -71,6 +75,7 @@ struct vt_state {
 	uint64_t ns_size;
 	uint64_t data_offset;
 	uint64_t data_size;
+	struct vt_shutdown sds;
 	unsigned count;
 	struct vt_volume vols[VT_CAPACITY];
 };
@@ -167,6 +172,8 @@ static void vt_encode(const struct vt_state *s, uint8_t *buf)
 	h.data_offset = htole64(s->data_offset);
 	h.data_size = htole64(s->data_size);
 	h.capacity = htole32(VT_CAPACITY);
+	h.usc = htole64(s->sds.usc);
+	h.sds_flags = htole32(s->sds.flags);
 	memcpy(buf, &h, sizeof(h));
 
 	for (unsigned i = 0; i < s->count; i++) {
@@ -175,7 +182,8 @@ static void vt_encode(const struct vt_state *s, uint8_t *buf)
 		memcpy(e.name, v->name, VT_NAME_SIZE);
 		e.size = htole64(v->size);
 		e.ns_offset = htole64(v->ns_offset);
-		e.flags = htole32(VT_ENTRY_IN_USE);
+		e.flags =
+		    htole32(VT_ENTRY_IN_USE | (v->unsafe_shutdown ? VT_ENTRY_UNSAFE_SHUTDOWN : 0));
 		memcpy(e.uuid, v->uuid, VT_UUID_SIZE);
 		e.create_generation = htole64(v->create_generation);
 		memcpy(buf + VT_HEADER_SIZE + (size_t)i * VT_ENTRY_SIZE, &e, sizeof(e));
@@ -383,6 +391,8 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 	s->ns_size = le64toh(h.ns_size);
 	s->data_offset = le64toh(h.data_offset);
 	s->data_size = le64toh(h.data_size);
+	s->sds.usc = le64toh(h.usc);
+	s->sds.flags = le32toh(h.sds_flags);
 	s->count = count;
 	for (unsigned i = 0; i < count; i++) {
 		struct vt_entry_media e;
@@ -397,6 +407,7 @@ static enum vt_slot_result vt_slot_check(const struct persist *p, unsigned slot,
 			return VT_SLOT_INVALID;
 		}
 		memcpy(v->name, e.name, VT_NAME_SIZE);
+		v->unsafe_shutdown = (le32toh(e.flags) & VT_ENTRY_UNSAFE_SHUTDOWN) != 0;
 		v->size = le64toh(e.size);
 		v->ns_offset = le64toh(e.ns_offset);
 		memcpy(v->uuid, e.uuid, VT_UUID_SIZE);
@@ -783,6 +794,26 @@ int vol_table_remove(struct vol_table *t, const char *name)
 	memmove(&next->vols[idx], &next->vols[idx + 1],
 		(size_t)(next->count - (unsigned)idx - 1) * sizeof(next->vols[0]));
 	next->count--;
+	int ret = vt_commit(t, next);
+	free(next);
+	return ret;
+}
+
+void vol_table_shutdown_get(const struct vol_table *t, struct vt_shutdown *out)
+{
+	*out = t->st.sds;
+}
+
+int vol_table_shutdown_set(struct vol_table *t, const struct vt_shutdown *sds, bool mark_volumes)
+{
+	if (!t || !sds)
+		return -EINVAL;
+	struct vt_state *next = vt_state_dup(t);
+	if (!next)
+		return -ENOMEM;
+	next->sds = *sds;
+	for (unsigned i = 0; mark_volumes && i < next->count; i++)
+		next->vols[i].unsafe_shutdown = true;
 	int ret = vt_commit(t, next);
 	free(next);
 	return ret;

@@ -26,7 +26,9 @@
  *   56     8  data offset (2 MiB)
  *   64     8  data size
  *   72     4  table capacity (1024 entries)
- *   76   180  reserved, zero
+ *   76     8  shutdown state: the unsafe-shutdown count last recorded (below)
+ *   84     4  shutdown state flags (VT_SDS_*)
+ *   88   168  reserved, zero
  *
  * Entry:
  *
@@ -34,7 +36,7 @@
  *    0    64  name, NUL-terminated, [A-Za-z0-9._-], not starting with '.' or '-'
  *   64     8  size in bytes (multiple of 4 KiB, > 0)
  *   72     8  namespace offset of the data (4 KiB aligned, inside the data area)
- *   80     4  flags (VT_ENTRY_IN_USE)
+ *   80     4  flags (VT_ENTRY_IN_USE, VT_ENTRY_UNSAFE_SHUTDOWN)
  *   84     4  reserved, zero
  *   88    16  volume uuid (random)
  *  104     8  generation that created the volume
@@ -71,6 +73,18 @@
  * never shows the magic unless it is complete: format of a fresh device,
  * where the other slot holds nothing, stays "not rdax" until a slot is whole.
  *
+ * Shutdown state (media_health.h): where the device reports an unsafe-
+ * shutdown count (USC), the header records the count last seen and whether
+ * a daemon had the namespace open (VT_SDS_IN_USE, set at open, cleared at a
+ * clean close). Finding the count changed while IN_USE was set means the
+ * platform lost power without flushing its write buffers while the
+ * namespace was being written: VT_SDS_UNSAFE and every volume's
+ * VT_ENTRY_UNSAFE_SHUTDOWN are then set, and stay set. These fields were
+ * reserved (zero) in the first builds of format version 1, whose loaders
+ * ignore them (the crc covers them): a namespace written by either build
+ * loads in the other; an older build's next commit zeroes them, which
+ * loses only the record (the next start records the count again).
+ *
  * Generations count commits from 1. A commit at 2^64 - 1 is refused
  * (-EOVERFLOW) instead of wrapping to 0, which no load accepts; a forced
  * format of such a namespace starts again at 1.
@@ -101,7 +115,19 @@
 #define VT_NAME_SIZE   64   /* name field, NUL included */
 #define VT_UUID_SIZE   16
 
-#define VT_ENTRY_IN_USE 0x1U
+#define VT_ENTRY_IN_USE		 0x1U
+#define VT_ENTRY_UNSAFE_SHUTDOWN 0x2U /* in use when an unsafe shutdown was found */
+
+/* Shutdown state flags (header, offset 84). */
+#define VT_SDS_KNOWN  0x1U /* usc holds a count the device reported */
+#define VT_SDS_IN_USE 0x2U /* a daemon has the namespace open (cleared at a clean close) */
+#define VT_SDS_UNSAFE 0x4U /* an unsafe shutdown hit the namespace while in use */
+
+/* The shutdown state of the header. */
+struct vt_shutdown {
+	uint64_t usc;
+	uint32_t flags; /* VT_SDS_* */
+};
 
 struct vol_table;
 
@@ -112,6 +138,7 @@ struct vt_volume {
 	uint64_t ns_offset;
 	uint8_t uuid[VT_UUID_SIZE];
 	uint64_t create_generation;
+	bool unsafe_shutdown; /* VT_ENTRY_UNSAFE_SHUTDOWN */
 };
 
 /* vt_name_valid -- the on-media name rule (namespace.h); 0 or -EINVAL */
@@ -174,6 +201,17 @@ int vol_table_add(struct vol_table *t, const char *name, uint64_t ns_offset, uin
  * -EOVERFLOW, -ENOMEM
  */
 int vol_table_remove(struct vol_table *t, const char *name);
+
+/* vol_table_shutdown_get -- the shutdown state of the loaded or last committed table */
+void vol_table_shutdown_get(const struct vol_table *t, struct vt_shutdown *out);
+
+/*
+ * vol_table_shutdown_set -- commit @sds as the shutdown state; with
+ * @mark_volumes every volume of the table is marked
+ * VT_ENTRY_UNSAFE_SHUTDOWN in the same commit. Returns 0, -EINVAL,
+ * -EOVERFLOW, -ENOMEM, -EIO (vt_commit).
+ */
+int vol_table_shutdown_set(struct vol_table *t, const struct vt_shutdown *sds, bool mark_volumes);
 
 /*
  * vol_table_repair -- write the current state, unchanged (same generation),

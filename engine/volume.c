@@ -117,6 +117,8 @@ int volume_read(struct volume *v, uint64_t off, void *buf, uint64_t len)
 		return ret;
 	if (!buf)
 		return -EINVAL;
+	if (volume_range_bad(v, off, len))
+		return -EIO; /* a known bad block: never load from poison (media_health.h) */
 	ret = media_copy_out(buf, v->data + off, len);
 	if (ret)
 		LOG_ERROR("read(\"%s\", off=%" PRIu64 ", len=%" PRIu64 "): media error", v->name,
@@ -160,6 +162,11 @@ int volume_discard(struct volume *v, uint64_t off, uint64_t len)
 		LOG_ERROR("discard(\"%s\", off=%" PRIu64 ", len=%" PRIu64 ") failed: %d", v->name,
 			  off, len, ret);
 	return ret;
+}
+
+bool volume_range_bad(struct volume *v, uint64_t off, uint64_t len)
+{
+	return v->ns && media_health_range_bad(&v->ns->health, v->ns_offset + off, len);
 }
 
 void volume_stats_get(struct volume *v, struct volume_stats *out)

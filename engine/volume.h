@@ -20,6 +20,8 @@
 #include "dirty_tree.h"
 #include "namespace.h"
 
+struct write_recording;
+
 enum flush_mode {
 	FLUSH_DEFAULT = 0, /* the volume's own mode */
 	FLUSH_TRACKED,	   /* write back what the dirty tree says (docs/architecture.md) */
@@ -44,6 +46,15 @@ struct volume {
 	pthread_mutex_t fsync_lock; /* serialises fsyncs of this volume (fsync.c) */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t fsync_bytes; /* bytes written back by fsync */
+	/*
+	 * The daemon's, never the engine's (namespace.h, struct ns_observer):
+	 * what records the volume's requests while it is open (rdaxd
+	 * --write-log, daemon/write_recorder.h), set by the first opener and
+	 * cleared by the last, under ns->lock; and whether the volume still
+	 * reads as the zeros ns_volume_create() gave it (no opener since).
+	 */
+	struct write_recording *recording;
+	bool pristine;
 };
 
 struct volume_stats {
@@ -99,6 +110,12 @@ int volume_mark_written(struct volume *v, uint64_t off, uint64_t len);
  * Returns 0, -EINVAL, -ERANGE/-EOVERFLOW, -EIO (a page could not be zeroed).
  */
 int volume_discard(struct volume *v, uint64_t off, uint64_t len);
+
+/*
+ * volume_range_bad -- does [off, off + len) of @v (validated) overlap a bad
+ * block of its namespace (media_health.h)? One load when there are none.
+ */
+bool volume_range_bad(struct volume *v, uint64_t off, uint64_t len);
 
 /* volume_stats_get -- sizes, dirty state and fsync counters (NULL arguments: no-op) */
 void volume_stats_get(struct volume *v, struct volume_stats *out);

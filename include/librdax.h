@@ -60,6 +60,9 @@ enum rdax_error {
 	RDAX_E_NOT_OPEN,		/* volume not open on this connection */
 	RDAX_E_ACCESS,			/* access token missing or wrong */
 	RDAX_E_TOO_BIG,			/* request exceeds a configured limit */
+	RDAX_E_STALE_EPOCH,		/* cluster: a request of an epoch older than seen */
+	RDAX_E_NOT_PRIMARY,		/* cluster: this node is not the volume's primary */
+	RDAX_E_NO_QUORUM,		/* cluster: etcd unreachable, the node will not guess */
 	RDAX_E_LAST
 };
 
@@ -150,6 +153,26 @@ int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
 #define RDAX_MAX_BUSY_POLL_US 1000000U
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
 
+/*
+ * rdax_conn_opts_set_tls_certificates -- rdaxs://: x509 credentials in
+ * @dir, the layout of qemu and libnbd: ca-cert.pem (the CA the server's
+ * certificate must chain to, and name the host connected to), and
+ * client-cert.pem + client-key.pem if present (for a daemon with
+ * --tls-verify-peer: the certificate's common name is the client's
+ * identity). Without this or a PSK, rdaxs:// checks the server against the
+ * system's CAs. The files are read by rdax_connect. Returns 0, -EINVAL
+ * (NULL), -ENOMEM.
+ */
+int rdax_conn_opts_set_tls_certificates(struct rdax_conn_opts *opts, const char *dir);
+
+/*
+ * rdax_conn_opts_set_tls_psk -- rdaxs://: a pre-shared key from @path
+ * (psktool's "username:hexkey" lines) for @username (NULL: the file's first
+ * user); the username is the client's identity. The file is read by
+ * rdax_connect. Returns 0, -EINVAL (NULL path), -ENOMEM.
+ */
+int rdax_conn_opts_set_tls_psk(struct rdax_conn_opts *opts, const char *path, const char *username);
+
 /* --- connections -------------------------------------------------------- */
 
 /*
@@ -159,13 +182,17 @@ int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
  * "rdma://HOST[:PORT]": the same over RDMA (an RC queue pair through
  * librdmacm; HOST an address of an RDMA device): writes and reads are then
  * one-sided RDMA operations, everything else the same requests as over TCP
- * (docs/rdma.md).
+ * (docs/rdma.md). "rdaxs://HOST[:PORT]": tcp:// in TLS (a daemon with --tls
+ * on or require), with the credentials of rdax_conn_opts_set_tls_*
+ * (docs/security.md); TLS options with another scheme are refused.
  * @opts: NULL for the defaults.
  * Context: blocks (name lookup, connect, one round trip).
  * Returns 0 and sets *connp; or -EINVAL (NULL, malformed URL),
  * -ENODEV (rdma:// without RDMA devices), -EHOSTUNREACH (the name does not resolve),
- * -ECONNREFUSED and other connect errors, -ETIMEDOUT, -RDAX_E_ACCESS (token
- * refused), -RDAX_E_VERSION, -RDAX_E_PROTOCOL (not an rdax server), -ENOMEM.
+ * -ECONNREFUSED and other connect errors (also a TLS handshake the server
+ * refused: wrong PSK, unknown user, certificate not accepted), -EPROTO
+ * (another TLS failure), -ETIMEDOUT, -RDAX_E_ACCESS (token refused, or TLS
+ * required by the daemon), -RDAX_E_VERSION, -RDAX_E_PROTOCOL (not an rdax server), -ENOMEM.
  * On failure rdax_connect_last_error() says why.
  */
 int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax_conn **connp);
@@ -206,6 +233,26 @@ uint32_t rdax_conn_max_payload(const struct rdax_conn *conn);
 /* rdax_conn_server_version -- the server's version string from HELLO, "" if it sent none */
 const char *rdax_conn_server_version(const struct rdax_conn *conn);
 
+/*
+ * rdax_conn_primary_url -- a cluster node refused the last call that failed
+ * with -RDAX_E_NOT_PRIMARY because another node serves the volume: that
+ * node's address (tcp://...), to connect to instead; "" if no call was so
+ * refused or the node did not know. Valid until the next call on @conn.
+ */
+const char *rdax_conn_primary_url(const struct rdax_conn *conn);
+
+/*
+ * rdax_conn_incarnation -- which life of the server answered HELLO: a
+ * random number the daemon draws when it starts and again at every power
+ * cut (rdax_powercut). Another value on a later connection means the server
+ * lost, in between, everything that was not made durable. 0: the server
+ * sent none (an older rdaxd).
+ */
+uint64_t rdax_conn_incarnation(const struct rdax_conn *conn);
+
+/* rdax_conn_powercut_allowed -- 1 if the server accepts rdax_powercut (rdaxd --allow-powercut) */
+int rdax_conn_powercut_allowed(const struct rdax_conn *conn);
+
 enum rdax_persist_method {
 	RDAX_PERSIST_CPU_CACHE_FLUSH = 0, /* CLWB/CLFLUSHOPT + SFENCE */
 	RDAX_PERSIST_FENCE_ONLY = 1,	  /* eADR: SFENCE only */
@@ -229,6 +276,50 @@ unsigned rdax_conn_namespace_count(const struct rdax_conn *conn);
 /* rdax_conn_namespace_get -- the @index'th namespace; 0, -EINVAL (NULL), -ERANGE (index) */
 int rdax_conn_namespace_get(const struct rdax_conn *conn, unsigned index,
 			    struct rdax_namespace_info *info);
+
+/* A bad block of a namespace's media (struct rdax_namespace_status). */
+struct rdax_bad_range {
+	uint64_t offset; /* in the namespace, bytes */
+	uint64_t length;
+	const char *volume;	/* the volume it falls in; NULL: in none */
+	uint64_t volume_offset; /* where in that volume */
+};
+
+/* A namespace with its kind and the health of its media (rdax_namespace_list). */
+struct rdax_namespace_status {
+	uint32_t id;
+	const char *path; /* on the server */
+	const char *kind; /* "devdax", "fsdax", "file"; "" from a server that does not say */
+	const char *mode; /* "auto" or "sim" */
+	enum rdax_persist_method persist_method;
+	uint64_t size;
+	uint64_t free_bytes;
+	const char *health; /* "ok", "bad-blocks", "unsafe-shutdown"; "" if not reported */
+	int usc_supported;  /* the device reports an unsafe-shutdown count ... */
+	uint64_t unsafe_shutdown_count; /* ... this one */
+	int unsafe_shutdown;	 /* hit by one while in use: acknowledged writes may be lost */
+	int badblocks_supported; /* the device reports its bad blocks */
+	size_t nbad;
+	const struct rdax_bad_range *bad; /* one per (bad block, volume it touches) */
+	size_t nmarked;
+	const char *const *marked_volumes; /* volumes marked by the unsafe shutdown */
+};
+
+/*
+ * rdax_namespace_list -- every namespace of the server with its kind and
+ * media health, the bad blocks read again by the server: *listp = an array
+ * of *countp entries (strings inside it), freed with
+ * rdax_namespace_list_free(). Context: blocks for one round trip.
+ * Returns 0, -EINVAL (NULL), -ENOMEM, -RDAX_E_PROTOCOL (among others: a
+ * server older than this request, which then closes the connection), or a
+ * connection error.
+ */
+int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **listp,
+			size_t *countp);
+
+/* rdax_namespace_list_free -- free what rdax_namespace_list returned; accepts NULL; sets *listp =
+ * NULL */
+void rdax_namespace_list_free(struct rdax_namespace_status **listp);
 
 /* --- volume management -------------------------------------------------- */
 
@@ -335,6 +426,30 @@ struct rdax_volume_stat {
 
 /* rdax_stat -- the volume's counters into *st */
 int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st);
+
+/* --- persistence testing ------------------------------------------------ */
+
+/* The longest delay of rdax_powercut, in milliseconds (a day). */
+#define RDAX_POWERCUT_MAX_DELAY_MS (24U * 3600U * 1000U)
+
+/*
+ * rdax_powercut -- cut the server's power (a daemon started with
+ * --allow-powercut, every namespace in sim mode): every connection is
+ * dropped -- this one too -- everything not written back is lost, and the
+ * daemon serves again as a new incarnation (docs/persistence-testing.md).
+ * @after > 0: after that many more acknowledged writes, discards and
+ * fsyncs of any client (the last of them is acknowledged, nothing after
+ * it); @delay_ms > 0: after that many milliseconds; both: whichever comes
+ * first; neither: at once. *incarnation (may be NULL) gets the incarnation
+ * the cut will end. The connection breaks when the cut happens: reconnect
+ * and compare rdax_conn_incarnation() to know it did.
+ * Returns 0 (armed; for a cut at once the connection breaks right after),
+ * -EINVAL (@delay_ms over RDAX_POWERCUT_MAX_DELAY_MS), -EPERM (the daemon
+ * does not allow power cuts), -EBUSY (a cut is already armed),
+ * -RDAX_E_PROTOCOL (a server that does not know the request closes the
+ * connection), or a connection error.
+ */
+int rdax_powercut(struct rdax_conn *conn, uint64_t after, unsigned delay_ms, uint64_t *incarnation);
 
 /* --- asynchronous I/O --------------------------------------------------- */
 /*

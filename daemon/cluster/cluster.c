@@ -17,15 +17,28 @@
 
 #include "errors.h"
 #include "etcd.h"
+#include "faults.h"
 #include "log.h"
 #include "namespace.h"
 #include "persist.h"
+#include "cluster_gate.h"
 #include "cluster_txn.h"
+#include "completion.h"
 #include "repl_registry.h"
 #include "repl_volume.h"
 
 /* How often the node key's free space is refreshed (also after every local create). */
 #define CLUSTER_REFRESH_MS 5000
+/*
+ * How often a primary looks at its members: a member out of the ISR whose
+ * node is up gets a resync (at most one per volume at a time; a failed try
+ * waits CLUSTER_RESYNC_RETRY_MS for that member), and status/<node> keys
+ * are put when they changed (at most once per tick: they are informational).
+ */
+#define CLUSTER_TICK_MS 1000
+/* A failover candidate waits this long per ISR member before it in line. */
+#define CLUSTER_FAILOVER_STEP_MS 300
+#define CLUSTER_RESYNC_RETRY_MS	 2000
 /* Most volume names waiting to be looked at after a watch event. */
 #define CLUSTER_MAX_PENDING 256
 
@@ -34,8 +47,26 @@ struct primary {
 	struct cluster *c;
 	char name[CLUSTER_NAME_MAX + 1];
 	uint64_t epoch;
-	struct volume *v; /* opened for as long as the daemon runs */
+	struct gate_vol *g; /* the local copy (held open by its gate) and its record */
 	struct repl_volume *rv;
+	/* the resync running (one at a time), and when each member may try again */
+	pthread_t rs_thread;
+	bool rs_started;       /* cluster thread: a thread to join */
+	atomic_bool rs_active; /* cleared by the resync thread when it ends */
+	char rs_node[CLUSTER_NAME_MAX + 1];
+	char rs_url[CLUSTER_URL_MAX + 1];
+	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
+	bool deposed; /* another node is the primary now: this one serves nothing of it */
+	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
+};
+
+/* A replica to add back to a volume's ISR after its resync (asked by the resync thread). */
+struct grow {
+	struct primary *p;
+	const char *node;
+	struct completion done;
+	uint64_t deadline_ms;
+	struct grow *next;
 };
 
 /* A replica to remove from a volume's ISR (asked by a link's thread). */
@@ -53,6 +84,8 @@ struct cluster {
 	pthread_mutex_t shrink_lock;
 	struct shrink shrinks[CLUSTER_MAX_SHRINKS]; /* under shrink_lock */
 	unsigned nshrinks;
+	struct grow *grows; /* under shrink_lock */
+	uint64_t next_tick_ms;
 	char *etcd_spec, *cluster_name, *node, *zone, *version;
 	char **addrs;
 	struct etcd_client *etcd;
@@ -64,12 +97,19 @@ struct cluster {
 	bool started;
 	atomic_bool stop;
 	uint64_t next_keepalive_ms, next_refresh_ms;
+	uint64_t lease_until_ms; /* a primary serves until then (the lease bound less a margin) */
 	bool refresh_now;
 	char node_json_last[4096]; /* the node key's last value put, to skip equal puts */
 	/* volumes seen in watch events, looked at after etcd_client_poll() returns */
 	char pending[CLUSTER_MAX_PENDING][CLUSTER_NAME_MAX + 1];
 	unsigned npending;
 	bool rescan; /* a watch restarted or the pending list overflowed: look at every volume */
+	/* failovers this node will try (its volumes' leader key is gone), when due */
+	struct {
+		char name[CLUSTER_NAME_MAX + 1];
+		uint64_t due_ms;
+	} fo[CLUSTER_MAX_PENDING];
+	unsigned nfo;
 };
 
 static uint64_t now_ms(void)
@@ -130,18 +170,36 @@ static int put_node(struct cluster *c, bool force)
 	return ret;
 }
 
+/*
+ * lease_renewed -- a keepalive sent at @t0 (before the call) was answered:
+ * etcd holds the lease at least until t0 + TTL, so a primary may serve until
+ * then, less 1 % for clock rates and 200 ms for replies already queued
+ * (Patroni's rule): it stops before any other node could take its leader key
+ */
+static void lease_renewed(struct cluster *c, uint64_t t0)
+{
+	c->lease_until_ms = t0 + (uint64_t)c->ttl_s * 990 - 200;
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].g && !c->prim[i].deposed)
+			cluster_gate_lease(c->prim[i].g, c->lease_until_ms);
+}
+
 /* join -- a new lease and the node key on it */
 static int join(struct cluster *c)
 {
 	int64_t granted;
+	uint64_t t0 = now_ms();
 	int ret = etcd_lease_grant(c->etcd, c->ttl_s, &c->lease, &granted);
 	if (ret)
 		return ret;
+	c->lease_until_ms = t0 + (uint64_t)c->ttl_s * 990 - 200;
 	c->next_keepalive_ms = now_ms() + c->ttl_s * 1000 / 3;
 	return put_node(c, true);
 }
 
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
+static void another_primary(struct cluster *c, const struct cluster_volume_rec *v);
+static void node_url(struct cluster *c, const char *name, char *url, size_t len);
 
 /*
  * become_primary -- a "creating" volume whose primary is this node: once
@@ -240,6 +298,18 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 			  v->name, info.size, v->size);
 		return -EEXIST;
 	}
+	struct gate_vol *g;
+	why[0] = '\0';
+	ret = cluster_gate_open(c->o.store, v->name, v->epoch, why, sizeof(why), &g);
+	if (ret && ret != -EEXIST) {
+		LOG_ERROR("volume %s: the local replica cannot be used: %s", v->name,
+			  why[0] ? why : rdax_strerror(ret));
+		return ret;
+	}
+	char url[CLUSTER_URL_MAX + 1] = "";
+	if (strcmp(v->primary, c->node) != 0)
+		node_url(c, v->primary, url, sizeof(url));
+	cluster_gate_set_primary(g, v->primary, url, v->epoch);
 	char key[CLUSTER_KEY_MAX], *json;
 	struct cluster_member_rec m = {.ns_id = info.ns_id, .offset = info.ns_offset};
 	KEY(c, key, "volumes", v->name, "members", c->node);
@@ -305,12 +375,15 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 	p->c = c;
 	snprintf(p->name, sizeof(p->name), "%s", v->name);
 	p->epoch = v->epoch;
-	int ret = store_volume_open(c->o.store, v->name, &p->v);
-	if (ret) {
-		LOG_ERROR("volume %s: cannot open the local copy to serve it: %s", v->name,
-			  rdax_strerror(ret));
+	p->g = cluster_gate_find(v->name);
+	if (!p->g) {
+		LOG_ERROR("volume %s: no local copy to serve it from", v->name);
 		return;
 	}
+	cluster_gate_lease(p->g, c->lease_until_ms); /* served while the lease bound holds */
+	if (cluster_gate_serve(p->g, v->epoch))
+		return; /* this copy has seen a newer epoch: the key is behind, a watch event
+			   follows */
 	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
 	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
 	unsigned n = 0;
@@ -325,22 +398,25 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 	if (n == 0) {
 		/* nothing to forward to: the volume is served as a local one (fsyncs may run
 		 * inline) */
-		store_volume_close(c->o.store, &p->v);
 		c->nprim++; /* remembered, so later events do not look again */
 		LOG_INFO("volume %s: primary with no other replica", v->name);
 		return;
 	}
 	struct repl_opts o = {.volume = v->name,
-			      .mapping = p->v->data,
-			      .size = p->v->size,
+			      .mapping = p->g->v->data,
+			      .size = p->g->v->size,
 			      .epoch = v->epoch,
+			      .primary = c->node,
+			      .incarnation = c->incarnation,
+			      .fence = true,
+			      .rec = &p->g->rec,
 			      .token_file = NULL,
 			      .shrink = on_shrink,
 			      .arg = p};
 	c->nprim++; /* before the links start: on_shrink may run at once */
-	ret = repl_start(&o, m, n, &p->rv);
+	int ret = repl_start(&o, m, n, &p->rv);
 	if (ret == 0)
-		ret = repl_registry_put(p->v, p->rv);
+		ret = repl_registry_put(p->g->v, p->rv);
 	if (ret) {
 		LOG_ERROR("volume %s: cannot start its replication: %s", v->name,
 			  rdax_strerror(ret));
@@ -386,6 +462,305 @@ static bool shrinks(struct cluster *c)
 	return left > 0;
 }
 
+/*
+ * grows -- run the queued ISR grows (after a member's resync); one etcd
+ * cannot answer stays queued until its deadline. True if any stays.
+ */
+static bool grows(struct cluster *c)
+{
+	pthread_mutex_lock(&c->shrink_lock);
+	struct grow *q = c->grows, *left = NULL;
+	c->grows = NULL;
+	pthread_mutex_unlock(&c->shrink_lock);
+	bool waiting = false;
+	while (q) {
+		struct grow *g = q;
+		q = q->next;
+		char why[256];
+		int ret = cluster_isr_change(c->etcd, c->cluster_name, g->p->name, c->node,
+					     g->p->epoch, g->node, true, NULL, why, sizeof(why));
+		bool definite = ret == 0 || ret == -ESTALE || ret == -ENOENT || ret == -EINVAL;
+		if (definite || now_ms() >= g->deadline_ms) {
+			if (ret)
+				LOG_WARN("volume %s: %s cannot rejoin the ISR: %s", g->p->name,
+					 g->node, why);
+			completion_complete(&g->done, ret);
+			continue;
+		}
+		g->next = left;
+		left = g;
+		waiting = true;
+	}
+	if (left) {
+		pthread_mutex_lock(&c->shrink_lock);
+		struct grow *last = left;
+		while (last->next)
+			last = last->next;
+		last->next = c->grows;
+		c->grows = left;
+		pthread_mutex_unlock(&c->shrink_lock);
+	}
+	return waiting;
+}
+
+/* grow_ask -- repl_resync's grow: the cluster thread runs the txn; this waits for it */
+static int grow_ask(void *arg, const char *node)
+{
+	struct primary *p = arg;
+	struct cluster *c = p->c;
+	struct grow g = {.p = p, .node = node, .deadline_ms = now_ms() + 10000};
+	completion_init(&g.done);
+	pthread_mutex_lock(&c->shrink_lock);
+	if (atomic_load(&c->stop)) {
+		/* the daemon stops: cluster_stop has answered every grow already */
+		pthread_mutex_unlock(&c->shrink_lock);
+		completion_destroy(&g.done);
+		return -ECANCELED;
+	}
+	g.next = c->grows;
+	c->grows = &g;
+	pthread_mutex_unlock(&c->shrink_lock);
+	etcd_client_wakeup(c->etcd);
+	int ret = -ETIMEDOUT;
+	completion_wait(&g.done, -1, &ret);
+	completion_destroy(&g.done);
+	return ret;
+}
+
+/* resync_thread -- one member's resync (it blocks until shipped, flushed and grown) */
+static void *resync_thread(void *arg)
+{
+	struct primary *p = arg;
+	struct repl_resync_result res;
+	int ret = repl_resync(p->rv, p->rs_node, p->rs_url, grow_ask, p, &res);
+	if (ret)
+		LOG_WARN("volume %s: resync of %s failed: %s (tried again later)", p->name,
+			 p->rs_node, rdax_strerror(ret));
+	atomic_store(&p->rs_active, false);
+	etcd_client_wakeup(p->c->etcd);
+	return NULL;
+}
+
+static const char *member_state_name(enum repl_member_state s)
+{
+	switch (s) {
+	case REPL_LIVE:
+		return "in-sync";
+	case REPL_RESYNC:
+		return "resync";
+	case REPL_FAILED:
+	case REPL_REMOVED:
+		break;
+	}
+	return "out-of-sync";
+}
+
+/*
+ * tend -- a primary's members, every tick: put their status/<node> keys
+ * where they changed; start the resync of a member out of the ISR whose node
+ * is up (its key exists), one per volume at a time
+ */
+static void tend(struct cluster *c, struct primary *p)
+{
+	if (!p->rv || p->deposed)
+		return;
+	if (p->rs_started && !atomic_load(&p->rs_active)) {
+		pthread_join(p->rs_thread, NULL);
+		p->rs_started = false;
+	}
+	struct repl_member_info mi[CLUSTER_MAX_REPLICAS];
+	unsigned n = repl_members(p->rv, mi, CLUSTER_MAX_REPLICAS);
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < n; i++) {
+		struct cluster_status_rec st = {.resync_bytes_left = mi[i].resync_left,
+						.resync_bytes_total = mi[i].resync_total,
+						.resync_bytes_shipped = mi[i].resync_shipped};
+		snprintf(st.state, sizeof(st.state), "%s", member_state_name(mi[i].state));
+		snprintf(st.link, sizeof(st.link), "tcp");
+		char *json, key[CLUSTER_KEY_MAX];
+		if (cluster_status_encode(&st, &json) == 0) {
+			KEY(c, key, "volumes", p->name, "status", mi[i].node);
+			if (strcmp(json, p->status_last[i]) != 0 &&
+			    etcd_put(c->etcd, key, json, strlen(json), 0, NULL) == 0)
+				snprintf(p->status_last[i], sizeof(p->status_last[i]), "%s", json);
+			free(json);
+		}
+		if (mi[i].state != REPL_REMOVED || p->rs_started || now < p->rs_next_ms[i])
+			continue;
+		char url[CLUSTER_URL_MAX + 1];
+		node_url(c, mi[i].node, url, sizeof(url));
+		if (!url[0])
+			continue; /* its node is down: nothing to resync to */
+		p->rs_next_ms[i] = now + CLUSTER_RESYNC_RETRY_MS;
+		/* names are validated to CLUSTER_NAME_MAX: the precision only tells the compiler */
+		snprintf(p->rs_node, sizeof(p->rs_node), "%.*s", CLUSTER_NAME_MAX, mi[i].node);
+		snprintf(p->rs_url, sizeof(p->rs_url), "%.*s", CLUSTER_URL_MAX, url);
+		atomic_store(&p->rs_active, true);
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		int ret = pthread_create(&p->rs_thread, NULL, resync_thread, p);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (ret) {
+			atomic_store(&p->rs_active, false);
+			LOG_WARN("volume %s: cannot start the resync of %s: %s", p->name,
+				 mi[i].node, strerror(ret));
+			continue;
+		}
+		p->rs_started = true;
+		LOG_INFO("volume %s: %s is up again at %s: resync", p->name, mi[i].node, url);
+	}
+}
+
+/* prim_of -- this node's primary entry of volume @name, or NULL */
+static struct primary *prim_of(struct cluster *c, const char *name)
+{
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (strcmp(c->prim[i].name, name) == 0)
+			return &c->prim[i];
+	return NULL;
+}
+
+/*
+ * another_primary -- a ready volume whose primary is another node: if this
+ * node served it, it is deposed (its clients are refused from now on; its
+ * links are fenced at the replicas already); if the leader key is gone and
+ * this node is in the ISR, it will try the failover txn after
+ * rank x CLUSTER_FAILOVER_STEP_MS (rank: its place in the ISR, the old
+ * primary left out), so the first in line usually wins without a race
+ */
+static void another_primary(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	struct primary *p = prim_of(c, v->name);
+	if (p) {
+		if (!p->deposed) {
+			p->deposed = true;
+			cluster_gate_serve(p->g, 0);
+			LOG_WARN("volume %s: %s is its primary at epoch %" PRIu64
+				 ": this node serves it no more",
+				 v->name, v->primary, v->epoch);
+		}
+		return; /* a node deposed while running does not take it back (docs/cluster.md) */
+	}
+	bool in_isr = cluster_name_in(v->isr, v->nisr, c->node);
+	if (!in_isr && !rdax_faults.failover_any_replica)
+		return; /* invariant 3 */
+	char lkey[CLUSTER_KEY_MAX];
+	KEY(c, lkey, "volumes", v->name, "leader");
+	struct etcd_range_result r;
+	if (etcd_get(c->etcd, lkey, false, &r))
+		return; /* the next event or rescan looks again */
+	bool leader = r.count > 0;
+	etcd_range_result_free(&r);
+	if (leader)
+		return;
+	unsigned rank = 0;
+	for (unsigned i = 0; i < v->nisr && in_isr && strcmp(v->isr[i], c->node) != 0; i++)
+		if (strcmp(v->isr[i], v->primary) != 0)
+			rank++;
+	for (unsigned i = 0; i < c->nfo; i++)
+		if (strcmp(c->fo[i].name, v->name) == 0)
+			return;
+	if (c->nfo == CLUSTER_MAX_PENDING)
+		return;
+	snprintf(c->fo[c->nfo].name, CLUSTER_NAME_MAX + 1, "%.*s", CLUSTER_NAME_MAX, v->name);
+	c->fo[c->nfo++].due_ms = now_ms() + rank * CLUSTER_FAILOVER_STEP_MS;
+	LOG_INFO("volume %s: no leader (primary %s at epoch %" PRIu64 "): failover in %u ms",
+		 v->name, v->primary, v->epoch, rank * CLUSTER_FAILOVER_STEP_MS);
+}
+
+/*
+ * take_over -- the failover txn won: this node is the primary at the new
+ * epoch. Before it serves: the copy's epoch is raised (the old primary's
+ * links to it are refused from now on), the links open at the new epoch
+ * (raising it on every member), and every live member is reconciled to this
+ * copy (repl_reconcile); then clients are served.
+ */
+static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
+{
+	struct gate_vol *g = cluster_gate_find(v->name);
+	if (!g || c->nprim >= REPL_REGISTRY_MAX)
+		return;
+	if (cluster_gate_raise_epoch(g, v->epoch)) {
+		LOG_ERROR("volume %s: this copy has seen an epoch past %" PRIu64 ": not serving",
+			  v->name, v->epoch);
+		return;
+	}
+	struct primary *p = &c->prim[c->nprim];
+	memset(p, 0, sizeof(*p));
+	p->c = c;
+	p->g = g;
+	p->epoch = v->epoch;
+	snprintf(p->name, sizeof(p->name), "%s", v->name);
+	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
+	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
+	unsigned n = 0;
+	for (unsigned i = 0; i < v->nisr; i++) {
+		if (strcmp(v->isr[i], c->node) == 0)
+			continue;
+		node_url(c, v->isr[i], urls[n], sizeof(urls[n]));
+		m[n] =
+		    (struct repl_member_spec){v->isr[i], urls[n][0] ? urls[n] : "tcp://0.0.0.0:1"};
+		n++;
+	}
+	c->nprim++;
+	if (n) {
+		struct repl_opts o = {.volume = v->name,
+				      .mapping = g->v->data,
+				      .size = g->v->size,
+				      .epoch = v->epoch,
+				      .primary = c->node,
+				      .incarnation = c->incarnation,
+				      .fence = true,
+				      .untrusted = true,
+				      .rec = &g->rec,
+				      .shrink = on_shrink,
+				      .arg = p};
+		if (repl_start(&o, m, n, &p->rv) || repl_registry_put(g->v, p->rv)) {
+			LOG_ERROR("volume %s: cannot start its replication after the failover",
+				  v->name);
+			return;
+		}
+		/* the shrinks of members that failed meanwhile run here, between the steps */
+		shrinks(c);
+		repl_reconcile(p->rv);
+		shrinks(c);
+	}
+	cluster_gate_lease(g, c->lease_until_ms);
+	if (cluster_gate_serve(g, v->epoch) == 0)
+		LOG_INFO("volume %s: primary after the failover, epoch %" PRIu64 ", %u replica%s",
+			 v->name, v->epoch, n, n == 1 ? "" : "s");
+}
+
+/* failovers -- the failover txns that are due; one etcd cannot answer is tried again */
+static void failovers(struct cluster *c)
+{
+	uint64_t now = now_ms();
+	for (unsigned i = 0; i < c->nfo;) {
+		if (c->fo[i].due_ms > now) {
+			i++;
+			continue;
+		}
+		char why[256];
+		struct cluster_volume_rec v;
+		int ret = cluster_failover(c->etcd, c->cluster_name, c->fo[i].name, c->node,
+					   c->lease, c->incarnation, &v, why, sizeof(why));
+		if (ret == -ENOTCONN || ret == -ETIMEDOUT || ret == -ECONNRESET) {
+			c->fo[i].due_ms = now + 300; /* etcd away: again soon (the txn compares) */
+			i++;
+			continue;
+		}
+		if (ret == 0) {
+			LOG_WARN("volume %s: took over as primary at epoch %" PRIu64, v.name,
+				 v.epoch);
+			take_over(c, &v);
+		} else {
+			LOG_INFO("volume %s: no failover by this node: %s", c->fo[i].name, why);
+		}
+		c->fo[i] = c->fo[--c->nfo];
+	}
+}
+
 /* look_at -- one volume key (@json at @rev): what this node must do for it */
 static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
 {
@@ -403,6 +778,8 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 		become_primary(c, &v, rev);
 	else if (v.state == CLUSTER_VOL_READY && strcmp(v.primary, c->node) == 0)
 		serve_as_primary(c, &v);
+	else if (v.state == CLUSTER_VOL_READY)
+		another_primary(c, &v);
 }
 
 /* look_at_name -- read volumes/<name> and look at it */
@@ -475,7 +852,7 @@ static void on_watch(void *arg, const struct etcd_watch_update *u)
 		    leaf[CLUSTER_KEY_MAX];
 		if (cluster_key_parse(u->events[i].kv.key, c->cluster_name, kind, name, sub,
 				      leaf) == 0 &&
-		    (sub[0] == '\0' || strcmp(sub, "members") == 0))
+		    (sub[0] == '\0' || strcmp(sub, "members") == 0 || strcmp(sub, "leader") == 0))
 			pend(c, name);
 	}
 }
@@ -495,10 +872,17 @@ static void timers(struct cluster *c)
 	uint64_t now = now_ms();
 	if (now >= c->next_keepalive_ms) {
 		int ret = etcd_lease_keepalive(c->etcd, c->lease, NULL);
+		if (ret == 0)
+			lease_renewed(c, now);
 		if (ret == -ENOENT) {
 			LOG_WARN("the node lease expired (etcd was away longer than %u s): "
-				 "joining again",
+				 "joining again; the volumes it led are served no more",
 				 c->ttl_s);
+			for (unsigned i = 0; i < c->nprim; i++)
+				if (!c->prim[i].deposed) {
+					c->prim[i].deposed = true;
+					cluster_gate_serve(c->prim[i].g, 0);
+				}
 			ret = join(c);
 		}
 		if (ret)
@@ -527,12 +911,21 @@ static void *cluster_thread(void *arg)
 				c->rescan = true;
 		}
 		bool waiting = shrinks(c);
+		waiting = grows(c) || waiting;
+		failovers(c);
+		waiting = waiting || c->nfo > 0;
+		if (now_ms() >= c->next_tick_ms) {
+			for (unsigned i = 0; i < c->nprim; i++)
+				tend(c, &c->prim[i]);
+			c->next_tick_ms = now_ms() + CLUSTER_TICK_MS;
+		}
 		unsigned n = c->npending;
 		c->npending = 0;
 		for (unsigned i = 0; i < n && !atomic_load(&c->stop); i++)
 			look_at_name(c, c->pending[i]);
 		uint64_t now = now_ms(), next = c->next_keepalive_ms;
 		next = c->next_refresh_ms < next ? c->next_refresh_ms : next;
+		next = c->next_tick_ms < next ? c->next_tick_ms : next;
 		int wait = next > now ? (int)(next - now) : 0;
 		if (c->rescan || waiting)
 			wait = wait > 300 ? 300 : wait;
@@ -588,6 +981,7 @@ int cluster_start(const struct cluster_opts *o, struct cluster **out, char *err,
 		return -ENOMEM;
 	}
 	c->ttl_s = o->lease_ttl_s ? o->lease_ttl_s : CLUSTER_DEFAULT_LEASE_S;
+	cluster_gate_enable(); /* record names are reserved from now on */
 	if (getrandom(&c->incarnation, sizeof(c->incarnation), 0) != sizeof(c->incarnation))
 		c->incarnation = ((uint64_t)now_ms() << 20) ^ (uint64_t)getpid();
 	char why[512];
@@ -642,13 +1036,25 @@ void cluster_stop(struct cluster **cp)
 		etcd_client_wakeup(c->etcd);
 		pthread_join(c->thread, NULL);
 	}
+	/* a resync waiting for its grow gets an answer, and its link is stopped below */
+	pthread_mutex_lock(&c->shrink_lock);
+	for (struct grow *g = c->grows, *next; g; g = next) {
+		next = g->next;
+		completion_complete(&g->done, -ECANCELED);
+	}
+	c->grows = NULL;
+	pthread_mutex_unlock(&c->shrink_lock);
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].rs_started)
+			repl_resync_cancel(c->prim[i].rv);
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (c->prim[i].rs_started)
+			pthread_join(c->prim[i].rs_thread, NULL);
 	/* the workers and pools have stopped: nothing writes or fsyncs through these now */
 	repl_registry_clear(NULL);
-	for (unsigned i = 0; i < c->nprim; i++) {
+	for (unsigned i = 0; i < c->nprim; i++)
 		repl_stop(&c->prim[i].rv);
-		if (c->prim[i].v)
-			store_volume_close(c->o.store, &c->prim[i].v);
-	}
+	cluster_gate_close_all(c->o.store);
 	int ret = etcd_lease_revoke(c->etcd, c->lease);
 	if (ret && ret != -ENOENT)
 		LOG_WARN("cannot revoke the node lease (its keys go when it expires): %s",

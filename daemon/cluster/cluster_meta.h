@@ -36,6 +36,11 @@
 #define CLUSTER_URL_MAX		127
 #define CLUSTER_KEY_MAX		256
 #define CLUSTER_DEFAULT_LEASE_S 5
+/* A volume's change record is the local volume "<name>.rrec" (cluster_gate.h). */
+#define CLUSTER_RECORD_SUFFIX	  ".rrec"
+#define CLUSTER_RECORD_SUFFIX_LEN 5
+/* The longest cluster volume name: its record's name must fit a volume name. */
+#define CLUSTER_VOLUME_NAME_MAX (CLUSTER_NAME_MAX - CLUSTER_RECORD_SUFFIX_LEN)
 
 struct cluster_ns_rec {
 	uint32_t id;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "faults.h"
 
 /* Compare failures in a row before giving up (each means someone else changed the key). */
 #define TXN_RETRIES 8
@@ -124,4 +125,92 @@ int cluster_isr_change(struct etcd_client *e, const char *cluster, const char *v
 	rdax_seterr(err, errlen, "volume %s: the key kept changing (%d tries)", volume,
 		    TXN_RETRIES);
 	return -EAGAIN;
+}
+
+int cluster_failover(struct etcd_client *e, const char *cluster, const char *volume,
+		     const char *node, int64_t lease, uint64_t incarnation,
+		     struct cluster_volume_rec *out, char *err, size_t errlen)
+{
+	char vkey[CLUSTER_KEY_MAX], lkey[CLUSTER_KEY_MAX], why[256];
+	if (cluster_key(vkey, sizeof(vkey), cluster, "volumes", volume, NULL) < 0 ||
+	    cluster_key(lkey, sizeof(lkey), cluster, "volumes", volume, "leader", NULL) < 0)
+		return -EINVAL;
+	struct etcd_range_result rv, rl;
+	int ret = etcd_get(e, vkey, false, &rv);
+	if (ret) {
+		rdax_seterr(err, errlen, "%s", etcd_client_last_error(e));
+		return ret;
+	}
+	if ((ret = etcd_get(e, lkey, false, &rl))) {
+		etcd_range_result_free(&rv);
+		rdax_seterr(err, errlen, "%s", etcd_client_last_error(e));
+		return ret;
+	}
+	struct cluster_volume_rec v;
+	if (rv.count != 1) {
+		rdax_seterr(err, errlen, "no volume %s", volume);
+		ret = -ENOENT;
+	} else if (cluster_volume_decode(rv.kvs[0].value, rv.kvs[0].value_len, &v, why,
+					 sizeof(why))) {
+		rdax_seterr(err, errlen, "volume %s: unusable key: %s", volume, why);
+		ret = -EINVAL;
+	} else if (rl.count != 0) {
+		rdax_seterr(err, errlen, "volume %s has a leader", volume);
+		ret = -EEXIST;
+	} else if (v.state != CLUSTER_VOL_READY || strcmp(v.primary, node) == 0) {
+		rdax_seterr(err, errlen, "volume %s: not a ready volume of another primary",
+			    volume);
+		ret = -EINVAL;
+	} else if (!cluster_name_in(v.isr, v.nisr, node) &&
+		   !(rdax_faults.failover_any_replica &&
+		     cluster_name_in(v.replicas, v.nreplicas, node))) {
+		/* invariant 3; the control failover-any-replica lets any replica try */
+		rdax_seterr(err, errlen, "volume %s: %s is not in the ISR: it may not take over",
+			    volume, node);
+		ret = -EPERM;
+	}
+	int64_t vrev = rv.count ? rv.kvs[0].mod_revision : 0;
+	etcd_range_result_free(&rv);
+	etcd_range_result_free(&rl);
+	if (ret)
+		return ret;
+	struct cluster_volume_rec n = v;
+	snprintf(n.primary, sizeof(n.primary), "%s", node);
+	n.epoch = v.epoch + 1;
+	if (!cluster_name_in(n.isr, n.nisr, node)) /* the control only: keep the key valid */
+		snprintf(n.isr[n.nisr++], CLUSTER_NAME_MAX + 1, "%s", node);
+	char *json, ljson[256];
+	if (cluster_volume_encode(&n, &json))
+		return -ENOMEM;
+	snprintf(ljson, sizeof(ljson),
+		 "{\"node\":\"%s\",\"epoch\":%" PRIu64 ",\"incarnation\":\"%016" PRIx64 "\"}", node,
+		 n.epoch, incarnation);
+	struct etcd_cmp cmps[] = {
+	    {.key = vkey, .target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .number = vrev},
+	    {.key = lkey, .target = ETCD_CMP_CREATE, .result = ETCD_CMP_EQUAL, .number = 0},
+	};
+	struct etcd_op ops[] = {
+	    {.type = ETCD_OP_PUT, .key = vkey, .value = json, .value_len = strlen(json)},
+	    {.type = ETCD_OP_PUT,
+	     .key = lkey,
+	     .value = ljson,
+	     .value_len = strlen(ljson),
+	     .lease = lease},
+	};
+	struct etcd_txn_result t;
+	ret = etcd_txn(e, cmps, 2, ops, 2, NULL, 0, &t);
+	free(json);
+	if (ret) {
+		rdax_seterr(err, errlen, "%s", etcd_client_last_error(e));
+		return ret;
+	}
+	bool ok = t.succeeded;
+	etcd_txn_result_free(&t);
+	if (!ok) {
+		rdax_seterr(err, errlen, "volume %s: another node changed it first", volume);
+		return -ESTALE;
+	}
+	if (out)
+		*out = n;
+	return 0;
 }

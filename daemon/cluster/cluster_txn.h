@@ -35,4 +35,20 @@ int cluster_isr_change(struct etcd_client *e, const char *cluster, const char *v
 		       const char *primary, uint64_t epoch, const char *node, bool add,
 		       struct cluster_volume_rec *out, char *err, size_t errlen);
 
+/*
+ * cluster_failover -- the failover txn (invariant 3): the volume is ready,
+ * has no leader key (its primary's lease ran out) and @node is in its ISR;
+ * compare the volume key's mod_revision as read and the leader key's
+ * absence, then put the volume with @node primary at epoch + 1 and the
+ * leader key on @lease, in one transaction: exactly one candidate wins.
+ * *out (may be NULL) gets the record as written. Returns 0; -EEXIST (a
+ * leader exists); -EPERM (@node is not in the ISR: it may not take over);
+ * -ESTALE (the compare failed: another node changed the key first);
+ * -ENOENT, -EINVAL; or the etcd client's code (unknown whether it was made:
+ * read the key again).
+ */
+int cluster_failover(struct etcd_client *e, const char *cluster, const char *volume,
+		     const char *node, int64_t lease, uint64_t incarnation,
+		     struct cluster_volume_rec *out, char *err, size_t errlen);
+
 #endif

@@ -28,6 +28,7 @@
 #include "errors.h"
 #include "faults.h"
 #include "log.h"
+#include "url.h"
 
 /* Bounds on what etcd may send: etcd's own request limit is 1.5 MiB, a range or a batch of events
  * may be larger. */
@@ -633,31 +634,25 @@ static int call(struct etcd_client *c, const char *what, const char *path, json_
 	return ret;
 }
 
-/* parse_endpoint -- one "host:port" (host may be "[v6]") into @ep; 0 or -EINVAL */
-static int parse_endpoint(const char *s, size_t len, struct etcd_endpoint *ep)
+/*
+ * parse_endpoint -- one "HOST:PORT" of the list (the address rules of
+ * url.h, "[v6]" in brackets) into @ep's base URL; 0 or -EINVAL with a
+ * reason in @err
+ */
+static int parse_endpoint(const char *s, size_t len, struct etcd_endpoint *ep, char *err,
+			  size_t errlen)
 {
-	char tmp[80];
-	if (len == 0 || len >= sizeof(tmp))
+	struct url u;
+	int ret = url_parse_endpoint(s, len, "etcd", 2379, &u, err, errlen);
+	if (ret)
+		return ret;
+	bool v6 = strchr(u.host, ':') != NULL;
+	int n = snprintf(ep->base, sizeof(ep->base), v6 ? "http://[%s]:%u" : "http://%s:%u", u.host,
+			 (unsigned)u.port);
+	if (n < 0 || (size_t)n >= sizeof(ep->base)) {
+		rdax_seterr(err, errlen, "'%.*s': host too long", (int)(len > 64 ? 64 : len), s);
 		return -EINVAL;
-	memcpy(tmp, s, len);
-	tmp[len] = '\0';
-	char *colon = strrchr(tmp, ':');
-	if (!colon || colon == tmp)
-		return -EINVAL;
-	if (tmp[0] == '[' && colon[-1] != ']')
-		return -EINVAL;
-	if (tmp[0] != '[' && memchr(tmp, ':', (size_t)(colon - tmp)))
-		return -EINVAL; /* a bare IPv6 address: must be bracketed */
-	char *end;
-	errno = 0;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (errno || end == colon + 1 || *end || port == 0 || port > 65535)
-		return -EINVAL;
-	*colon = '\0';
-	for (const char *p = tmp; *p; p++)
-		if (*p == '/' || *p == '@' || *p == '?' || *p == '#' || *p == ' ')
-			return -EINVAL;
-	snprintf(ep->base, sizeof(ep->base), "http://%s:%lu", tmp, port);
+	}
 	return 0;
 }
 
@@ -697,10 +692,9 @@ int etcd_client_new(const char *spec, const struct etcd_opts *opts, struct etcd_
 				    ETCD_MAX_ENDPOINTS);
 			goto err_free;
 		}
-		if (parse_endpoint(p, len, &c->ep[c->nep]) < 0) {
-			rdax_seterr(err, errlen,
-				    "cluster address: bad endpoint '%.*s' (want HOST:PORT)",
-				    (int)(len > 64 ? 64 : len), p);
+		char why[160];
+		if (parse_endpoint(p, len, &c->ep[c->nep], why, sizeof(why)) < 0) {
+			rdax_seterr(err, errlen, "cluster address: bad endpoint: %s", why);
 			goto err_free;
 		}
 		c->nep++;

@@ -31,6 +31,14 @@ int repl_registry_put(const struct volume *v, struct repl_volume *rv)
 	return 0;
 }
 
+void repl_registry_each(void (*fn)(void *arg, const char *volume, struct repl_volume *rv),
+			void *arg)
+{
+	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		fn(arg, entries[i].v->name, entries[i].rv);
+}
+
 void repl_registry_clear(void (*fn)(struct repl_volume *rv))
 {
 	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);

@@ -7,8 +7,8 @@
  * a volume when this node becomes its primary. Entries stay until the
  * daemon stops (a lost primaryship is failover, docs/cluster.md).
  *
- * Thread safety: repl_registry_get() from any thread, lock-free (one load per
- * entry); repl_registry_put() from the cluster thread only.
+ * Thread safety: repl_registry_get() and repl_registry_each() from any thread, lock-free (one load
+ * per entry); repl_registry_put() from the cluster thread only.
  */
 #ifndef RDAXD_REPL_REGISTRY_H
 #define RDAXD_REPL_REGISTRY_H
@@ -23,6 +23,14 @@ struct repl_volume *repl_registry_get(const struct volume *v);
 
 /* repl_registry_put -- @v is replicated through @rv from now on; 0 or -ENOSPC */
 int repl_registry_put(const struct volume *v, struct repl_volume *rv);
+
+/*
+ * repl_registry_each -- @fn(@arg, volume name, its replication) for every
+ * entry (the metrics endpoint's view of the replicas). Context: any thread,
+ * while the registry is not cleared (rdaxd stops its readers first).
+ */
+void repl_registry_each(void (*fn)(void *arg, const char *volume, struct repl_volume *rv),
+			void *arg);
 
 /* repl_registry_clear -- forget every entry (after the workers stopped); returns them via @fn */
 void repl_registry_clear(void (*fn)(struct repl_volume *rv));

@@ -9,9 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../client/conn.h" /* conn_volume_open_replica, conn_replica_digest */
 #include "completion.h"
 #include "faults.h"
+#include "librdax.h"
 #include "log.h"
+#include "xxhash.h"
 
 struct member {
 	char node[CLUSTER_NAME_MAX + 1];
@@ -22,6 +25,8 @@ struct member {
 	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
 	struct repl_wait_part *held; /* waits that need this member's removal */
 	int slot;		     /* its change-record slot while away, -1: none */
+	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
+	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -29,6 +34,7 @@ struct member {
 struct repl_volume {
 	struct repl_opts o;
 	char volume[CLUSTER_NAME_MAX + 1];
+	char primary[CLUSTER_NAME_MAX + 1];
 	pthread_mutex_t lock;
 	struct member m[CLUSTER_MAX_REPLICAS];
 	unsigned n;
@@ -66,6 +72,13 @@ static void member_failed_locked(struct repl_volume *rv, struct member *m)
 	m->state = REPL_FAILED;
 	if (!rv->o.rec)
 		return;
+	if (!m->trusted) {
+		/* not reconciled since a failover: nothing tells what it lacks, a full resync */
+		int old = change_record_slot_find(rv->o.rec, m->node);
+		if (old >= 0)
+			change_record_slot_close(rv->o.rec, old);
+		return;
+	}
 	int slot = change_record_slot_open(rv->o.rec, m->node, rv->o.epoch);
 	m->slot = slot < 0 ? -1 : slot;
 	if (slot < 0) {
@@ -136,6 +149,23 @@ static void on_link_fail(void *arg, int code, const char *why)
 	}
 }
 
+/* link_opts -- the options of a link to member @m at @url */
+static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
+		      struct rlink_opts *lo)
+{
+	*lo = (struct rlink_opts){.url = url,
+				  .volume = rv->volume,
+				  .mapping = rv->o.mapping,
+				  .size = rv->o.size,
+				  .token_file = rv->o.token_file,
+				  .timeout_ms = rv->o.timeout_ms,
+				  .epoch = rv->o.fence ? rv->o.epoch : 0,
+				  .primary = rv->primary,
+				  .incarnation = rv->o.incarnation,
+				  .on_fail = on_link_fail,
+				  .arg = m};
+}
+
 int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
 	       struct repl_volume **out)
 {
@@ -147,6 +177,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->o = *o;
 	snprintf(rv->volume, sizeof(rv->volume), "%s", o->volume);
 	rv->o.volume = rv->volume;
+	snprintf(rv->primary, sizeof(rv->primary), "%s", o->primary ? o->primary : "");
+	rv->o.primary = rv->primary;
 	rv->nregions = (o->size + CHANGE_RECORD_REGION - 1) >> CHANGE_RECORD_REGION_SHIFT;
 	pthread_mutex_init(&rv->lock, NULL);
 	for (unsigned i = 0; i < n; i++) {
@@ -156,6 +188,7 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 		m->rv = rv;
 		m->index = i;
 		m->slot = -1;
+		m->trusted = !o->untrusted;
 		m->last_fwd = calloc(rv->nregions, sizeof(uint64_t));
 		m->confirmed = calloc(rv->nregions, sizeof(uint64_t));
 		if (!m->last_fwd || !m->confirmed) {
@@ -167,14 +200,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->n = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = &rv->m[i];
-		struct rlink_opts lo = {.url = m->url,
-					.volume = rv->volume,
-					.mapping = o->mapping,
-					.size = o->size,
-					.token_file = o->token_file,
-					.timeout_ms = o->timeout_ms,
-					.on_fail = on_link_fail,
-					.arg = m};
+		struct rlink_opts lo;
+		link_opts(rv, m, m->url, &lo);
 		char err[512];
 		if (rlink_start(&lo, &m->link, err, sizeof(err)) == 0)
 			continue;
@@ -381,6 +408,162 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 	}
 }
 
+/* region_len -- bytes of region @r (the last may be short) */
+static uint64_t region_len(const struct repl_volume *rv, uint64_t r)
+{
+	uint64_t off = r << CHANGE_RECORD_REGION_SHIFT;
+	return rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off : CHANGE_RECORD_REGION;
+}
+
+/*
+ * Digests (docs/cluster.md, "Rejoin"): the resync asks the member for the
+ * XXH3-128 of each 4 KiB block of a region it would ship (REPLICA_DIGEST, on
+ * a connection of its own: the link's belongs to the link's thread) and
+ * ships only the blocks whose digests differ from its own, computed after
+ * the member's answer; a full resync first compares whole regions, 32 at a
+ * time. Sound while writes go on: the member is in catch-up already, so
+ * every write that lands after the member's digest is sent to it later, with
+ * the bytes the mapping holds at send time; a block whose digests match
+ * either stays as it is there and here, or is sent again by such a write.
+ * Without the digest connection (an older peer, an error) whole regions go.
+ */
+#define DIGEST_BLOCK 4096
+#define DIGEST_BATCH 32 /* regions per region-level request: 64 MiB */
+
+struct digest_peer {
+	struct rdax_conn *conn;
+	struct rdax_volume *vol;
+	uint8_t region_equal[DIGEST_BATCH]; /* a full resync's batch: 1 = whole region equal */
+	uint64_t batch_first;
+	bool batch_valid;
+};
+
+/* digest_peer_open -- the member's copy, opened as this primary's link for digests */
+static void digest_peer_open(struct repl_volume *rv, const char *url, struct digest_peer *dp)
+{
+	memset(dp, 0, sizeof(*dp));
+	struct rdax_conn_opts *co;
+	if (rdax_conn_opts_new(&co))
+		return;
+	rdax_conn_opts_set_client_name(co, "replica-digest");
+	rdax_conn_opts_set_timeout(co, (int)(rv->o.timeout_ms ? rv->o.timeout_ms : 2000));
+	if (rv->o.token_file)
+		rdax_conn_opts_set_token_file(co, rv->o.token_file);
+	int ret = rdax_connect(url, co, &dp->conn);
+	rdax_conn_opts_delete(&co);
+	if (ret == 0)
+		ret = rv->o.fence
+			  ? conn_volume_open_replica(dp->conn, rv->volume, rv->o.epoch, rv->primary,
+						     rv->o.incarnation, &dp->vol)
+			  : -ENOTSUP; /* REPLICA_DIGEST needs a replica link's handle */
+	if (ret) {
+		LOG_INFO("volume %s: no digests from %s (%s): whole regions are shipped",
+			 rv->volume, url,
+			 dp->conn ? rdax_conn_last_error(dp->conn) : rdax_strerror(ret));
+		if (dp->vol)
+			rdax_volume_close(&dp->vol);
+		rdax_disconnect(&dp->conn);
+	}
+}
+
+static void digest_peer_close(struct digest_peer *dp)
+{
+	if (dp->vol)
+		rdax_volume_close(&dp->vol);
+	rdax_disconnect(&dp->conn);
+}
+
+/* digest_local -- XXH3-128 (canonical) of @len bytes of the primary's mapping at @off */
+static void digest_local(const struct repl_volume *rv, uint64_t off, uint64_t len, uint8_t out[16])
+{
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits(rv->o.mapping + off, len));
+	memcpy(out, c.digest, 16);
+}
+
+/* digest_drop -- the digest connection failed: go on without it (whole regions) */
+static void digest_drop(struct repl_volume *rv, struct digest_peer *dp)
+{
+	LOG_WARN("volume %s: digests: %s; whole regions are shipped from here on", rv->volume,
+		 rdax_conn_last_error(dp->conn));
+	digest_peer_close(dp);
+}
+
+/* digest_regions -- a full resync: which of the DIGEST_BATCH regions from @first are equal */
+static void digest_regions(struct repl_volume *rv, struct digest_peer *dp, uint64_t first)
+{
+	dp->batch_valid = false;
+	uint64_t n = rv->nregions - first < DIGEST_BATCH ? rv->nregions - first : DIGEST_BATCH;
+	/* whole regions only: a short last region is compared block by block */
+	if (first + n == rv->nregions && region_len(rv, rv->nregions - 1) < CHANGE_RECORD_REGION)
+		n--;
+	if (!dp->vol || n == 0)
+		return;
+	uint8_t theirs[DIGEST_BATCH * 16], mine[16];
+	uint64_t off = first << CHANGE_RECORD_REGION_SHIFT;
+	if (conn_replica_digest(dp->vol, off, n << CHANGE_RECORD_REGION_SHIFT, CHANGE_RECORD_REGION,
+				theirs, sizeof(theirs))) {
+		digest_drop(rv, dp);
+		return;
+	}
+	memset(dp->region_equal, 0, sizeof(dp->region_equal));
+	for (uint64_t i = 0; i < n; i++) {
+		digest_local(rv, off + (i << CHANGE_RECORD_REGION_SHIFT), CHANGE_RECORD_REGION,
+			     mine);
+		/* the control resync-digest-equal takes every region as equal */
+		dp->region_equal[i] =
+		    memcmp(mine, theirs + i * 16, 16) == 0 || rdax_faults.resync_digest_equal;
+	}
+	dp->batch_first = first;
+	dp->batch_valid = true;
+}
+
+/*
+ * ship_region -- queue region @r's blocks that differ on the member (all of
+ * it without digests) on link @l; returns the bytes queued
+ */
+static uint64_t ship_region(struct repl_volume *rv, struct replica_link *l, struct digest_peer *dp,
+			    uint64_t r, bool full)
+{
+	uint64_t off = r << CHANGE_RECORD_REGION_SHIFT, len = region_len(rv, r);
+	if (full && dp->batch_valid && r >= dp->batch_first && r < dp->batch_first + DIGEST_BATCH &&
+	    dp->region_equal[r - dp->batch_first])
+		return 0;
+	uint8_t theirs[(CHANGE_RECORD_REGION / DIGEST_BLOCK) * 16], mine[16];
+	if (!dp->vol ||
+	    conn_replica_digest(dp->vol, off, len, DIGEST_BLOCK, theirs, sizeof(theirs))) {
+		if (dp->vol)
+			digest_drop(rv, dp);
+		rlink_forward(l, off, len);
+		return len;
+	}
+	uint64_t sent = 0, run_at = 0, run_len = 0;
+	for (uint64_t b = 0; b < len / DIGEST_BLOCK; b++) {
+		uint64_t at = off + b * DIGEST_BLOCK;
+		digest_local(rv, at, DIGEST_BLOCK, mine);
+		bool same =
+		    memcmp(mine, theirs + b * 16, 16) == 0 || rdax_faults.resync_digest_equal;
+		if (!same && run_len && run_at + run_len == at) {
+			run_len += DIGEST_BLOCK;
+			continue;
+		}
+		if (run_len) {
+			rlink_forward(l, run_at, run_len);
+			sent += run_len;
+			run_len = 0;
+		}
+		if (!same) {
+			run_at = at;
+			run_len = DIGEST_BLOCK;
+		}
+	}
+	if (run_len) {
+		rlink_forward(l, run_at, run_len);
+		sent += run_len;
+	}
+	return sent;
+}
+
 /* An fsync waiter of one link, for the resync's own fsync. */
 struct sync_wait {
 	struct rlink_waiter lw;
@@ -406,14 +589,8 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	if (!removed)
 		return -EINVAL;
 	rlink_stop(&m->link); /* the failed one: its thread is over */
-	struct rlink_opts lo = {.url = url,
-				.volume = rv->volume,
-				.mapping = rv->o.mapping,
-				.size = rv->o.size,
-				.token_file = rv->o.token_file,
-				.timeout_ms = rv->o.timeout_ms,
-				.on_fail = on_link_fail,
-				.arg = m};
+	struct rlink_opts lo;
+	link_opts(rv, m, url, &lo);
 	char err[512];
 	struct replica_link *l;
 	int ret = rlink_start(&lo, &l, err, sizeof(err));
@@ -433,16 +610,31 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 
 	/* ship what the record marks (everything without one), from the mapping */
 	res->full = slot < 0;
+	uint64_t total = 0;
+	for (uint64_t r = 0; r < rv->nregions; r++)
+		if (slot < 0 || change_record_test(rv->o.rec, slot, r))
+			total += region_len(rv, r);
+	pthread_mutex_lock(&rv->lock);
+	m->rs_total = m->rs_left = total;
+	pthread_mutex_unlock(&rv->lock);
+	struct digest_peer dp;
+	digest_peer_open(rv, url, &dp);
 	for (uint64_t r = 0; r < rv->nregions; r++) {
 		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
 			continue;
-		uint64_t off = r << CHANGE_RECORD_REGION_SHIFT;
-		uint64_t len = rv->o.size - off < CHANGE_RECORD_REGION ? rv->o.size - off
-								       : CHANGE_RECORD_REGION;
-		rlink_forward(l, off, len);
-		res->regions++;
-		res->bytes += len;
+		uint64_t len = region_len(rv, r), sent;
+		if (slot < 0 && (r % DIGEST_BATCH) == 0)
+			digest_regions(rv, &dp,
+				       r); /* a full resync: whole regions compared first */
+		sent = ship_region(rv, l, &dp, r, slot < 0);
+		res->regions += sent > 0;
+		res->bytes += sent;
+		pthread_mutex_lock(&rv->lock);
+		m->rs_left = m->rs_left > len ? m->rs_left - len : 0;
+		m->rs_shipped += sent;
+		pthread_mutex_unlock(&rv->lock);
 	}
+	digest_peer_close(&dp);
 	struct sync_wait x = {.lw = {.done = sync_done}};
 	completion_init(&x.c);
 	rlink_fsync(l, 0, 0, &x.lw);
@@ -458,6 +650,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	pthread_mutex_lock(&rv->lock);
 	if (ret == 0 && m->state == REPL_RESYNC) {
 		m->state = REPL_LIVE;
+		m->trusted = true;
 	} else {
 		if (m->state == REPL_RESYNC)
 			m->state = REPL_REMOVED;
@@ -477,6 +670,53 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	return ret;
 }
 
+int repl_reconcile(struct repl_volume *rv)
+{
+	int result = 0;
+	for (unsigned i = 0; i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		pthread_mutex_lock(&rv->lock);
+		bool live = m->state == REPL_LIVE;
+		struct replica_link *l = m->link;
+		pthread_mutex_unlock(&rv->lock);
+		if (!live)
+			continue;
+		struct digest_peer dp;
+		digest_peer_open(rv, m->url, &dp);
+		uint64_t shipped = 0;
+		for (uint64_t r = 0; r < rv->nregions; r++) {
+			if (r % DIGEST_BATCH == 0)
+				digest_regions(rv, &dp, r);
+			shipped += ship_region(rv, l, &dp, r, true);
+		}
+		digest_peer_close(&dp);
+		struct sync_wait x = {.lw = {.done = sync_done}};
+		completion_init(&x.c);
+		rlink_fsync(l, 0, 0, &x.lw);
+		int ret = -EIO;
+		completion_wait(&x.c, -1, &ret);
+		completion_destroy(&x.c);
+		pthread_mutex_lock(&rv->lock);
+		if (ret == 0 && m->state == REPL_LIVE)
+			m->trusted = true;
+		else
+			result = -EIO;
+		pthread_mutex_unlock(&rv->lock);
+		LOG_INFO("volume %s: %s reconciled after the failover: %" PRIu64 " bytes shipped%s",
+			 rv->volume, m->node, shipped, ret ? " (failed)" : "");
+	}
+	return result;
+}
+
+void repl_resync_cancel(struct repl_volume *rv)
+{
+	pthread_mutex_lock(&rv->lock);
+	for (unsigned i = 0; i < rv->n; i++)
+		if (rv->m[i].state == REPL_RESYNC && rv->m[i].link)
+			rlink_abort(rv->m[i].link, -ECANCELED);
+	pthread_mutex_unlock(&rv->lock);
+}
+
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max)
 {
 	unsigned n = 0;
@@ -484,6 +724,9 @@ unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsi
 	for (unsigned i = 0; i < rv->n && n < max; i++, n++) {
 		snprintf(out[n].node, sizeof(out[n].node), "%s", rv->m[i].node);
 		out[n].state = rv->m[i].state;
+		out[n].resync_total = rv->m[i].rs_total;
+		out[n].resync_left = rv->m[i].rs_left;
+		out[n].resync_shipped = rv->m[i].rs_shipped;
 		memset(&out[n].link, 0, sizeof(out[n].link));
 		if (rv->m[i].link)
 			rlink_stats(rv->m[i].link, &out[n].link);

@@ -76,9 +76,19 @@ struct repl_opts {
 	const uint8_t *mapping; /* the primary's copy */
 	uint64_t size;
 	uint64_t epoch;
+	const char *primary;	   /* this node's name, for the replicas' fence (NULL: "") */
+	uint64_t incarnation;	   /* this node's run */
+	bool fence;		   /* open the links as replica links at @epoch (rdaxd: true) */
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
+	/*
+	 * A failover's start: the members' copies are not known to equal this
+	 * one (un-acknowledged writes of the old primary may differ) until
+	 * repl_reconcile() made them so; a member that fails before that gets
+	 * no record slot, so its return is a full resync by digests.
+	 */
+	bool untrusted;
 	void (*shrink)(void *arg, struct repl_volume *rv, const char *node);
 	void *arg;
 };
@@ -94,6 +104,9 @@ struct repl_member_info {
 	char node[CLUSTER_NAME_MAX + 1];
 	enum repl_member_state state;
 	struct rlink_stats link;
+	/* resync progress: the current (or last) resync's bytes to ship and left */
+	uint64_t resync_total, resync_left;
+	uint64_t resync_shipped; /* every resync of this member so far */
 };
 
 /*
@@ -120,6 +133,16 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
  */
 int repl_fsync_wait(struct repl_volume *rv, uint64_t off, uint64_t len);
 
+/*
+ * repl_reconcile -- after a failover, before this primary serves: make every
+ * live member's copy equal to this one (whole-volume digests, the blocks that
+ * differ shipped, an fsync of the whole volume), so no member keeps a write
+ * of the old primary that this copy lacks. A member that fails meanwhile
+ * takes the ordinary way out (its removal from the ISR). Blocks. Returns 0,
+ * or -EIO if a member could not be reconciled (it fails and is removed).
+ */
+int repl_reconcile(struct repl_volume *rv);
+
 /* repl_removed -- the owner's answer to o->shrink for @node (see the top) */
 void repl_removed(struct repl_volume *rv, const char *node, int status);
 
@@ -144,6 +167,12 @@ struct repl_resync_result {
 int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 		int (*grow)(void *arg, const char *node), void *arg,
 		struct repl_resync_result *res);
+
+/*
+ * repl_resync_cancel -- a resync running on another thread ends soon with
+ * -ECANCELED (its link is failed); for a daemon that stops
+ */
+void repl_resync_cancel(struct repl_volume *rv);
 
 /* repl_members -- up to @max members' states; returns the count */
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max);

@@ -51,7 +51,7 @@ struct replica_link {
 	bool failed;		      /* under lock once set */
 	int code;
 	int fail_asked;		    /* under lock: a caller's failure for the thread to carry out */
-	struct rlink_op **inflight; /* by cookie % depth; link thread only */
+	struct rlink_op **inflight; /* by cookie's slot (cookie_slot); link thread only */
 	unsigned ninflight;
 	uint64_t next_cookie;
 	struct rlink_stats stats; /* under lock */
@@ -125,10 +125,25 @@ static void fail(struct replica_link *l, int code, const char *why)
 	}
 }
 
+/*
+ * A cookie names its in-flight slot in its low 16 bits and a sequence above
+ * them. Completions come out of order (an fsync may finish after later
+ * writes), so the requests in flight are not a window of consecutive
+ * cookies and "cookie % depth" would give two of them one slot: a free slot
+ * is looked for instead (depth <= RDAX_MAX_QUEUE_DEPTH < 65536).
+ */
+static unsigned cookie_slot(uint64_t cookie)
+{
+	return (unsigned)(cookie & 0xffff);
+}
+
 /* submit -- send @op (the thread owns it now); false if the link failed doing so */
 static bool submit(struct replica_link *l, struct rlink_op *op)
 {
-	op->cookie = l->next_cookie++;
+	unsigned slot = 0;
+	while (l->inflight[slot]) /* ninflight < depth: one is free */
+		slot++;
+	op->cookie = (l->next_cookie++ << 16) | slot;
 	op->sent_ms = now_ms();
 	int ret;
 	if (op->kind == RLINK_WRITE)
@@ -143,7 +158,7 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 		fail(l, ret, why);
 		return false;
 	}
-	l->inflight[op->cookie % l->o.depth] = op;
+	l->inflight[slot] = op;
 	l->ninflight++;
 	return true;
 }
@@ -160,12 +175,13 @@ static bool reap(struct replica_link *l, int timeout_ms)
 		return false;
 	}
 	for (int i = 0; i < n; i++) {
-		struct rlink_op *op = l->inflight[c[i].cookie % l->o.depth];
+		unsigned slot = cookie_slot(c[i].cookie);
+		struct rlink_op *op = slot < l->o.depth ? l->inflight[slot] : NULL;
 		if (!op || op->cookie != c[i].cookie) {
 			fail(l, -RDAX_E_PROTOCOL, "a completion of a request never sent");
 			return false;
 		}
-		l->inflight[c[i].cookie % l->o.depth] = NULL;
+		l->inflight[slot] = NULL;
 		l->ninflight--;
 		if (c[i].status) {
 			char why[320];
@@ -210,7 +226,9 @@ static void *link_thread(void *arg)
 		if (l->stop || l->failed || asked) {
 			pthread_mutex_unlock(&l->lock);
 			if (asked && !l->failed)
-				fail(l, asked, "out of memory queueing a write");
+				fail(l, asked,
+				     asked == -ENOMEM ? "out of memory queueing a write"
+						      : "aborted by its owner");
 			break;
 		}
 		/* take what fits in the pipeline, in order */
@@ -341,6 +359,15 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 	return ok;
 }
 
+void rlink_abort(struct replica_link *l, int code)
+{
+	pthread_mutex_lock(&l->lock);
+	if (!l->fail_asked)
+		l->fail_asked = code;
+	pthread_cond_signal(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
 void rlink_stats(struct replica_link *l, struct rlink_stats *out)
 {
 	pthread_mutex_lock(&l->lock);
@@ -419,7 +446,12 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 		link_free(l);
 		return ret;
 	}
-	ret = rdax_volume_open(l->conn, o->volume, &l->vol);
+	if (o->epoch)
+		ret =
+		    conn_volume_open_replica(l->conn, o->volume, o->epoch,
+					     o->primary ? o->primary : "", o->incarnation, &l->vol);
+	else
+		ret = rdax_volume_open(l->conn, o->volume, &l->vol);
 	if (ret) {
 		rdax_seterr(err, errlen, "open %s on %s: %s", o->volume, o->url,
 			    rdax_conn_last_error(l->conn));

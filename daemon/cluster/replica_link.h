@@ -54,6 +54,15 @@ struct rlink_opts {
 	const char *token_file; /* NULL: none */
 	unsigned timeout_ms;	/* no answer this long: failed (0: 2000) */
 	unsigned depth;		/* requests in flight (0: 32) */
+	/*
+	 * The sender, for the replica's fence (cluster_gate.h): the volume is
+	 * opened as a replica link of @primary at @epoch, and every request of
+	 * the link is refused once the replica has seen a newer epoch. @epoch 0:
+	 * an ordinary open (tests of the link against a plain rdaxd).
+	 */
+	uint64_t epoch;
+	const char *primary;
+	uint64_t incarnation;
 	void (*on_fail)(void *arg, int code, const char *why);
 	void *arg;
 };
@@ -88,6 +97,12 @@ void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlin
  */
 bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len,
 			 struct rlink_waiter *w);
+
+/*
+ * rlink_abort -- fail the link with @code (its thread carries it out: the
+ * connection reset, on_fail, every waiter completed). Any thread.
+ */
+void rlink_abort(struct replica_link *l, int code);
 
 /* rlink_stats -- counters so far */
 void rlink_stats(struct replica_link *l, struct rlink_stats *out);

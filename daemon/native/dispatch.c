@@ -16,13 +16,20 @@
 
 #include "checked.h"
 #include "errors.h"
+#include "faults.h"
 #include "pb_arena.h"
 #include "fsync.h"
 #include "log.h"
 #include "rdax.pb-c.h"
 #include "size.h"
+#include "incarnation.h"
+#include "powercut.h"
+#include "vol_ack.h"
 #include "vol_op.h"
+#include "cluster_gate.h"
 #include "repl_registry.h"
+#include "xxhash.h"
+#include "write_log.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -51,6 +58,9 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_FSYNC] = &rdax__fsync_request__descriptor,
     [FRAME_DISCARD] = &rdax__discard_request__descriptor,
     [FRAME_STAT] = &rdax__stat_request__descriptor,
+    [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_request__descriptor,
+    [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_request__descriptor,
+    [FRAME_POWERCUT] = &rdax__powercut_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -67,6 +77,8 @@ union request {
 	Rdax__FsyncRequest *fsync;
 	Rdax__DiscardRequest *discard;
 	Rdax__StatRequest *stat;
+	Rdax__ReplicaDigestRequest *digest;
+	Rdax__PowercutRequest *powercut;
 };
 
 enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
@@ -86,6 +98,10 @@ struct job {
 	bool has_ns_id;
 	uint32_t ns_id;
 	struct session *teardown;
+	struct acl_subject who; /* LIST: the volumes this subject may see */
+	/* VOLUME_OPEN of a replica link: the sender and its epoch (cluster_gate.h) */
+	uint64_t replica_epoch; /* 0: an ordinary client */
+	char replica_primary[CLUSTER_NAME_MAX + 1];
 
 	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
@@ -181,6 +197,27 @@ static int reply_status(struct dispatch_reply *r, int code, const char *fmt, ...
 		st.message = msg;
 	}
 	rep.status = &st;
+	r->code = code;
+	return reply_pack(&rep.base, r);
+}
+
+/*
+ * reply_refusal -- a cluster refusal (RDAX_E_NOT_PRIMARY, RDAX_E_STALE_EPOCH):
+ * the status with the primary's address (@url, may be "") and the epoch, so
+ * a client can follow and a primary knows it was deposed
+ */
+static int reply_refusal(struct dispatch_reply *r, int code, const char *msg, const char *url,
+			 uint64_t epoch)
+{
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__StatusReply rep = RDAX__STATUS_REPLY__INIT;
+	st.code = code_wire(code);
+	st.message = (char *)msg;
+	if (url && url[0])
+		st.primary_url = (char *)url;
+	st.has_epoch = 1;
+	st.epoch = epoch;
+	rep.status = &st;
 	return reply_pack(&rep.base, r);
 }
 
@@ -200,6 +237,15 @@ static void out_error(struct dispatch_out *out, bool close, int code, const char
 {
 	out->action = close ? DISPATCH_CLOSE : DISPATCH_REPLY;
 	if (reply_status(&out->reply, code, "%s", msg))
+		out->action = DISPATCH_CLOSE;
+}
+
+/* out_refusal -- answer with a cluster refusal (reply_refusal); the connection stays */
+static void out_refusal(struct dispatch_out *out, int code, const char *msg, const char *url,
+			uint64_t epoch)
+{
+	out->action = DISPATCH_REPLY;
+	if (reply_refusal(&out->reply, code, msg, url, epoch))
 		out->action = DISPATCH_CLOSE;
 }
 
@@ -384,8 +430,137 @@ static void run_hello(struct vol_op *op)
 	rep.server_version = (char *)env->server_version;
 	rep.n_transports = env->ntransports;
 	rep.transports = (char **)env->transports;
+	rep.has_incarnation = 1;
+	rep.incarnation = incarnation_get();
+	rep.has_powercut_allowed = 1;
+	rep.powercut_allowed = powercut_allowed();
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 out_free:
+	free(ptrs);
+	free(infos);
+}
+
+/* health_state -- the one word of a namespace's health */
+static const char *health_state(const struct media_health_info *mh)
+{
+	return mh->unsafe_shutdown ? "unsafe-shutdown" : mh->nbad ? "bad-blocks" : "ok";
+}
+
+/* The parts of one namespace's entry in a NamespaceListReply. */
+struct ns_entry {
+	Rdax__NamespaceHealth health;
+	Rdax__BadRange *ranges;
+	Rdax__BadRange **range_ptrs;
+	char **marked;
+	struct ns_volume_stats *vols;
+	unsigned nvols;
+};
+
+/*
+ * ns_entry_fill -- the health of @ns into @e and @info: the bad blocks read
+ * again, each mapped to the volumes it touches. 0 or -ENOMEM.
+ */
+static int ns_entry_fill(struct ns *ns, struct ns_entry *e, Rdax__NamespaceInfo *info)
+{
+	struct media_health_info mh;
+	media_health_refresh(&ns->health, ns->path, ns->hold_fd);
+	media_health_get(&ns->health, &mh);
+	if (ns_volume_stats(ns, &e->vols, &e->nvols))
+		return -ENOMEM;
+	/* at most one entry per (range, volume), or one for a range in no volume */
+	size_t max = (size_t)mh.nbad * (e->nvols + 1);
+	e->ranges = calloc(max ? max : 1, sizeof(*e->ranges));
+	e->range_ptrs = calloc(max ? max : 1, sizeof(*e->range_ptrs));
+	e->marked = calloc(e->nvols ? e->nvols : 1, sizeof(*e->marked));
+	if (!e->ranges || !e->range_ptrs || !e->marked)
+		return -ENOMEM;
+	rdax__namespace_health__init(&e->health);
+	e->health.state = (char *)health_state(&mh);
+	e->health.has_unsafe_shutdown_count = mh.usc_supported;
+	e->health.unsafe_shutdown_count = mh.usc;
+	e->health.unsafe_shutdown = mh.unsafe_shutdown;
+	e->health.badblocks_supported = mh.badblocks_supported;
+	size_t n = 0;
+	for (unsigned b = 0; b < mh.nbad; b++) {
+		bool in_volume = false;
+		for (unsigned k = 0; k < e->nvols; k++) {
+			const struct ns_volume_stats *v = &e->vols[k];
+			uint64_t lo = mh.bad[b].off > v->ns_offset ? mh.bad[b].off : v->ns_offset;
+			uint64_t hi = mh.bad[b].off + mh.bad[b].len;
+			if (hi > v->ns_offset + v->size)
+				hi = v->ns_offset + v->size;
+			if (hi <= lo)
+				continue;
+			in_volume = true;
+			Rdax__BadRange *r = &e->ranges[n];
+			rdax__bad_range__init(r);
+			r->offset = lo;
+			r->length = hi - lo;
+			r->volume = (char *)v->name;
+			r->has_volume_offset = 1;
+			r->volume_offset = lo - v->ns_offset;
+			e->range_ptrs[n] = r;
+			n++;
+		}
+		if (!in_volume) {
+			Rdax__BadRange *r = &e->ranges[n];
+			rdax__bad_range__init(r);
+			r->offset = mh.bad[b].off;
+			r->length = mh.bad[b].len;
+			e->range_ptrs[n] = r;
+			n++;
+		}
+	}
+	e->health.n_bad_blocks = n;
+	e->health.bad_blocks = e->range_ptrs;
+	for (unsigned k = 0; k < e->nvols; k++)
+		if (e->vols[k].unsafe_shutdown)
+			e->marked[e->health.n_marked_volumes++] = e->vols[k].name;
+	e->health.marked_volumes = e->marked;
+	info->kind = (char *)ns->kind;
+	info->health = &e->health;
+	return 0;
+}
+
+/* run_namespace_list -- every namespace with its kind and health (NAMESPACE_LIST) */
+static void run_namespace_list(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	const struct dispatch_env *env = j->env;
+	unsigned n = store_namespace_count(env->store);
+	Rdax__NamespaceInfo *infos = calloc(n ? n : 1, sizeof(*infos));
+	Rdax__NamespaceInfo **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	struct ns_entry *e = calloc(n ? n : 1, sizeof(*e));
+	j->pub.op.code = infos && ptrs && e ? 0 : -ENOMEM;
+	for (unsigned i = 0; i < n && j->pub.op.code == 0; i++) {
+		struct ns *ns = store_namespace(env->store, i);
+		uint64_t total = 0;
+		ns_free_bytes(ns, &total, NULL);
+		rdax__namespace_info__init(&infos[i]);
+		infos[i].id = ns->id;
+		infos[i].path = ns->path;
+		infos[i].size = ns->persist.size;
+		infos[i].free_bytes = total;
+		infos[i].persist_method = persist_method_wire(ns->persist.method);
+		infos[i].mode = (char *)persist_mode_name(ns->persist.mode);
+		ptrs[i] = &infos[i];
+		j->pub.op.code = ns_entry_fill(ns, &e[i], &infos[i]);
+	}
+	if (j->pub.op.code == 0) {
+		Rdax__Status st = RDAX__STATUS__INIT;
+		Rdax__NamespaceListReply rep = RDAX__NAMESPACE_LIST_REPLY__INIT;
+		rep.status = &st;
+		rep.n_namespaces = n;
+		rep.namespaces = ptrs;
+		j->pub.op.code = reply_pack(&rep.base, &j->reply);
+	}
+	for (unsigned i = 0; e && i < n; i++) {
+		free(e[i].ranges);
+		free(e[i].range_ptrs);
+		free(e[i].marked);
+		free(e[i].vols);
+	}
+	free(e);
 	free(ptrs);
 	free(infos);
 }
@@ -395,13 +570,9 @@ static void run_create(struct vol_op *op)
 {
 	struct job *j = job_of_op(op);
 	struct store *store = j->env->store;
-	j->pub.op.code =
-	    store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL, &j->ns_id,
-				j->msg, sizeof(j->msg));
-	if (j->pub.op.code == 0)
-		LOG_INFO("created volume \"%s\" (%" PRIu64 " bytes) in namespace %" PRIu32, j->name,
-			 j->size, j->ns_id);
-	/* a refusal: the store's message (store.h) names the reason */
+	j->pub.op.code = store_volume_create(store, j->name, j->size, j->has_ns_id ? &j->ns_id : NULL,
+				      &j->ns_id, j->msg, sizeof(j->msg));
+	/* logged once, by the engine (namespace.c); a refusal's reason is in the store's message */
 }
 
 /* run_delete -- remove a volume that nobody has open */
@@ -443,14 +614,19 @@ static void run_list(struct vol_op *op)
 		j->pub.op.code = -ENOMEM;
 		goto out_free;
 	}
+	unsigned shown = 0;
 	for (unsigned i = 0; i < n; i++) {
-		volume_info_wire(&vols[i], &infos[i]);
-		ptrs[i] = &infos[i];
+		/* a volume the client may not read is invisible (acl.h) */
+		if (!(acl_rights(j->env->acl, &j->who, vols[i].name) & ACL_READ))
+			continue;
+		volume_info_wire(&vols[i], &infos[shown]);
+		ptrs[shown] = &infos[shown];
+		shown++;
 	}
 	Rdax__Status st = RDAX__STATUS__INIT;
 	Rdax__VolumeListReply rep = RDAX__VOLUME_LIST_REPLY__INIT;
 	rep.status = &st;
-	rep.n_volumes = n;
+	rep.n_volumes = shown;
 	rep.volumes = ptrs;
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 	if (j->pub.op.code == -RDAX_E_TOO_BIG)
@@ -481,6 +657,37 @@ static void run_info(struct vol_op *op)
 	rep.status = &st;
 	rep.volume = &info;
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
+}
+
+/*
+ * run_digest -- REPLICA_DIGEST: XXH3-128 of every block of the range, read
+ * from the mapping (a write landing meanwhile may make a block's digest
+ * differ from both its old and new bytes: the resync then ships it, which is
+ * safe; docs/cluster.md, "Rejoin")
+ */
+static void run_digest(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	uint64_t nblocks = op->len / j->size;
+	uint8_t *d = malloc(nblocks * 16);
+	if (!d) {
+		op->code = -ENOMEM;
+		return;
+	}
+	for (uint64_t i = 0; i < nblocks; i++) {
+		XXH128_hash_t h = XXH3_128bits(op->v->data + op->off + i * j->size, j->size);
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, h);
+		memcpy(d + i * 16, c.digest, 16);
+	}
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__ReplicaDigestReply rep = RDAX__REPLICA_DIGEST_REPLY__INIT;
+	rep.status = &st;
+	rep.has_digests = 1;
+	rep.digests.data = d;
+	rep.digests.len = nblocks * 16;
+	op->code = reply_pack(&rep.base, &j->reply);
+	free(d);
 }
 
 /* run_teardown -- close a finished connection's volumes and free its session */
@@ -567,12 +774,42 @@ static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
 		       off, off, len, v->name, v->size);
 }
 
-/* check_handle -- the volume of @handle on this session, or the error */
-static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m)
+/* A cluster refusal's extra status fields (reply_refusal). */
+struct refusal {
+	char url[CLUSTER_URL_MAX + 1];
+	uint64_t epoch;
+};
+
+/*
+ * check_handle -- the volume of @handle on this session, or the error; a
+ * cluster volume's handle must pass its gate too (cluster_gate.h: a replica
+ * link's epoch still the newest seen, a client's node still the primary)
+ */
+static int check_handle(struct session *s, uint32_t handle, struct volume **v, char *m,
+			struct refusal *rf)
 {
-	int ret = session_handle_get(s, handle, v);
-	if (ret)
+	struct session_slot *slot = session_handle_slot(s, handle);
+	if (!slot) {
 		fmt_msg(m, "handle %" PRIu32 " is not open on this connection", handle);
+		return -RDAX_E_NOT_OPEN;
+	}
+	*v = slot->v;
+	int ret = cluster_gate_check(slot->gate, slot->epoch);
+	if (ret == 0)
+		return 0;
+	struct gate_vol *g = (struct gate_vol *)slot->gate;
+	rf->epoch = atomic_load(&g->epoch);
+	if (ret == -RDAX_E_STALE_EPOCH) {
+		fmt_msg(m,
+			"volume \"%s\": this replica has seen epoch %" PRIu64
+			", the link's is %" PRIu64 " (a deposed primary?)",
+			g->name, rf->epoch, slot->epoch);
+		LOG_WARN("%s: %s", s->peer, m);
+	} else {
+		cluster_gate_client(g, rf->url, sizeof(rf->url), &rf->epoch);
+		fmt_msg(m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			g->name, rf->url[0] ? rf->url : "an unknown address");
+	}
 	return ret;
 }
 
@@ -590,6 +827,43 @@ static int check_name(const char *name, char *m)
 }
 
 /*
+ * check_rights -- may the client do what needs @right with the volume @name
+ * (acl.h)? A volume it may not even read does not exist for it: the same
+ * ENOENT and message as a missing volume. 0, -ENOENT or -RDAX_E_ACCESS.
+ */
+static int check_rights(const struct dispatch_env *env, const struct session *s, const char *name,
+			unsigned right, char *m)
+{
+	unsigned rights = acl_rights(env->acl, &s->access.who, name);
+	if (rights & right)
+		return 0;
+	if (!(rights & ACL_READ) && right != ACL_CREATE) {
+		fmt_msg(m, "no volume \"%s\"", name);
+		return -ENOENT;
+	}
+	char who[ACL_NAME_MAX + 8];
+	fmt_msg(m, "%s may not %s volume \"%s\" (--acl)",
+		acl_subject_describe(&s->access.who, who, sizeof(who)),
+		right == ACL_CREATE ? "create or delete" : "open", name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
+ * check_writable -- a write, discard or fsync on @handle: refused on a
+ * handle opened read-only, except an fsync with nothing dirty (it changes
+ * nothing). 0 or -RDAX_E_ACCESS.
+ */
+static int check_writable(struct session *s, uint32_t handle, struct volume *v, bool fsync, char *m)
+{
+	if (!session_handle_ro(s, handle))
+		return 0;
+	if (fsync && !vol_op_has_dirty(v))
+		return 0;
+	fmt_msg(m, "volume \"%s\" is open read-only: this client has ro rights (--acl)", v->name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
  * validate_request -- every check of a decoded request, in one place, before
  * anything acts on it. Returns 0 (with *vp the volume of handle requests)
  * or the error, with its message in @m and *close set when the connection
@@ -597,7 +871,7 @@ static int check_name(const char *name, char *m)
  */
 static int validate_request(const struct dispatch_env *env, struct session *s,
 			    const struct frame_header *h, const uint8_t *body, union request req,
-			    struct volume **vp, char *m, bool *close)
+			    struct volume **vp, char *m, bool *close, struct refusal *rf)
 {
 	struct volume *v = NULL;
 	uint64_t off, len;
@@ -624,6 +898,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			    req.hello->protocol_version, FRAME_VERSION);
 			return -RDAX_E_VERSION;
 		}
+		if (s->access.plain_refused) {
+			*close = true;
+			fmt_msg(m, "this daemon requires TLS: connect with rdaxs://");
+			return -RDAX_E_ACCESS;
+		}
+		/* with a token, every client sends it, whatever else it proved */
 		if (env->token &&
 		    (!req.hello->has_token ||
 		     !dispatch_token_equal(env->token, env->token_len, req.hello->token.data,
@@ -638,6 +918,15 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		ret = check_name(req.create->name, m);
 		if (ret)
 			return ret;
+		ret = check_rights(env, s, req.create->name, ACL_CREATE, m);
+		if (ret)
+			return ret;
+		if (cluster_gate_reserved(req.create->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.create->name);
+			return -RDAX_E_ACCESS;
+		}
 		if (req.create->size == 0 || !is_aligned(req.create->size, RDAX_PAGE_SIZE)) {
 			fmt_msg(m, "volume size %" PRIu64 " is not a positive multiple of %llu",
 				req.create->size, RDAX_PAGE_SIZE);
@@ -645,13 +934,40 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		return 0;
 	case FRAME_VOLUME_DELETE:
-		return check_name(req.del->name, m);
+		ret = check_name(req.del->name, m);
+		if (ret == 0)
+			ret = check_rights(env, s, req.del->name, ACL_CREATE, m);
+		if (ret == 0 &&
+		    (cluster_gate_reserved(req.del->name) || cluster_gate_find(req.del->name))) {
+			fmt_msg(m, "volume \"%s\" belongs to the cluster: not deleted here",
+				req.del->name);
+			ret = -RDAX_E_ACCESS;
+		}
+		return ret;
 	case FRAME_VOLUME_INFO:
-		return check_name(req.info->name, m);
+		ret = check_name(req.info->name, m);
+		return ret ? ret : check_rights(env, s, req.info->name, ACL_READ, m);
 	case FRAME_VOLUME_OPEN:
 		ret = check_name(req.open->name, m);
+		if (ret == 0)
+			ret = check_rights(env, s, req.open->name, ACL_READ, m);
 		if (ret)
 			return ret;
+		if (cluster_gate_reserved(req.open->name)) {
+			fmt_msg(m,
+				"the name \"%s\" is reserved for a cluster volume's change record",
+				req.open->name);
+			return -RDAX_E_ACCESS;
+		}
+		if (req.open->replica &&
+		    (!cluster_gate_find(req.open->name) || req.open->replica->epoch == 0 ||
+		     !cluster_name_valid(req.open->replica->primary))) {
+			fmt_msg(m, "replica open of \"%s\": %s", req.open->name,
+				!cluster_gate_find(req.open->name)
+				    ? "this node keeps no copy of it for the cluster"
+				    : "epoch 0 or an invalid primary name");
+			return cluster_gate_find(req.open->name) ? -EINVAL : -ENOENT;
+		}
 		if (s->nopen >= SESSION_MAX_HANDLES) {
 			fmt_msg(m, "%d volumes open on this connection already",
 				SESSION_MAX_HANDLES);
@@ -659,14 +975,29 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		}
 		return 0;
 	case FRAME_VOLUME_LIST:
+	case FRAME_NAMESPACE_LIST:
+		return 0;
+	case FRAME_POWERCUT:
+		if (req.powercut->has_delay_ms && req.powercut->delay_ms > POWERCUT_MAX_DELAY_MS) {
+			fmt_msg(m, "delay of %" PRIu32 " ms exceeds the longest, %u ms",
+				req.powercut->delay_ms, POWERCUT_MAX_DELAY_MS);
+			return -EINVAL;
+		}
 		return 0;
 	case FRAME_VOLUME_CLOSE:
-		return check_handle(s, req.close->handle, &v, m);
+		/* a fenced handle may still be closed */
+		ret = session_handle_get(s, req.close->handle, &v);
+		if (ret)
+			fmt_msg(m, "handle %" PRIu32 " is not open on this connection",
+				req.close->handle);
+		return ret;
 	case FRAME_STAT:
-		ret = check_handle(s, req.stat->handle, &v, m);
+		ret = check_handle(s, req.stat->handle, &v, m, rf);
 		break;
 	case FRAME_WRITE:
-		ret = check_handle(s, req.write->handle, &v, m);
+		ret = check_handle(s, req.write->handle, &v, m, rf);
+		if (ret == 0)
+			ret = check_writable(s, req.write->handle, v, false, m);
 		if (ret)
 			return ret;
 		off = req.write->offset;
@@ -680,7 +1011,7 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_READ:
-		ret = check_handle(s, req.read->handle, &v, m);
+		ret = check_handle(s, req.read->handle, &v, m, rf);
 		if (ret)
 			return ret;
 		off = req.read->offset;
@@ -695,11 +1026,22 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			return -RDAX_E_TOO_BIG;
 		}
 		ret = range_check(off, len, v->size);
-		if (ret)
+		if (ret) {
 			range_error(m, ret, off, len, v);
+		} else if (volume_range_bad(v, off, len)) {
+			/* never load from poison: the copy would be a machine check */
+			fmt_msg(
+			    m,
+			    "read of volume \"%s\" [%" PRIu64 ", +%" PRIu64
+			    ") overlaps a bad block of the media (rdax namespace list shows it)",
+			    v->name, off, len);
+			ret = -EIO;
+		}
 		break;
 	case FRAME_FSYNC:
-		ret = check_handle(s, req.fsync->handle, &v, m);
+		ret = check_handle(s, req.fsync->handle, &v, m, rf);
+		if (ret == 0)
+			ret = check_writable(s, req.fsync->handle, v, true, m);
 		if (ret)
 			return ret;
 		off = req.fsync->has_offset ? req.fsync->offset : 0;
@@ -710,7 +1052,9 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			range_error(m, ret, off, len, v);
 		break;
 	case FRAME_DISCARD:
-		ret = check_handle(s, req.discard->handle, &v, m);
+		ret = check_handle(s, req.discard->handle, &v, m, rf);
+		if (ret == 0)
+			ret = check_writable(s, req.discard->handle, v, false, m);
 		if (ret)
 			return ret;
 		off = req.discard->offset;
@@ -723,6 +1067,30 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		if (ret)
 			range_error(m, ret, off, len, v);
 		break;
+	case FRAME_REPLICA_DIGEST: {
+		const Rdax__ReplicaDigestRequest *d = req.digest;
+		ret = check_handle(s, d->handle, &v, m, rf);
+		if (ret)
+			return ret;
+		if (!session_handle_slot(s, d->handle)->epoch) {
+			fmt_msg(m, "REPLICA_DIGEST is for a replica link's handle only");
+			return -RDAX_E_ACCESS;
+		}
+		uint32_t b = d->block_size;
+		if (b < 4096 || b > FRAME_MAX_PAYLOAD_LIMIT || (b & (b - 1)) || d->offset % b ||
+		    d->length == 0 || d->length % b || d->length > DISPATCH_DIGEST_MAX) {
+			fmt_msg(m,
+				"REPLICA_DIGEST of %" PRIu64 "+%" PRIu64 " in blocks of %" PRIu32
+				": the block a power of two of 4 KiB..64 MiB, offset and length "
+				"multiples of it, length at most %u",
+				d->offset, d->length, b, DISPATCH_DIGEST_MAX);
+			return -EINVAL;
+		}
+		ret = range_check(d->offset, d->length, v->size);
+		if (ret)
+			range_error(m, ret, d->offset, d->length, v);
+		break;
+	}
 	default:
 		*close = true;
 		fmt_msg(m, "unknown request type %u", h->type);
@@ -751,6 +1119,28 @@ static void act_stat(struct dispatch_out *out, struct volume *v)
 	rep.tree_bytes = vs.tree_bytes;
 	rep.fsyncs = vs.fsyncs;
 	rep.fsync_bytes = vs.fsync_bytes;
+	out_reply(out, &rep.base);
+}
+
+/* act_powercut -- arm a power cut (powercut.h), on the loop; the reply names the incarnation */
+static void act_powercut(struct dispatch_out *out, struct session *s, Rdax__PowercutRequest *rq)
+{
+	char m[STATUS_MSG_MAX];
+	uint64_t inc = 0;
+	uint64_t after = rq->has_after ? rq->after : 0;
+	uint32_t delay_ms = rq->has_delay_ms ? rq->delay_ms : 0;
+	int ret = powercut_arm(after, delay_ms, &inc, m, sizeof(m));
+	if (ret) {
+		out_error(out, false, ret, m);
+		return;
+	}
+	LOG_INFO("%s: power cut requested (after %" PRIu64 ", delay %" PRIu32 " ms)", s->peer,
+		 after, delay_ms);
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__PowercutReply rep = RDAX__POWERCUT_REPLY__INIT;
+	rep.status = &st;
+	rep.has_incarnation = 1;
+	rep.incarnation = inc;
 	out_reply(out, &rep.base);
 }
 
@@ -845,6 +1235,8 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		char client[64];
 		LOG_DEBUG("%s: hello from \"%s\"", s->peer,
 			  printable(req.hello->client_name, client, sizeof(client)));
+		/* validated: with a token configured, the client sent it */
+		s->access.who.token = env->token != NULL;
 		j = job_new(env, h, VOL_OP_CALL, true, run_hello);
 		if (j)
 			j->pub.op.quick = true; /* the namespaces' free space: bounded */
@@ -870,9 +1262,21 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
+		if (out->action == DISPATCH_JOB && req.open->replica) {
+			j = job_of(out->job);
+			j->replica_epoch = req.open->replica->epoch;
+			snprintf(j->replica_primary, sizeof(j->replica_primary), "%s",
+				 req.open->replica->primary);
+		}
 		return;
 	case FRAME_VOLUME_LIST:
-		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_list));
+		j = job_new(env, h, VOL_OP_CALL, true, run_list);
+		if (j)
+			j->who = s->access.who;
+		out_job(out, j);
+		return;
+	case FRAME_NAMESPACE_LIST:
+		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_namespace_list));
 		return;
 	case FRAME_VOLUME_CLOSE: {
 		struct volume *closed = NULL;
@@ -898,6 +1302,9 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 	case FRAME_STAT:
 		act_stat(out, v);
 		return;
+	case FRAME_POWERCUT:
+		act_powercut(out, s, req.powercut);
+		return;
 	case FRAME_READ:
 		act_read(out, s, req.read);
 		return;
@@ -913,6 +1320,21 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 	case FRAME_DISCARD:
 		act_held_job(env, out, s, h, req.discard->handle, req.discard->offset,
 			     req.discard->length, false);
+		return;
+	case FRAME_REPLICA_DIGEST:
+		j = job_new(env, h, VOL_OP_CALL, false, run_digest);
+		if (j && session_handle_hold(s, req.digest->handle, &j->pub.op.v)) {
+			free(j);
+			out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
+			return;
+		}
+		if (j) {
+			j->hold = req.digest->handle;
+			j->pub.op.off = req.digest->offset;
+			j->pub.op.len = req.digest->length;
+			j->size = req.digest->block_size;
+		}
+		out_job(out, j);
 		return;
 	}
 }
@@ -992,6 +1414,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	bool close;
 
 	out_init(out, h->type, h->request_id);
+	if (rdax_faults.leak_per_request)
+		faults_leak(4096);
 	if (h->type == 0 || h->type >= FRAME_TYPE_MAX || h->body_len > env->max_body) {
 		/* dispatch_header() refuses these; never index the table with them */
 		out_error(out, true, -RDAX_E_PROTOCOL, "bad frame header");
@@ -1019,9 +1443,17 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 	}
 
 	struct volume *v = NULL;
+	struct refusal rf = {.epoch = 0};
 	/* the plain WRITE and READ bodies carry no string */
-	int ret = validate_request(env, s, h, plain ? NULL : body, req, &v, m, &close);
-	if (ret) {
+	int ret = validate_request(env, s, h, plain ? NULL : body, req, &v, m, &close, &rf);
+	if (ret == -RDAX_E_NOT_PRIMARY || ret == -RDAX_E_STALE_EPOCH) {
+		out_refusal(out, ret, m, rf.url, rf.epoch);
+		if (out->action == DISPATCH_REPLY && h->payload_len > 0) {
+			out->action = DISPATCH_PAYLOAD; /* read and dropped */
+			out->payload_dst = NULL;
+			out->payload_len = h->payload_len;
+		}
+	} else if (ret) {
 		if (close)
 			LOG_PEER(LOG_LEVEL_INFO, s->peer,
 				 "%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
@@ -1063,6 +1495,8 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
 		repl_write(rv, w->offset, w->len);
 	if (w->fsync) {
+		/* recorded now, acknowledged (and its fsync recorded) once durable */
+		vol_ack_record_write(w->v, w->offset, w->len);
 		struct frame_header h = {.type = FRAME_WRITE, .request_id = w->request_id};
 		struct job *j = job_new(env, &h, VOL_OP_FSYNC, false, NULL);
 		if (!j) {
@@ -1079,7 +1513,12 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		out_job(out, j);
 		return;
 	}
+	bool ack = vol_ack_write(w->v, w->offset, w->len);
 	session_handle_release(s, w->hold);
+	if (!ack) {
+		out->action = DISPATCH_DROP; /* a power cut: nothing acknowledged after it */
+		return;
+	}
 	/* a WriteReply without written_back is the status alone */
 	out_ok(out);
 }
@@ -1088,8 +1527,14 @@ void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_
 {
 	if (!w->hold)
 		return;
-	if (received > 0)
+	if (received > 0) {
 		volume_mark_written(w->v, w->offset, received);
+		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
+		 */
+		struct repl_volume *rv = repl_registry_get(w->v);
+		if (rv)
+			repl_write(rv, w->offset, received);
+	}
 	session_handle_release(s, w->hold);
 	w->hold = 0;
 }
@@ -1134,12 +1579,50 @@ static void op_log(const struct session *s, const struct job *j)
 		 "%s: %s request %" PRIu64 " failed: %s", s->peer, frame_type_name(j->type),
 		 j->request_id, j->msg[0] ? j->msg : rdax_strerror(code));
 }
-
+/*
+ * open_gate -- a cluster volume's gate at open (cluster_gate.h): a client
+ * needs this node to be the primary, a replica link an epoch not older than
+ * seen and the right sender. 0 (*gp the gate, NULL: not a cluster volume),
+ * or the refusal already in @out.
+ */
+static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **gp, uint64_t *epoch)
+{
+	char m[STATUS_MSG_MAX], url[CLUSTER_URL_MAX + 1] = "";
+	struct gate_vol *g = cluster_gate_find(j->name);
+	int ret = 0;
+	*gp = g;
+	*epoch = 0;
+	if (!g)
+		return 0;
+	if (j->replica_epoch) {
+		ret = cluster_gate_replica_open(g, j->replica_epoch, j->replica_primary, m,
+						sizeof(m), epoch);
+		if (ret == 0)
+			*epoch = j->replica_epoch;
+	} else {
+		ret = cluster_gate_client(g, url, sizeof(url), epoch);
+		if (ret)
+			fmt_msg(
+			    m, "volume \"%s\": this node is not its primary (the primary is at %s)",
+			    j->name, url[0] ? url : "an unknown address");
+		else
+			*epoch = 0;
+	}
+	if (ret)
+		out_refusal(out, ret, m, url, *epoch);
+	return ret;
+}
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
 {
 	uint32_t handle;
+	struct gate_vol *g;
+	uint64_t epoch;
+	if (open_gate(j, out, &g, &epoch)) {
+		store_volume_close(env->store, &j->pub.op.v);
+		return;
+	}
 	int ret = session_handle_add(s, j->pub.op.v, &handle);
 	if (ret) {
 		store_volume_close(env->store, &j->pub.op.v);
@@ -1148,6 +1631,10 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 						 : "out of memory");
 		return;
 	}
+	if (!(acl_rights(env->acl, &s->access.who, j->pub.op.v->name) & ACL_WRITE))
+		session_handle_set_ro(s, handle);
+	if (g)
+		session_handle_fence(s, handle, g, epoch);
 	LOG_DEBUG("%s: opened volume \"%s\" as handle %#" PRIx32, s->peer, j->pub.op.v->name,
 		  handle);
 	Rdax__Status st = RDAX__STATUS__INIT;
@@ -1157,6 +1644,10 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	rep.handle = handle;
 	rep.has_size = 1;
 	rep.size = j->pub.op.v->size;
+	if (g) {
+		rep.has_epoch = 1;
+		rep.epoch = atomic_load(&g->epoch);
+	}
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
 		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);
@@ -1179,6 +1670,31 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	out_reply(out, &rep.base);
 }
 
+/*
+ * job_ack -- the acknowledgement of a data job that succeeded (a durable
+ * WRITE, FSYNC, DISCARD): false when it must not be acknowledged (a power
+ * cut is decided; also a job the cut kept from running). Other jobs and
+ * failures: true (their reply claims nothing durable).
+ */
+static bool job_ack(struct job *j)
+{
+	const struct vol_op *op = &j->pub.op;
+	if (op->code == VOL_OP_CUT && (op->kind == VOL_OP_FSYNC || op->kind == VOL_OP_DISCARD))
+		return false;
+	if (op->code)
+		return true;
+	switch (j->type) {
+	case FRAME_WRITE:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FUA);
+	case FRAME_FSYNC:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, 0);
+	case FRAME_DISCARD:
+		return vol_ack_discard(op->v, op->off, op->len, WLOG_DISCARD_DURABLE);
+	default:
+		return true;
+	}
+}
+
 void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 			 struct dispatch_job *pub, struct dispatch_out *out)
 {
@@ -1186,6 +1702,18 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	out_init(out, j->type, j->request_id);
 	if (j->kind == JOB_TEARDOWN) {
 		out->action = DISPATCH_NONE;
+		free(j);
+		return;
+	}
+	/*
+	 * A data request: through the gate and into the write log (vol_ack.h)
+	 * while its handle still holds the volume open.
+	 */
+	if (!job_ack(j)) {
+		if (j->hold)
+			session_handle_release(s, j->hold);
+		dispatch_reply_release(NULL, &j->reply);
+		out->action = DISPATCH_DROP;
 		free(j);
 		return;
 	}
@@ -1210,6 +1738,8 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		/* fall through */
 	case FRAME_VOLUME_LIST:
 	case FRAME_VOLUME_INFO:
+	case FRAME_NAMESPACE_LIST:
+	case FRAME_REPLICA_DIGEST:
 		out->action = DISPATCH_REPLY;
 		out->reply.body = j->reply.body;
 		out->reply.body_len = j->reply.body_len;
@@ -1256,6 +1786,15 @@ struct dispatch_job *dispatch_teardown_job(struct session **sp)
 	j->pub.op.kind = VOL_OP_CALL;
 	j->pub.op.call = run_teardown;
 	return &j->pub;
+}
+
+int dispatch_reply_error(struct dispatch_reply *r, uint16_t type, uint64_t request_id, int code,
+			 const char *msg)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = (uint16_t)(type | FRAME_REPLY);
+	r->request_id = request_id;
+	return reply_status(r, code, "%s", msg);
 }
 
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r)

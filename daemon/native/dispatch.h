@@ -2,12 +2,12 @@
 /*
  * dispatch.h -- one request in, one reply out; no sockets
  *
- * The transport (TCP now, RDMA later) frames bytes; dispatch decides. It
- * checks the header (dispatch_header), decodes the body, validates the
- * request in one function against the session and the volume (handle open
- * on this connection, range_check against the volume size, payload length,
- * limits), and then either answers at once or tells the transport what to
- * do next:
+ * The connection core (native_conn.h, over TCP or RDMA) frames bytes;
+ * dispatch decides. It checks the header (dispatch_header), decodes the
+ * body, validates the request in one function against the session and the
+ * volume (handle open on this connection, range_check against the volume
+ * size, payload length, limits), and then either answers at once or tells
+ * the transport what to do next:
  *
  *   DISPATCH_REPLY    send the reply
  *   DISPATCH_CLOSE    send the reply, then close the connection (bad header,
@@ -26,11 +26,17 @@
  *                     Unordered jobs (FSYNC, WRITE with fsync) let later
  *                     requests go ahead; their replies may come later.
  *   DISPATCH_NONE     nothing to send (the end of a connection's teardown)
+ *   DISPATCH_DROP     send nothing, drop the connection now: a data request
+ *                     completed after a power cut was decided, and nothing
+ *                     is acknowledged after the cut (powercut.h, vol_ack.h)
  *
  * Which requests become jobs: whatever may block -- fsync and discard (the
  * data pool); hello, volume create/delete/list/info/open/close (the metadata
  * pool: they take namespace locks, and create zeroes the new volume).
- * WRITE, READ and STAT run on the loop.
+ * WRITE, READ, STAT and POWERCUT (which only arms the cut) run on the loop.
+ *
+ * Every acknowledgement of a WRITE, DISCARD or FSYNC goes through vol_ack.h
+ * (the power cut's gate, then the write log) right before its reply.
  *
  * Every reply body starts with field 1, the Status (proto/rdax.proto), so an
  * error reply is packed as a StatusReply whatever the request type: a
@@ -56,6 +62,9 @@
 
 /* Largest reply body a client accepts (wire conventions): a list of 1024 volumes fits. */
 #define DISPATCH_MAX_REPLY_BODY (16U << 20)
+
+/* REPLICA_DIGEST covers at most this many bytes (docs/protocol.md) */
+#define DISPATCH_DIGEST_MAX (64U << 20)
 
 /* What a transport with direct data access (RDMA) adds to a VOLUME_OPEN reply. */
 struct dispatch_direct {
@@ -87,6 +96,7 @@ struct dispatch_env {
 	uint32_t max_body;
 	const uint8_t *token; /* NULL: no token needed */
 	size_t token_len;
+	const struct acl *acl;	    /* NULL: every client has every right (acl.h) */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER: for every fsync */
 	const char *server_version;
 	const char *const *transports; /* reported in HELLO */
@@ -106,6 +116,7 @@ struct dispatch_reply {
 	uint32_t hold;	       /* handle held until the reply is sent (0: none) */
 	struct volume *volume; /* READ: the volume read ... */
 	uint64_t offset;       /* ... and where, for write-after-read ordering */
+	int code;	       /* the status: 0, or the error's negative code (metrics) */
 	/*
 	 * body is a shared constant (the status-only success reply, packed
 	 * once), never written to: dispatch_reply_release() does not free it.
@@ -120,6 +131,7 @@ enum dispatch_action {
 	DISPATCH_CLOSE,
 	DISPATCH_PAYLOAD,
 	DISPATCH_JOB,
+	DISPATCH_DROP,
 };
 
 /* A WRITE between its request and the end of its payload. */
@@ -213,6 +225,15 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
  * deleted on the spot.
  */
 struct dispatch_job *dispatch_teardown_job(struct session **sp);
+
+/*
+ * dispatch_reply_error -- build into @r (released or empty) an error reply
+ * to request @request_id of @type (FRAME_REPLY may be set) with @code and
+ * @msg: for a transport that finds a failure after dispatch answered (a
+ * READ whose copy out of the mapping met a bad page). 0 or -ENOMEM.
+ */
+int dispatch_reply_error(struct dispatch_reply *r, uint16_t type, uint64_t request_id, int code,
+			 const char *msg);
 
 /* dispatch_reply_release -- free the body and drop the hold of a reply (sent or not) */
 void dispatch_reply_release(struct session *s, struct dispatch_reply *r);

@@ -4,11 +4,15 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
+#include "media_guard.h"
+#include "sock.h"
+#include "tls_wire.h"
 
 /* One reply on the stream: its header bytes and what dispatch built. */
 struct native_reply {
@@ -64,6 +68,53 @@ static void native_out_release(struct stream *s, struct stream_out *o)
 	nc->nspare++;
 }
 
+/* frame_op -- the metrics' operation of a frame type (a reply's type without FRAME_REPLY) */
+static enum metrics_op frame_op(uint16_t type)
+{
+	static const enum metrics_op ops[FRAME_TYPE_MAX] = {
+	    [FRAME_HELLO] = METRICS_OP_HELLO,
+	    [FRAME_VOLUME_CREATE] = METRICS_OP_VOLUME_CREATE,
+	    [FRAME_VOLUME_DELETE] = METRICS_OP_VOLUME_DELETE,
+	    [FRAME_VOLUME_LIST] = METRICS_OP_VOLUME_LIST,
+	    [FRAME_VOLUME_INFO] = METRICS_OP_VOLUME_INFO,
+	    [FRAME_VOLUME_OPEN] = METRICS_OP_VOLUME_OPEN,
+	    [FRAME_VOLUME_CLOSE] = METRICS_OP_VOLUME_CLOSE,
+	    [FRAME_WRITE] = METRICS_OP_WRITE,
+	    [FRAME_READ] = METRICS_OP_READ,
+	    [FRAME_FSYNC] = METRICS_OP_FSYNC,
+	    [FRAME_DISCARD] = METRICS_OP_DISCARD,
+	    [FRAME_STAT] = METRICS_OP_STAT,
+	    [FRAME_NAMESPACE_LIST] = METRICS_OP_NAMESPACE_LIST,
+	};
+	type &= (uint16_t)~FRAME_REPLY;
+	return type > 0 && type < FRAME_TYPE_MAX ? ops[type] : METRICS_OP_OTHER;
+}
+
+/*
+ * snapshot_read -- copy a READ payload out of the mapping when it is queued
+ * (guarded: a bad page answers EIO instead of killing the daemon). Returns
+ * 0, -ENOMEM, or -EIO with @r turned into the error reply.
+ */
+static int snapshot_read(struct native_conn *nc, struct native_reply *nr, struct dispatch_reply *r)
+{
+	nr->payload_copy = malloc(r->payload_len);
+	if (!nr->payload_copy)
+		return -ENOMEM;
+	int ret = media_copy_out(nr->payload_copy, r->payload, r->payload_len);
+	if (ret) {
+		free(nr->payload_copy);
+		nr->payload_copy = NULL;
+		char m[128];
+		snprintf(m, sizeof(m), "media error reading volume \"%s\" at %" PRIu64,
+			 r->volume ? r->volume->name : "?", r->offset);
+		uint16_t type = r->type;
+		uint64_t id = r->request_id;
+		dispatch_reply_release(nc->session, r);
+		return dispatch_reply_error(r, type, id, -EIO, m) ? -ENOMEM : -EIO;
+	}
+	return 0;
+}
+
 /* queue_reply -- put a reply from dispatch on the stream (takes it over) */
 static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 {
@@ -78,12 +129,16 @@ static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 	nr->payload_copy = NULL;
 	if (r->payload_len && nc->t->snapshot_reads) {
 		/* a snapshot now: later requests and one-sided writes cannot change it */
-		nr->payload_copy = malloc(r->payload_len);
-		if (!nr->payload_copy) {
+		int ret = snapshot_read(nc, nr, r);
+		if (ret == -ENOMEM) {
 			free(nr);
 			goto err_nomem;
 		}
-		memcpy(nr->payload_copy, r->payload, r->payload_len);
+	}
+	metrics_request(nc->t->metrics, frame_op(r->type), r->payload_len);
+	if (r->code)
+		metrics_error(nc->t->metrics, r->code);
+	if (nr->payload_copy) {
 		if (r->hold)
 			session_handle_release(nc->session, r->hold);
 		r->hold = 0;
@@ -122,6 +177,7 @@ err_nomem:
 /* ---- jobs ---- */
 
 static void handle_out(struct native_conn *nc, struct dispatch_out *out);
+static bool refuse_now(struct native_conn *nc);
 
 /*
  * job_complete -- a job has run: queue its reply. No kick: the caller (a
@@ -143,6 +199,8 @@ static void job_complete(struct native_conn *nc, struct dispatch_job *job)
 		queue_reply(nc, &out.reply);
 	if (out.action == DISPATCH_CLOSE && !c->closing)
 		conn_close(c, "out of memory");
+	else if (out.action == DISPATCH_DROP)
+		conn_fail(c, "power cut");
 }
 
 /* job_done -- a pool job ran (worker thread, posted by the pool) */
@@ -219,6 +277,9 @@ static void handle_out(struct native_conn *nc, struct dispatch_out *out)
 	case DISPATCH_JOB:
 		submit_job(nc, out->job);
 		break;
+	case DISPATCH_DROP:
+		conn_fail(&nc->s.conn, "power cut");
+		break;
 	}
 }
 
@@ -229,6 +290,7 @@ static void native_payload_done(struct stream *s, bool kept)
 	if (!kept)
 		return;
 	struct dispatch_out out;
+	metrics_bytes(nc->t->metrics, METRICS_OP_WRITE, nc->pw.len);
 	dispatch_payload_done(nc->env, nc->session, &nc->pw, &out);
 	nc->pw.hold = 0;
 	handle_out(nc, &out);
@@ -253,12 +315,33 @@ static bool can_dispatch(struct native_conn *nc)
 	return stream_can_take(&nc->s, &native_limits);
 }
 
+/*
+ * access_from_wire -- before HELLO: what the wire proved (a TLS name) or
+ * refused (plaintext where TLS is required) goes into the session
+ */
+static void access_from_wire(struct native_conn *nc)
+{
+	struct tls_peer p;
+	tls_wire_peer(&nc->s, &p);
+	struct session_access *a = &nc->session->access;
+	a->tls = p.tls;
+	a->plain_refused = p.plain_refused;
+	if (p.authenticated)
+		snprintf(a->who.user, sizeof(a->who.user), "%s", p.identity);
+}
+
 /* native_input -- one step: a header, or a body (dispatched) */
 static bool native_input(struct stream *s)
 {
 	struct native_conn *nc = nc_of(s);
 	size_t avail = stream_in_avail(s);
 	struct dispatch_out out;
+	if (nc->refusal) {
+		/* over a limit: nothing it sends is served; the refusal once the wire can say it */
+		refuse_now(nc);
+		stream_in_consume(s, avail);
+		return false;
+	}
 	switch (nc->rstate) {
 	case NATIVE_HEADER:
 		/* can_dispatch first: it also lifts the backpressure once drained */
@@ -286,6 +369,8 @@ static bool native_input(struct stream *s)
 		if (avail < nc->hdr.body_len)
 			return false;
 		nc->rstate = NATIVE_HEADER;
+		if (!nc->session->hello_done)
+			access_from_wire(nc);
 		dispatch_request(nc->env, nc->session, &nc->hdr, stream_in_data(s), &out);
 		stream_in_consume(s, nc->hdr.body_len);
 		handle_out(nc, &out);
@@ -345,24 +430,35 @@ static void native_free(struct stream *s)
 		free(nr);
 	}
 	free(nc->refusal);
+	metrics_conn(nc->t->metrics, false);
 	nc->t->free(nc);
 }
 
 /*
- * native_start -- a connection over a connection limit is told so at once,
- * before it sends anything: one frame of type FRAME_REPLY with request id 0
- * (as for a bad header) and -EUSERS, then the end. Answering at once frees
- * its refusing slot soon, whatever the client does.
+ * refuse_now -- a connection over a connection limit is told so as soon as
+ * its wire can carry it: one frame of type FRAME_REPLY with request id 0
+ * (as for a bad header) and -EUSERS, then the end. A plain socket or RDMA
+ * can at once, before the client sends anything (answering at once frees
+ * its refusing slot soon, whatever the client does); a listener that also
+ * takes rdaxs:// waits for the client's first byte -- and its TLS
+ * handshake -- to know how to say it. Returns true once sent.
  */
-static void native_start(struct stream *s)
+static bool refuse_now(struct native_conn *nc)
 {
-	struct native_conn *nc = nc_of(s);
-	if (!nc->refusal)
-		return;
+	if (!nc->refusal || nc->refused || !tls_wire_can_send(&nc->s))
+		return nc->refused;
+	nc->refused = true;
 	struct frame_header h = {.type = 0, .request_id = 0};
 	struct dispatch_out out;
 	dispatch_refuse(&h, -EUSERS, nc->refusal, &out);
 	handle_out(nc, &out);
+	return true;
+}
+
+/* native_start -- the first output: a refusal, if the connection is over a limit */
+static void native_start(struct stream *s)
+{
+	refuse_now(nc_of(s));
 }
 
 const struct stream_proto native_proto = {
@@ -394,6 +490,7 @@ int native_conn_init(struct native_conn *nc, struct conn_set *set, const struct 
 		stream_release(&nc->s);
 		return ret;
 	}
+	metrics_conn(t->metrics, true);
 	return 0;
 }
 
@@ -407,6 +504,7 @@ static void socket_conn_free(struct native_conn *nc)
 
 static const struct native_transport native_socket = {
     .snapshot_reads = false,
+    .metrics = METRICS_TCP,
     .free = socket_conn_free,
 };
 
@@ -425,13 +523,19 @@ int native_conn_start_socket(struct conn_set *set, const struct native_shared *s
 	if (native_conn_init(nc, set, &stream_socket_conn_ops, &native_socket, sh, NATIVE_INBUF_MIN,
 			     0, peer))
 		goto err_free;
+	nc->session->access.who.local = sock_peer_is_local(fd);
 	if (refusal && native_conn_refuse(nc, refusal))
+		goto err_release;
+	/* rdaxs:// and tcp:// clients on the same listener: the first byte tells */
+	if (sh->tls && tls_wire_attach(&nc->s, sh->tls, true))
 		goto err_release;
 	conn_take_slot(&nc->s.conn, slot);
 	stream_socket_start(&nc->s, fd);
 	return 0;
 
 err_release:
+	free(nc->refusal);
+	metrics_conn(native_socket.metrics, false);
 	session_delete(&nc->session);
 	stream_release(&nc->s);
 err_free:

@@ -47,7 +47,9 @@
 
 #include "dispatch.h"
 #include "frame.h"
+#include "metrics.h"
 #include "stream.h"
+#include "tls_server.h"
 
 /* Replies queued + requests in the pools, per connection. */
 #define NATIVE_MAX_PENDING 128
@@ -65,7 +67,8 @@
 /* What every native connection of the daemon shares. */
 struct native_shared {
 	const struct dispatch_env *env;
-	struct vol_pools pools; /* fsync and discard; hello, volume metadata, teardown */
+	struct vol_pools pools;	      /* fsync and discard; hello, volume metadata, teardown */
+	const struct tls_server *tls; /* NULL: --tls off (socket connections only) */
 };
 
 struct native_conn;
@@ -74,6 +77,8 @@ struct native_conn;
 struct native_transport {
 	/* READ payloads copied when queued (the mapping may change under them otherwise) */
 	bool snapshot_reads;
+	/* the "transport" label of its requests in the metrics */
+	enum metrics_transport metrics;
 	/* free -- the transport's connection around @nc (after the stream was released) */
 	void (*free)(struct native_conn *nc);
 };
@@ -93,6 +98,7 @@ struct native_conn {
 	struct native_reply *spare; /* sent replies kept for reuse, NATIVE_SPARE_REPLIES at most */
 	unsigned nspare;
 	char *refusal; /* over a connection limit: the first request gets this, then the end */
+	bool refused;  /* the refusal is queued */
 };
 
 /* The native protocol's side of a stream (stream.h). */

@@ -92,10 +92,42 @@ int session_handle_add(struct session *s, struct volume *v, uint32_t *handle)
 	slot->gen++;
 	slot->v = v;
 	slot->open = true;
+	slot->ro = false;
 	slot->holds = 0;
+	slot->gate = NULL;
+	slot->epoch = 0;
 	s->nopen++;
 	*handle = handle_pack(index, slot->gen);
 	return 0;
+}
+
+void session_handle_set_ro(struct session *s, uint32_t handle)
+{
+	struct session_slot *slot = s ? handle_slot(s, handle) : NULL;
+	if (slot)
+		slot->ro = true;
+}
+
+bool session_handle_ro(struct session *s, uint32_t handle)
+{
+	struct session_slot *slot = s ? handle_slot(s, handle) : NULL;
+	return slot && slot->open && slot->ro;
+}
+
+void session_handle_fence(struct session *s, uint32_t handle, const struct gate_vol *gate,
+			  uint64_t epoch)
+{
+	struct session_slot *slot = session_handle_slot(s, handle);
+	if (!slot)
+		return;
+	slot->gate = gate;
+	slot->epoch = epoch;
+}
+
+struct session_slot *session_handle_slot(struct session *s, uint32_t handle)
+{
+	struct session_slot *slot = s ? handle_slot(s, handle) : NULL;
+	return slot && slot->open ? slot : NULL;
 }
 
 int session_handle_get(struct session *s, uint32_t handle, struct volume **v)

@@ -26,22 +26,37 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "acl.h"
 #include "store.h"
 #include "volume.h"
 
 /* Open handles per connection. */
 #define SESSION_MAX_HANDLES 1024
 
+struct gate_vol; /* daemon/cluster/cluster_gate.h */
+
 struct session_slot {
 	struct volume *v; /* NULL: the slot is free */
 	uint16_t gen;
 	bool open; /* false once closed by the client; v lives on while holds > 0 */
+	bool ro;   /* opened with read rights only (acl.h): writes, discards refused */
 	uint32_t holds;
+	/* a cluster volume: its gate, and the epoch of a replica link's open (0: a client) */
+	const struct gate_vol *gate;
+	uint64_t epoch;
+};
+
+/* Who the connection is and what it was refused (set by the transport before HELLO). */
+struct session_access {
+	struct acl_subject who;
+	bool tls;	    /* the connection is encrypted */
+	bool plain_refused; /* a plaintext client where TLS is required */
 };
 
 struct session {
 	struct store *store;
 	bool hello_done;
+	struct session_access access;
 	char peer[64]; /* for log records: "ADDR:PORT" */
 	struct session_slot *slots;
 	unsigned nslots; /* slots allocated */
@@ -65,8 +80,24 @@ void session_delete(struct session **sp);
  */
 int session_handle_add(struct session *s, struct volume *v, uint32_t *handle);
 
+/* session_handle_set_ro -- @handle (just added) may only be read (acl.h) */
+void session_handle_set_ro(struct session *s, uint32_t handle);
+
+/* session_handle_ro -- is @handle open read-only? (false for a handle not open) */
+bool session_handle_ro(struct session *s, uint32_t handle);
+
+/*
+ * session_handle_fence -- a cluster volume's handle: its gate and the epoch
+ * it was opened at (cluster_gate.h), checked on every request of it
+ */
+void session_handle_fence(struct session *s, uint32_t handle, const struct gate_vol *gate,
+			  uint64_t epoch);
+
 /* session_handle_get -- the volume of an open handle; 0 or -RDAX_E_NOT_OPEN */
 int session_handle_get(struct session *s, uint32_t handle, struct volume **v);
+
+/* session_handle_slot -- the open slot of @handle, or NULL */
+struct session_slot *session_handle_slot(struct session *s, uint32_t handle);
 
 /* session_handle_hold -- like session_handle_get, and keep the volume open until released */
 int session_handle_hold(struct session *s, uint32_t handle, struct volume **v);

@@ -11,6 +11,10 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "metrics.h"
+#include "sock.h"
+#include "tls_wire.h"
+#include "repl_registry.h"
 
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
 struct nbd_out {
@@ -109,6 +113,7 @@ void nbd_req_error(struct nbd_conn *c, uint64_t handle, uint16_t type, uint32_t 
 {
 	LOG_DEBUG("%s: %s (handle %" PRIu64 ") failed: error %" PRIu32 ": %s", c->s.conn.peer,
 		  nbd_cmd_name(type), handle, error, msg ? msg : "");
+	metrics_error(METRICS_NBD, (int)error); /* NBD's error values are Linux's errno values */
 	struct nbd_out *o = out_new(c);
 	if (!o)
 		return;
@@ -135,6 +140,7 @@ void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
 		nbd_simple_reply_encode(o->hdr, 0, r->handle);
 		n = NBD_SIMPLE_REPLY_SIZE;
 	}
+	metrics_bytes(METRICS_NBD, METRICS_OP_READ, r->length);
 	out_queue(c, o, n, c->v->data + r->offset, r->length, r->offset);
 }
 
@@ -297,8 +303,14 @@ static void nbd_payload_done(struct stream *s, bool kept)
 static void nbd_payload_abort(struct stream *s, uint32_t got)
 {
 	struct nbd_conn *c = c_of(s);
-	if (got)
+	if (got) {
 		volume_mark_written(c->v, c->req.offset, got);
+		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
+		 */
+		struct repl_volume *rv = repl_registry_get(c->v);
+		if (rv)
+			repl_write(rv, c->req.offset, got);
+	}
 	LOG_DEBUG("%s: WRITE (handle %" PRIu64 ") cut off after %" PRIu32 " of %" PRIu32 " bytes",
 		  s->conn.peer, c->req.handle, got, c->req.length);
 }
@@ -329,6 +341,7 @@ static bool nbd_end(struct stream *s)
 static void nbd_free(struct stream *s)
 {
 	free(c_of(s)->refusal);
+	metrics_conn(METRICS_NBD, false);
 	free(c_of(s));
 }
 
@@ -364,7 +377,14 @@ int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, co
 		goto err_free;
 	c->sh = sh;
 	c->phase = PH_FLAGS;
+	c->who.local = sock_peer_is_local(fd);
+	/* plain until NBD_OPT_STARTTLS */
+	if (sh->tls && tls_wire_attach(&c->s, sh->tls, false)) {
+		stream_release(&c->s);
+		goto err_free;
+	}
 	conn_take_slot(&c->s.conn, slot);
+	metrics_conn(METRICS_NBD, true);
 	stream_socket_start(&c->s, fd);
 	return 0;
 

@@ -60,10 +60,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "acl.h"
 #include "namespace.h"
 #include "nbd_proto.h"
 #include "store.h"
 #include "stream.h"
+#include "tls_server.h"
 #include "vol_op.h"
 #include "volume.h"
 
@@ -93,6 +95,8 @@ struct nbd_shared {
 	struct vol_pools pools;	    /* FLUSH, FUA, TRIM, WRITE_ZEROES; export lookup, list, close */
 	enum flush_mode flush_mode; /* the daemon's; each fsync's by vol_op_flush_mode() */
 	uint32_t max_block;	    /* <= NBD_MAX_BLOCK */
+	const struct tls_server *tls; /* NULL: --tls off (NBD_OPT_STARTTLS refused) */
+	const struct acl *acl;	      /* NULL: every client sees and writes every volume */
 };
 
 /*
@@ -154,6 +158,8 @@ struct nbd_conn {
 	bool structured; /* NBD_OPT_STRUCTURED_REPLY acknowledged */
 	unsigned noptions;
 	uint32_t opt, opt_len, opt_got;
+	struct acl_subject who; /* a TLS name once the handshake is done; local */
+	bool ro;		/* the export is read-only for this client (acl.h) */
 
 	/* transmission */
 	struct volume *v;	/* the export, open while the connection lives */
@@ -196,6 +202,24 @@ void nbd_job_submit(struct nbd_conn *c, struct nbd_job *j);
 
 /* nbd_handshake_input -- one input step of the handshake phase (stream_proto.input) */
 bool nbd_handshake_input(struct nbd_conn *c);
+
+/*
+ * nbd_handshake_opt_check -- what the handshake does with an option header,
+ * the @noptions'th of the connection. Returns 0 with *read true (its data is
+ * read into memory and handled: an option this server reads, at most
+ * NBD_OPT_MAX_LEN bytes) or false (the data is skipped unread, then the
+ * option refused), or -EPROTO (bad magic), -E2BIG (more than
+ * NBD_MAX_OPTIONS options), -EMSGSIZE (over NBD_OPT_SKIP_MAX bytes of
+ * data): the connection closes. Pure: the option fuzzer calls it too.
+ */
+int nbd_handshake_opt_check(const struct nbd_opt_header *h, unsigned noptions, bool *read);
+
+/*
+ * nbd_handshake_name_check -- the @len bytes at @name (not NUL-terminated)
+ * as an export's volume name: 0 with the name NUL-terminated in @copy, or
+ * -EINVAL (empty, too long, not a valid volume name, a NUL byte inside).
+ */
+int nbd_handshake_name_check(const char *name, size_t len, char copy[NS_VOLUME_NAME_MAX + 1]);
 
 /* nbd_handshake_usable -- after EOF: could @avail bytes make a handshake step? */
 bool nbd_handshake_usable(const struct nbd_conn *c, size_t avail);

@@ -12,9 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults.h"
 #include "size.h"
 #include "log.h"
+#include "cluster_gate.h"
 #include "nbd_conn.h"
+#include "tls_wire.h"
 
 /* volume_description -- "rdax volume, 64.0 MiB, namespace 0" */
 static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns_id)
@@ -24,11 +27,17 @@ static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns
 		 ns_id);
 }
 
+/* export_flags -- the transmission flags, read-only for a client with ro rights */
+static uint16_t export_flags(const struct nbd_conn *c)
+{
+	return (uint16_t)(nbd_transmission_flags(c->structured) | (c->ro ? NBD_FLAG_READ_ONLY : 0));
+}
+
 /* export_reply -- the NBD_REP_INFO replies and the ACK of a successful INFO / GO */
 static void export_reply(struct nbd_conn *c, const struct nbd_job *j, uint64_t size, uint32_t ns_id)
 {
 	uint8_t buf[NBD_OUT_INLINE];
-	uint16_t tflags = nbd_transmission_flags(c->structured);
+	uint16_t tflags = export_flags(c);
 	size_t n = nbd_info_export_encode(buf, size, tflags);
 	nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
 	if (j->want_name) {
@@ -82,8 +91,8 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 		export_reply(c, j, c->v->size, c->v->ns->id);
 	} else {
 		uint8_t buf[NBD_EXPORT_NAME_REPLY_SIZE];
-		size_t n = nbd_export_name_reply_encode(
-		    buf, c->v->size, nbd_transmission_flags(c->structured), c->no_zeroes);
+		size_t n =
+		    nbd_export_name_reply_encode(buf, c->v->size, export_flags(c), c->no_zeroes);
 		nbd_queue_bytes(c, buf, n);
 	}
 	c->phase = PH_REQ_HEADER;
@@ -101,6 +110,9 @@ static void list_done(struct nbd_conn *c, struct nbd_job *j)
 		return;
 	}
 	for (unsigned i = 0; i < j->op.count; i++) {
+		/* a volume the client may not read is invisible (acl.h) */
+		if (!(acl_rights(c->sh->acl, &c->who, j->op.list[i].name) & ACL_READ))
+			continue;
 		uint8_t buf[NBD_OUT_INLINE];
 		char desc[96];
 		volume_description(desc, sizeof(desc), j->op.list[i].size, j->op.list[i].ns_id);
@@ -123,9 +135,80 @@ static bool opt_is_read(uint32_t option)
 	case NBD_OPT_INFO:
 	case NBD_OPT_GO:
 	case NBD_OPT_STRUCTURED_REPLY:
+	case NBD_OPT_STARTTLS:
 		return true;
 	default:
 		return false;
+	}
+}
+
+/*
+ * who_from_wire -- the client's subject: a name proved by its TLS handshake
+ * (once done), else what it was at the start (local or not)
+ */
+static void who_from_wire(struct nbd_conn *c)
+{
+	struct tls_peer p;
+	tls_wire_peer(&c->s, &p);
+	if (p.authenticated)
+		snprintf(c->who.user, sizeof(c->who.user), "%s", p.identity);
+}
+
+/*
+ * refused_before_tls -- --tls require and no TLS yet: every option but
+ * STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD, as the protocol
+ * says (EXPORT_NAME has no error reply: the connection closes). True if @c's
+ * option was refused.
+ */
+static bool refused_before_tls(struct nbd_conn *c)
+{
+	if (!c->sh->tls || c->sh->tls->mode != TLS_REQUIRE || rdax_faults.tls_plain_ok ||
+	    tls_wire_active(&c->s) || c->opt == NBD_OPT_STARTTLS || c->opt == NBD_OPT_ABORT)
+		return false;
+	LOG_WARN("%s: option %s before STARTTLS, and this server requires TLS", c->s.conn.peer,
+		 nbd_opt_name(c->opt));
+	if (c->opt == NBD_OPT_EXPORT_NAME) {
+		conn_close(&c->s.conn, "TLS required");
+		return true;
+	}
+	nbd_opt_error(c, c->opt, NBD_REP_ERR_TLS_REQD,
+		      "this server requires TLS: send NBD_OPT_STARTTLS first");
+	return true;
+}
+
+/*
+ * opt_starttls -- NBD_OPT_STARTTLS: the ACK leaves in plain, then the TLS
+ * handshake; option haggling goes on inside TLS. Bytes the client sent
+ * after STARTTLS, before its handshake, would be served as if they were
+ * protected: the connection closes instead.
+ */
+static void opt_starttls(struct nbd_conn *c, uint32_t len)
+{
+	if (len) {
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "starttls takes no data");
+		return;
+	}
+	if (!c->sh->tls) {
+		/* as nbdkit --tls=off: the option is not supported */
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNSUP,
+			      "TLS is off on this server (rdaxd --tls)");
+		return;
+	}
+	if (tls_wire_active(&c->s)) {
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "TLS is on already");
+		return;
+	}
+	if (stream_in_avail(&c->s) > 0) {
+		LOG_WARN("%s: bytes after NBD_OPT_STARTTLS before the TLS handshake; closing",
+			 c->s.conn.peer);
+		conn_close(&c->s.conn, "plaintext after STARTTLS");
+		return;
+	}
+	nbd_opt_reply(c, c->opt, NBD_REP_ACK, NULL, 0);
+	int ret = tls_wire_upgrade(&c->s);
+	if (ret) {
+		LOG_ERROR("%s: cannot start TLS: %d", c->s.conn.peer, ret);
+		conn_fail(&c->s.conn, "cannot start TLS");
 	}
 }
 
@@ -137,6 +220,8 @@ static void opt_skipped(struct nbd_conn *c)
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_POLICY, c->refusal);
 		return;
 	}
+	if (refused_before_tls(c))
+		return;
 	switch (c->opt) {
 	case NBD_OPT_EXPORT_NAME:
 		LOG_PEER(LOG_LEVEL_INFO, c->s.conn.peer,
@@ -156,10 +241,25 @@ static void opt_skipped(struct nbd_conn *c)
 	case NBD_OPT_GO:
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_TOO_BIG, "option data too long");
 		return;
+	case NBD_OPT_STARTTLS:
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "starttls takes no data");
+		return;
 	default:
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNSUP, "option not supported by this server");
 		return;
 	}
+}
+
+int nbd_handshake_name_check(const char *name, size_t len, char copy[NS_VOLUME_NAME_MAX + 1])
+{
+	if (len == 0 || len > NS_VOLUME_NAME_MAX)
+		return -EINVAL;
+	memcpy(copy, name, len);
+	copy[len] = '\0';
+	/* also refuses NUL bytes inside the name */
+	if (ns_volume_name_valid(copy) != 0 || strlen(copy) != len)
+		return -EINVAL;
+	return 0;
 }
 
 /* opt_lookup -- start the export lookup of INFO / GO / EXPORT_NAME for @name */
@@ -167,14 +267,7 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		       bool want_description)
 {
 	char copy[NS_VOLUME_NAME_MAX + 1];
-	bool valid = len > 0 && len <= NS_VOLUME_NAME_MAX;
-	if (valid) {
-		memcpy(copy, name, len);
-		copy[len] = '\0';
-		/* also refuses NUL bytes inside the name */
-		valid = ns_volume_name_valid(copy) == 0 && strlen(copy) == len;
-	}
-	if (!valid) {
+	if (nbd_handshake_name_check(name, len, copy)) {
 		if (c->opt == NBD_OPT_EXPORT_NAME) {
 			LOG_DEBUG("%s: export_name: not a volume name; closing", c->s.conn.peer);
 			conn_close(&c->s.conn, "unknown export");
@@ -183,6 +276,38 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN,
 			      len == 0 ? "no default export: name a volume"
 				       : "no such export (not a volume name)");
+		return;
+	}
+	/* a volume the client may not read does not exist for it: export_done's answer */
+	who_from_wire(c);
+	unsigned rights = acl_rights(c->sh->acl, &c->who, copy);
+	c->ro = !(rights & ACL_WRITE);
+	if (!(rights & ACL_READ)) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			conn_close(&c->s.conn, "unknown export");
+			return;
+		}
+		char msg[NBD_MESSAGE_MAX];
+		snprintf(msg, sizeof(msg), "export \"%s\": no such volume", copy);
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, msg);
+		return;
+	}
+	/* a cluster volume is exported by its primary (cluster_gate.h); records never */
+	char url[CLUSTER_URL_MAX + 1] = "", why[NBD_MESSAGE_MAX] = "";
+	uint64_t epoch;
+	struct gate_vol *g = cluster_gate_find(copy);
+	if (cluster_gate_reserved(copy))
+		snprintf(why, sizeof(why), "no such export (a cluster volume's change record)");
+	else if (g && cluster_gate_client(g, url, sizeof(url), &epoch))
+		snprintf(why, sizeof(why), "not this node's to serve (the primary is at %.100s)",
+			 url[0] ? url : "an unknown address");
+	if (why[0]) {
+		if (c->opt == NBD_OPT_EXPORT_NAME) {
+			LOG_DEBUG("%s: export_name: %s; closing", c->s.conn.peer, why);
+			conn_close(&c->s.conn, "export not served here");
+			return;
+		}
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, why);
 		return;
 	}
 	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);
@@ -203,7 +328,12 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 /* opt_handle -- an option whose @len bytes of data are in memory */
 static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
 {
+	if (refused_before_tls(c))
+		return;
 	switch (c->opt) {
+	case NBD_OPT_STARTTLS:
+		opt_starttls(c, len);
+		return;
 	case NBD_OPT_EXPORT_NAME:
 		opt_lookup(c, (const char *)data, len, false, false);
 		return;
@@ -216,6 +346,7 @@ static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
 			nbd_opt_error(c, c->opt, NBD_REP_ERR_INVALID, "list takes no data");
 			return;
 		}
+		who_from_wire(c);
 		struct nbd_job *j = nbd_job_new(c, JOB_LIST);
 		if (!j) {
 			nbd_opt_error(c, c->opt, NBD_REP_ERR_TOO_BIG, "server out of memory");
@@ -252,6 +383,18 @@ static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
 	}
 }
 
+int nbd_handshake_opt_check(const struct nbd_opt_header *h, unsigned noptions, bool *read)
+{
+	if (h->magic != NBD_OPTS_MAGIC)
+		return -EPROTO;
+	if (noptions > NBD_MAX_OPTIONS)
+		return -E2BIG;
+	if (h->len > NBD_OPT_SKIP_MAX)
+		return -EMSGSIZE;
+	*read = opt_is_read(h->option) && h->len <= NBD_OPT_MAX_LEN;
+	return 0;
+}
+
 /* get32be -- a big-endian 32-bit value */
 static uint32_t get32be(const uint8_t *p)
 {
@@ -285,22 +428,24 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		if (avail < NBD_OPT_HEADER_SIZE)
 			return false;
 		struct nbd_opt_header h;
+		bool read;
 		nbd_opt_header_decode(p, &h);
 		stream_in_consume(s, NBD_OPT_HEADER_SIZE);
-		if (h.magic != NBD_OPTS_MAGIC) {
+		switch (nbd_handshake_opt_check(&h, ++c->noptions, &read)) {
+		case 0:
+			break;
+		case -EPROTO:
 			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
 				 "%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
 				 h.magic);
 			conn_close(&s->conn, "bad option magic");
 			return false;
-		}
-		if (++c->noptions > NBD_MAX_OPTIONS) {
+		case -E2BIG:
 			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer, "%s: more than %d options; closing",
 				 s->conn.peer, NBD_MAX_OPTIONS);
 			conn_close(&s->conn, "too many options");
 			return false;
-		}
-		if (h.len > NBD_OPT_SKIP_MAX) {
+		default:
 			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
 				 "%s: option %s (%" PRIu32 ") with %" PRIu32
 				 " bytes of data (limit %u); closing",
@@ -313,9 +458,7 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		c->opt_len = h.len;
 		c->opt_got = 0;
 		/* a refusing connection reads no option: each is answered with the refusal */
-		c->phase = !c->refusal && opt_is_read(h.option) && h.len <= NBD_OPT_MAX_LEN
-			       ? PH_OPT_DATA
-			       : PH_OPT_SKIP;
+		c->phase = read && !c->refusal ? PH_OPT_DATA : PH_OPT_SKIP;
 		return true;
 	}
 	case PH_OPT_DATA:

@@ -270,6 +270,11 @@ uint32_t nbd_request_validate(const struct nbd_request *r, const struct nbd_expo
 		*why = "command flag not valid for this command";
 		return NBD_EINVAL;
 	}
+	if (e->read_only && (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES ||
+			     r->type == NBD_CMD_TRIM)) {
+		*why = "the export is read-only for this client";
+		return NBD_EPERM;
+	}
 	if (bounded && r->length > e->max_block) {
 		*why = "length exceeds the maximum block size";
 		return NBD_EINVAL;

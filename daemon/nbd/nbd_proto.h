@@ -243,6 +243,7 @@ struct nbd_export_limits {
 	uint64_t size;	    /* bytes of the export */
 	uint32_t max_block; /* largest READ/WRITE/WRITE_ZEROES length */
 	bool structured;    /* structured replies negotiated (DF allowed on READ) */
+	bool read_only;	    /* WRITE, WRITE_ZEROES, TRIM refused with NBD_EPERM */
 };
 
 /*

@@ -14,8 +14,11 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "nbd_conn.h"
 #include "repl_registry.h"
+#include "vol_ack.h"
+#include "write_log.h"
 
 static const struct stream_limits nbd_limits = {
     .max_pending = NBD_CONN_MAX_PENDING,
@@ -45,6 +48,25 @@ static void req_job(struct nbd_conn *c, const struct nbd_request *r, enum nbd_jo
 	nbd_job_submit(c, j);
 }
 
+/* cmd_op -- the metrics' operation of an NBD command */
+static enum metrics_op cmd_op(uint16_t type)
+{
+	switch (type) {
+	case NBD_CMD_READ:
+		return METRICS_OP_READ;
+	case NBD_CMD_WRITE:
+		return METRICS_OP_WRITE;
+	case NBD_CMD_FLUSH:
+		return METRICS_OP_FSYNC;
+	case NBD_CMD_TRIM:
+		return METRICS_OP_DISCARD;
+	case NBD_CMD_WRITE_ZEROES:
+		return METRICS_OP_WRITE_ZEROES;
+	default:
+		return METRICS_OP_OTHER;
+	}
+}
+
 /* req_handle -- one request header (validated here, acted on or refused) */
 static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 {
@@ -64,9 +86,22 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 	    .size = c->v->size,
 	    .max_block = c->sh->max_block,
 	    .structured = c->structured,
+	    .read_only = c->ro,
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
+	if (err == 0 && r->type == NBD_CMD_READ && r->length &&
+	    volume_range_bad(c->v, r->offset, r->length)) {
+		/* never load from poison: the send would meet a machine check */
+		why = "the range overlaps a bad block of the media (rdax namespace list shows it)";
+		err = NBD_EIO;
+	}
+	if (!err && c->ro && r->type == NBD_CMD_FLUSH && vol_op_has_dirty(c->v)) {
+		/* a read-only client's flush would write back what others wrote */
+		why = "the export is read-only for this client and has unflushed writes";
+		err = NBD_EPERM;
+	}
+	metrics_request(METRICS_NBD, cmd_op(r->type), 0);
 	if (err) {
 		char msg[NBD_MESSAGE_MAX];
 		snprintf(msg, sizeof(msg),
@@ -143,6 +178,7 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 		c->refused_error = 0;
 		return;
 	}
+	metrics_bytes(METRICS_NBD, METRICS_OP_WRITE, r->length);
 	/* stores first, then the mark, then the reply (or the FUA write-back) */
 	int ret = volume_mark_written(c->v, r->offset, r->length);
 	if (ret) {
@@ -154,10 +190,15 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 	struct repl_volume *rv = repl_registry_get(c->v);
 	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
 		repl_write(rv, r->offset, r->length);
-	if (r->flags & NBD_CMD_FLAG_FUA)
+	if (r->flags & NBD_CMD_FLAG_FUA) {
+		/* recorded now, acknowledged (and its fsync recorded) once durable */
+		vol_ack_record_write(c->v, r->offset, r->length);
 		req_job(c, r, JOB_FUA);
-	else
+	} else if (vol_ack_write(c->v, r->offset, r->length)) {
 		nbd_req_ok(c, r);
+	} else {
+		conn_fail(&c->s.conn, "power cut"); /* nothing acknowledged after it */
+	}
 }
 
 /* nbd_transmission_input -- one request header, when the backlog allows it */
@@ -180,9 +221,32 @@ bool nbd_transmission_want_input(const struct nbd_conn *c)
 	return !(c->s.parked || c->s.paused || stream_over(&c->s, &nbd_limits));
 }
 
+/* job_ack -- through the power cut's gate and into the write log (vol_ack.h); false: drop */
+static bool job_ack(const struct nbd_job *j)
+{
+	const struct vol_op *op = &j->op;
+	switch (j->kind) {
+	case JOB_FLUSH:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FLUSH);
+	case JOB_FUA:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FUA);
+	case JOB_ZERO:
+		return vol_ack_discard(
+		    op->v, op->off, op->len,
+		    WLOG_DISCARD_DURABLE |
+			(j->type == NBD_CMD_WRITE_ZEROES ? WLOG_DISCARD_ZEROES : 0));
+	default:
+		return true;
+	}
+}
+
 void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	struct nbd_request r = {.type = j->type, .handle = j->handle};
+	if (j->op.code == VOL_OP_CUT || (j->op.code == 0 && !job_ack(j))) {
+		conn_fail(&c->s.conn, "power cut"); /* nothing acknowledged after it */
+		return;
+	}
 	if (j->op.code) {
 		LOG_PEER(LOG_LEVEL_ERROR, c->s.conn.peer,
 			 "%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",

@@ -42,7 +42,9 @@ void conn_link(struct conn *c)
 	c->started = c->last_input = ev_now(set->worker->loop);
 	set->nconns++;
 	set->accepted++;
-	if (set->draining)
+	if (set->cutting)
+		conn_fail(c, "power cut");
+	else if (set->draining)
 		conn_close(c, "shutting down");
 }
 
@@ -285,6 +287,7 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 	ev_timer_set(&set->drain_timer, set->group ? set->group->drain_timeout : CONN_DRAIN_TIMEOUT,
 		     0.);
 	ev_timer_start(w->loop, &set->drain_timer);
+	LOG_INFO("worker %u: drain started, %u connection(s)", w->id, set->nconns);
 	for (struct conn *c = set->conns; c; c = c->next) {
 		if (c->in_dead || c->tearing_down)
 			continue;
@@ -293,6 +296,34 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 		conn_kick(c);
 	}
 	/* no connection at all: the hook reports the set idle before the loop sleeps */
+}
+
+/* set_cut -- the cut message (worker thread): every connection fails now */
+static void set_cut(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set = (struct conn_set *)((char *)m - offsetof(struct conn_set, cut_msg));
+	unsigned n = 0;
+	set->draining = true;
+	set->cutting = true;
+	for (struct conn *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down)
+			continue;
+		conn_fail(c, "power cut");
+		conn_check_end(c);
+		n++;
+	}
+	LOG_INFO("worker %u: power cut: %u connection(s) dropped", w->id, n);
+	/* no connection at all: the hook reports the set idle before the loop sleeps */
+}
+
+/* set_resume -- the resume message (worker thread): the set serves again after a cut */
+static void set_resume(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set =
+	    (struct conn_set *)((char *)m - offsetof(struct conn_set, resume_msg));
+	set->draining = false;
+	set->cutting = false;
+	set->idle_reported = false;
 }
 
 /* set_new -- the set of @w; 0, -ENOMEM, -ENOSPC */
@@ -304,6 +335,8 @@ static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 	set->worker = w;
 	set->group = g;
 	set->drain_msg.fn = set_drain;
+	set->cut_msg.fn = set_cut;
+	set->resume_msg.fn = set_resume;
 	ev_idle_init(&set->more, set_more);
 	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_DRAIN_TIMEOUT, 0.);
 	set->drain_timer.data = set;
@@ -378,6 +411,15 @@ struct conn_set *conn_sets_next(struct conn_sets *g)
 	return set;
 }
 
+/* sets_wait_idle -- until @n sets have reported idle after their drain or cut */
+static void sets_wait_idle(struct conn_sets *g, unsigned n)
+{
+	pthread_mutex_lock(&g->lock);
+	while (g->idle < n)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+}
+
 void conn_sets_drain_wait(struct conn_sets *g)
 {
 	uint64_t accepted = 0;
@@ -385,13 +427,36 @@ void conn_sets_drain_wait(struct conn_sets *g)
 		accepted += __atomic_load_n(&g->sets[i]->accepted, __ATOMIC_RELAXED);
 	LOG_INFO("draining the connections of every transport (%u workers, %llu accepted in all)",
 		 g->nsets, (unsigned long long)accepted);
-	for (unsigned i = 0; i < g->nsets; i++)
+	/*
+	 * every set at once, then one wait; the control drain_one_by_one waits
+	 * for each set before the next is told (one drain timeout per worker,
+	 * as the transports were drained one after another before)
+	 */
+	bool one_by_one = rdax_faults.drain_one_by_one;
+	for (unsigned i = 0; i < g->nsets; i++) {
 		worker_post(g->sets[i]->worker, &g->sets[i]->drain_msg);
-	pthread_mutex_lock(&g->lock);
-	while (g->idle < g->nsets)
-		pthread_cond_wait(&g->cond, &g->lock);
-	pthread_mutex_unlock(&g->lock);
+		if (one_by_one)
+			sets_wait_idle(g, i + 1);
+	}
+	sets_wait_idle(g, g->nsets);
 	LOG_INFO("every connection closed");
+}
+
+void conn_sets_cut_wait(struct conn_sets *g)
+{
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->cut_msg);
+	sets_wait_idle(g, g->nsets);
+	LOG_INFO("power cut: every connection is gone");
+}
+
+void conn_sets_resume(struct conn_sets *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->idle = 0;
+	pthread_mutex_unlock(&g->lock);
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->resume_msg);
 }
 
 void conn_sets_delete(struct conn_sets **gp)

@@ -23,22 +23,6 @@
 /* accept() calls per readable event */
 #define LISTENER_ACCEPT_BUDGET 64
 
-/* is_loopback -- 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address */
-static bool is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-	}
-	if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		if (IN6_IS_ADDR_LOOPBACK(a))
-			return true;
-		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-	}
-	return false;
-}
-
 /* eps_set -- start or stop every watcher */
 static void eps_set(struct listener *l, bool on)
 {
@@ -216,7 +200,7 @@ int listener_add_tcp(struct listener *l, const char *scheme, const char *peer_pr
 	}
 	if (loopback_only) {
 		for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-			if (is_loopback(ai->ai_addr))
+			if (sock_addr_is_loopback(ai->ai_addr))
 				continue;
 			char a[64];
 			sock_addr_string(ai->ai_addr, a, sizeof(a));

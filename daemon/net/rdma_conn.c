@@ -15,7 +15,10 @@
 #include "errors.h"
 #include "frame.h"
 #include "log.h"
+#include "rdma_notice.h"
+#include "repl_registry.h"
 #include "sock.h"
+#include "vol_ack.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
 #define WRID_KIND_SHIFT 56
@@ -30,12 +33,11 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
 
 /* A volume reachable over RDMA on this connection: a window and a notice range. */
 struct direct {
+	struct rdma_notice_range nr; /* its pages in the notice space (first: rdma_notice.h) */
 	uint32_t handle;
 	struct volume *v;
 	struct ibv_mw *mw;
 	uint32_t rkey;
-	uint64_t base;	 /* first page in the notice space */
-	uint64_t npages; /* pages of the volume */
 };
 
 struct conn_rdma {
@@ -216,69 +218,49 @@ static void release_held(struct conn_rdma *c)
 
 /* ---- write notices and windows ---- */
 
-/* dir_find -- the direct-access entry whose notice range holds @page, NULL if none */
-static struct direct *dir_find(struct conn_rdma *c, uint64_t page)
-{
-	unsigned lo = 0, hi = c->ndir;
-	while (lo < hi) {
-		unsigned mid = (lo + hi) / 2;
-		if (c->dir[mid].base <= page)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == 0)
-		return NULL;
-	struct direct *d = &c->dir[lo - 1];
-	return page < d->base + d->npages ? d : NULL;
-}
-
 /*
  * notice -- a WRITE_WITH_IMM landed: mark its pages written. Returns 0, or
  * -EPROTO (no volume of this connection has those pages), or the mark's error.
  */
 static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 {
-	uint64_t page, npages;
-	rdma_imm_decode(imm, byte_len, &page, &npages);
-	if (npages == 0)
-		return 0;
-	struct direct *d = dir_find(c, page);
-	if (!d || npages > d->base + d->npages - page) {
+	struct rdma_notice_hit hit;
+	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit)) {
+		uint64_t page, npages;
+		rdma_imm_decode(imm, byte_len, &page, &npages);
 		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
 			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
 			 ", +%" PRIu64 ") outside every volume of the connection",
 			 c->nc.s.conn.peer, imm, byte_len, page, npages);
 		return -EPROTO;
 	}
-	uint64_t off = (page - d->base) << RDAX_PAGE_SHIFT;
-	uint64_t len = npages << RDAX_PAGE_SHIFT;
+	if (hit.len == 0)
+		return 0;
+	struct direct *d = &c->dir[hit.index];
+	uint64_t off = hit.off;
+	uint64_t len = hit.len;
+	/*
+	 * A replicated volume: recorded for absent replicas and forwarded, as a
+	 * TCP write is. The bytes landed before this notice, so a primary that
+	 * loses power in between may miss the record's mark (docs/cluster.md,
+	 * "The change record", RDMA).
+	 */
+	struct repl_volume *rv = repl_registry_get(d->v);
+	if (rv)
+		repl_before_write(rv, off, len);
 	int ret = volume_mark_written(d->v, off, len);
+	if (ret == 0 && rv)
+		repl_write(rv, off, len);
 	if (ret) {
 		LOG_ERROR("%s: volume_mark_written(%s, %" PRIu64 ", %" PRIu64 ") failed: %s",
 			  c->nc.s.conn.peer, d->v->name, off, len, rdax_strerror(ret));
 		return ret;
 	}
+	/* the daemon learns of the write now: its place in the write log (vol_ack.h) */
+	vol_ack_record_write(d->v, off, len);
 	c->notices++;
 	c->notice_bytes += byte_len;
 	return 0;
-}
-
-/* dir_place -- the first free range of @npages pages in the notice space; 0 or -ENOSPC */
-static int dir_place(const struct conn_rdma *c, uint64_t npages, uint64_t *base, unsigned *pos)
-{
-	uint64_t at = 0;
-	for (unsigned i = 0; i <= c->ndir; i++) {
-		uint64_t next = i < c->ndir ? c->dir[i].base : RDMA_IMM_SPACE_PAGES;
-		if (next - at >= npages) {
-			*base = at;
-			*pos = i;
-			return 0;
-		}
-		if (i < c->ndir)
-			at = c->dir[i].base + c->dir[i].npages;
-	}
-	return -ENOSPC;
 }
 
 /* hook_volume_opened -- bind a window over the new handle's volume to this QP */
@@ -294,7 +276,8 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 		return -EOPNOTSUPP;
 	uint64_t npages = v->size >> RDAX_PAGE_SHIFT, base;
 	unsigned pos;
-	if (npages > RDMA_IMM_SPACE_PAGES || dir_place(c, npages, &base, &pos)) {
+	if (npages > RDMA_IMM_SPACE_PAGES ||
+	    rdma_notice_place(c->dir, sizeof(*c->dir), c->ndir, npages, &base, &pos)) {
 		LOG_WARN("%s: no room for volume %s (%" PRIu64 " pages) in the connection's notice "
 			 "space",
 			 c->nc.s.conn.peer, v->name, npages);
@@ -345,12 +328,11 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 	c->sq_used++;
 	memmove(&c->dir[pos + 1], &c->dir[pos], (c->ndir - pos) * sizeof(*c->dir));
 	c->dir[pos] = (struct direct){
+	    .nr = {.base = base, .npages = npages},
 	    .handle = handle,
 	    .v = v,
 	    .mw = mw,
 	    .rkey = rkey,
-	    .base = base,
-	    .npages = npages,
 	};
 	c->ndir++;
 	out->remote_addr = (uintptr_t)v->data;
@@ -705,6 +687,7 @@ static void rdma_transport_free(struct native_conn *nc)
 
 static const struct native_transport rdma_native = {
     .snapshot_reads = true,
+    .metrics = METRICS_RDMA,
     .free = rdma_transport_free,
 };
 
@@ -854,7 +837,8 @@ static const struct conn_ops rdma_conn_ops = {
 };
 
 int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
-		    uint8_t initiator_depth, const char *peer, struct conn_slot *slot)
+		    uint8_t initiator_depth, const char *peer, const char *identity,
+		    struct conn_slot *slot)
 {
 	struct conn_rdma *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -867,6 +851,9 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 		free(c);
 		goto err_reject;
 	}
+	if (identity) /* proved by the signed request: the ACL's user:NAME */
+		snprintf(c->nc.session->access.who.user, sizeof(c->nc.session->access.who.user),
+			 "%s", identity);
 	c->rw = rw;
 	c->id = id;
 	c->client_cd = *cd;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "errors.h"
 #include "log.h"
@@ -26,7 +27,30 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 	    rdma_cm_data_decode(e->param.conn.private_data, e->param.conn.private_data_len, &cd);
 	/* the event speaks from our side: its responder_resources are the client's wish */
 	uint8_t initiator_depth = e->param.conn.responder_resources;
+	char user[PSK_USER_MAX + 1] = "";
+	int auth = 0;
+	if (ret == 0 && s->auth) {
+		/* before the event (and its private data) is given back, before any QP */
+		auth = rdma_auth_verify(s->auth, e->param.conn.private_data,
+					e->param.conn.private_data_len, (uint32_t)time(NULL), user,
+					sizeof(user));
+		if (auth == -ENOKEY && !s->auth_required)
+			auth = 0;
+	}
 	rdma_ack_cm_event(e);
+	if (auth) {
+		LOG_WARN("rdma: connection request from %s refused: %s", peer,
+			 auth == -ENOKEY     ? "not signed, and this daemon requires it"
+			 : auth == -EACCES   ? "unknown user or wrong key"
+			 : auth == -ETIME    ? "signed too long ago (or clocks apart)"
+			 : auth == -EALREADY ? "a replay of an earlier request"
+			 : auth == -EBUSY    ? "too many requests in the replay window"
+					     : "cannot check its signature");
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		s->refused++;
+		return;
+	}
 	if (ret) {
 		LOG_WARN("rdma: connection request from %s refused: %s", peer,
 			 ret == -EPROTONOSUPPORT ? "another version of the rdax RDMA protocol"
@@ -52,10 +76,18 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 		return;
 	}
 	struct conn_set *set = conn_sets_next(s->sets);
-	if (conn_rdma_start(s->rws[set->index], id, &cd, initiator_depth, peer, &slot) == 0)
+	if (conn_rdma_start(s->rws[set->index], id, &cd, initiator_depth, peer,
+			    user[0] ? user : NULL, &slot) == 0)
 		s->accepted++;
 	else
 		s->refused++;
+}
+
+void server_rdma_set_auth(struct server_rdma *s, struct rdma_auth_verifier *auth, bool required)
+{
+	rdma_auth_verifier_delete(&s->auth);
+	s->auth = auth;
+	s->auth_required = required;
 }
 
 /* on_cm_event -- the listeners' rdma_cm events (the listener saw the channel readable) */
@@ -297,6 +329,22 @@ void server_rdma_close(struct server_rdma *s)
 		 s->accepted, s->refused);
 }
 
+void server_rdma_ns_release(struct server_rdma *s)
+{
+	for (struct rdma_dev *d = s->devs; d; d = d->next)
+		rdma_dev_ns_release(d);
+}
+
+int server_rdma_ns_register(struct server_rdma *s, char *err, size_t errlen)
+{
+	for (struct rdma_dev *d = s->devs; d; d = d->next) {
+		int ret = rdma_dev_ns_register(d, s->store, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 void server_rdma_delete(struct server_rdma **sp)
 {
 	if (!sp || !*sp)
@@ -320,6 +368,7 @@ void server_rdma_delete(struct server_rdma **sp)
 	if (s->ch)
 		rdma_destroy_event_channel(s->ch);
 	free(s->listeners);
+	rdma_auth_verifier_delete(&s->auth);
 	free(s);
 	*sp = NULL;
 }

@@ -34,6 +34,7 @@
 
 #include "conn.h"
 #include "listener.h"
+#include "rdma_auth.h"
 #include "rdma_conn.h"
 #include "rdma_dev.h"
 #include "store.h"
@@ -67,7 +68,17 @@ struct server_rdma {
 	unsigned nasyncs;
 	struct ibv_context **dev_list; /* rdma_get_devices(), for wildcard listeners */
 	uint64_t accepted, refused;
+	struct rdma_auth_verifier *auth; /* NULL: requests are not authenticated */
+	bool auth_required;		 /* a request without an auth block is refused */
 };
+
+/*
+ * server_rdma_set_auth -- connection requests are checked with @auth
+ * (rdma_auth.h; the server owns it from now on) before any queue pair is
+ * made for them; with @required, a request without an auth block is
+ * refused too. Context: before the accept loop runs.
+ */
+void server_rdma_set_auth(struct server_rdma *s, struct rdma_auth_verifier *auth, bool required);
 
 /*
  * server_rdma_new -- a server over the connection sets @sets (workers not
@@ -88,6 +99,19 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 
 /* server_rdma_close -- destroy the listeners (after listener_close: accept nothing more) */
 void server_rdma_close(struct server_rdma *s);
+
+/*
+ * server_rdma_ns_release -- deregister the namespaces on every device (the
+ * power cut, powercut.h: no connection may exist; their memory windows
+ * were revoked when they ended)
+ */
+void server_rdma_ns_release(struct server_rdma *s);
+
+/*
+ * server_rdma_ns_register -- register the namespaces again on every device
+ * (after the power cut mapped them afresh). Returns 0, or -errno with @err.
+ */
+int server_rdma_ns_register(struct server_rdma *s, char *err, size_t errlen);
 
 /*
  * server_rdma_delete -- free everything (after shutdown, with the workers

@@ -98,3 +98,27 @@ bool sock_accept_exhausted(int ret)
 {
 	return ret == -EMFILE || ret == -ENFILE || ret == -ENOBUFS || ret == -ENOMEM;
 }
+
+bool sock_addr_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_LOOPBACK(a))
+			return true;
+		return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+	}
+	return false;
+}
+
+bool sock_peer_is_local(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	if (getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return false;
+	return ss.ss_family == AF_UNIX || sock_addr_is_loopback((struct sockaddr *)&ss);
+}

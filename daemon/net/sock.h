@@ -42,7 +42,11 @@ int sock_accept(int lfd, struct sockaddr_storage *ss);
  * (TCP_USER_TIMEOUT). @idle 0: nothing set. 0 or -errno.
  */
 int sock_set_keepalive(int fd, unsigned idle);
+/* sock_addr_is_loopback -- 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address */
+bool sock_addr_is_loopback(const struct sockaddr *sa);
 
+/* sock_peer_is_local -- is the peer of the connected @fd on this machine (loopback, unix)? */
+bool sock_peer_is_local(int fd);
 /* sock_set_nonblock -- O_NONBLOCK on @fd (a channel of librdmacm or libibverbs); 0 or -errno */
 int sock_set_nonblock(int fd);
 

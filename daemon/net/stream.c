@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "media_guard.h"
 
 int stream_init(struct stream *s, struct conn_set *set, const struct conn_ops *conn_ops,
 		const struct stream_proto *proto, size_t in_min, size_t in_max, const char *peer)
@@ -139,8 +140,13 @@ void stream_process(struct stream *s)
 			size_t avail = stream_in_avail(s);
 			if (n > avail)
 				n = avail;
-			if (s->pdst && n)
-				memcpy(s->pdst + s->pgot, stream_in_data(s), n);
+			/* guarded: a bad page of the mapping fails this connection, not the daemon
+			 */
+			if (s->pdst && n &&
+			    media_copy_in(s->pdst + s->pgot, stream_in_data(s), n)) {
+				conn_fail(&s->conn, "media error writing the payload");
+				return;
+			}
 			s->pgot += (uint32_t)n;
 			stream_in_consume(s, n);
 			if (s->pgot < s->plen)
@@ -533,9 +539,12 @@ static void socket_progress(struct conn *c)
 	stream_process(s);
 	if (c->in_dead || c->tearing_down || s->fd < 0)
 		return;
-	if (stream_want_input(s))
+	if (stream_want_input(s)) {
 		ev_io_start(c->set->worker->loop, &s->rio);
-	else
+		/* bytes already inside the wire: no readable event will come for them */
+		if (s->wire->pending && s->wire->pending(s))
+			ev_feed_event(c->set->worker->loop, &s->rio, EV_READ);
+	} else
 		ev_io_stop(c->set->worker->loop, &s->rio);
 }
 
@@ -629,7 +638,8 @@ const struct conn_ops stream_socket_conn_ops = {
 void stream_socket_start(struct stream *s, int fd)
 {
 	s->fd = fd;
-	s->wire = &stream_socket_wire;
+	if (!s->wire)
+		s->wire = &stream_socket_wire;
 	ev_io_init(&s->rio, socket_on_read, fd, EV_READ);
 	s->rio.data = s;
 	ev_io_init(&s->wio, socket_on_write, fd, EV_WRITE);

@@ -106,6 +106,11 @@ struct stream_wire {
 	 * s->fd is -1 afterwards.
 	 */
 	void (*close)(struct stream *s, bool keep_socket);
+	/*
+	 * pending -- bytes the wire holds already received (decrypted TLS
+	 * records), which no readable event will announce; NULL: none ever
+	 */
+	size_t (*pending)(const struct stream *s);
 };
 
 /* What the protocol over a stream supplies. Every callback runs on the worker thread. */
@@ -331,7 +336,8 @@ extern const struct stream_wire stream_socket_wire;
 /*
  * stream_socket_start -- from any thread: @s (stream_init'ed with
  * stream_socket_conn_ops) takes the connected, non-blocking socket @fd and
- * goes to its worker, which owns both from now on.
+ * goes to its worker, which owns both from now on. The wire is the plain
+ * socket unless one was set before (tls_wire_attach).
  */
 void stream_socket_start(struct stream *s, int fd);
 

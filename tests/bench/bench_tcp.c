@@ -3,7 +3,7 @@
  * bench_tcp.c -- rdax over TCP loopback, next to the TCP floor of the same run
  *
  *   bench_tcp [--mode sim|auto] [--iters N] [--seconds S] [--threads N]
- *             [--client-cpu C] [--daemon-cpu D] [--dir DIR]
+ *             [--client-cpu C] [--daemon-cpu D] [--dir DIR] [--tls]
  *
  * Starts its own rdaxd (default: sim mode -- the power-fail simulator, a
  * flush is a pwrite of the flushed lines into the page cache, no disk I/O;
@@ -19,6 +19,11 @@
  * ping-pong between two threads of this program (round-trip p50/p99, and
  * its rate), and a one-way 1 MiB-message stream (bandwidth). Each rdax
  * figure is printed with its ratio to the matching floor figure.
+ *
+ * With --tls the daemon also offers TLS (--tls on, a PSK made for the run)
+ * and every rdax figure is measured a second time, in the same run against
+ * the same daemon and volume, over an rdaxs:// connection: a second table
+ * gives TLS beside plain and their ratio (docs/security.md).
  *
  * A benchmark, not a test: it prints one table and never passes or fails
  * on the numbers (exit status only reports that something did not run).
@@ -42,8 +47,8 @@
 #include "librdax.h"
 
 #define VOL_SIZE (256ULL << 20)
-#define SMALL 4096
-#define BIG (1U << 20)
+#define SMALL	 4096
+#define BIG	 (1U << 20)
 
 struct opts {
 	const char *mode;
@@ -52,6 +57,15 @@ struct opts {
 	unsigned threads;
 	int client_cpu, daemon_cpu;
 	const char *dir;
+	bool tls;
+};
+
+/* The rdax figures of one connection. */
+struct figures {
+	double wf50, wf99; /* QD1 write + fsync, two RPCs (us) */
+	double dw50, dw99; /* QD1 durable write, one RPC (us) */
+	double iops;	   /* QD32 4 KiB writes */
+	double bw;	   /* QD8 1 MiB writes, MiB/s */
 };
 
 static double now_us(void)
@@ -150,7 +164,7 @@ static void *floor_server(void *arg)
 static int floor_connect(struct floor_srv *s, pthread_t *th)
 {
 	s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 	if (bind(s->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s->lfd, 1) < 0 ||
 	    getsockname(s->lfd, (struct sockaddr *)&a, &alen) < 0)
@@ -167,7 +181,7 @@ static int floor_connect(struct floor_srv *s, pthread_t *th)
 /* floor_pingpong -- 64-byte round trips: p50 and p99 in microseconds, rate = 1 / mean */
 static void floor_pingpong(const struct opts *o, double *p50, double *p99, double *rate)
 {
-	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 0 };
+	struct floor_srv s = {.cpu = o->daemon_cpu, .mode = 0};
 	pthread_t th;
 	int fd = floor_connect(&s, &th);
 	if (fd < 0) {
@@ -176,7 +190,7 @@ static void floor_pingpong(const struct opts *o, double *p50, double *p99, doubl
 	}
 	unsigned n = o->iters * 2;
 	double *lat = malloc(n * sizeof(double));
-	char b[64] = { 0 };
+	char b[64] = {0};
 	for (unsigned i = 0; i < n / 10; i++) /* warm up */
 		if (write_full(fd, b, 64) || read_full(fd, b, 64))
 			exit(1);
@@ -202,7 +216,7 @@ struct acker {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned inflight;
-	bool done;	/* the sender sent its last message */
+	bool done; /* the sender sent its last message */
 	uint64_t acked;
 };
 
@@ -233,13 +247,13 @@ static void *floor_acker(void *arg)
  */
 static double floor_stream(const struct opts *o)
 {
-	struct floor_srv s = { .cpu = o->daemon_cpu, .mode = 1 };
+	struct floor_srv s = {.cpu = o->daemon_cpu, .mode = 1};
 	pthread_t th, ath;
 	int fd = floor_connect(&s, &th);
 	if (fd < 0)
 		exit(1);
 	uint8_t *b = calloc(1, BIG);
-	struct acker a = { .fd = fd };
+	struct acker a = {.fd = fd};
 	pthread_mutex_init(&a.lock, NULL);
 	pthread_cond_init(&a.cond, NULL);
 	pthread_create(&ath, NULL, floor_acker, &a);
@@ -270,8 +284,8 @@ static double floor_stream(const struct opts *o)
 
 /* --- rdax --------------------------------------------------------------- */
 
-static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool durable,
-			    double *p50, double *p99)
+static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool durable, double *p50,
+			    double *p99)
 {
 	uint8_t buf[SMALL];
 	memset(buf, 0x5a, sizeof(buf));
@@ -311,7 +325,8 @@ static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const str
 	bool stop = false;
 	while (!stop || rdax_inflight(c) > 0) {
 		while (!stop && rdax_inflight(c) < qd) {
-			uint64_t off = (next++ * 7919 % slots) * bs; /* scattered, no overlap in flight */
+			uint64_t off =
+			    (next++ * 7919 % slots) * bs; /* scattered, no overlap in flight */
 			int ret = rdax_submit_write(v, off, buf, bs, 0, next);
 			if (ret == -EAGAIN)
 				break;
@@ -335,6 +350,53 @@ static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const str
 	if (ret)
 		die("fsync", ret);
 	return (double)done / secs;
+}
+
+/* measure -- every rdax figure over @c (volume @v) */
+static void measure(struct rdax_conn *c, struct rdax_volume *v, const struct opts *o,
+		    struct figures *f)
+{
+	lat_write_fsync(v, o, false, &f->wf50, &f->wf99);
+	lat_write_fsync(v, o, true, &f->dw50, &f->dw99);
+	f->iops = async_writes(c, v, o, SMALL, 32);
+	f->bw = async_writes(c, v, o, BIG, 8) * BIG / (1 << 20);
+}
+
+/* tls_table -- TLS beside plain, in the same run */
+static void tls_table(const struct figures *p, const struct figures *t)
+{
+	printf("\n%-44s %14s %14s %9s\n", "rdaxs:// (TLS, PSK) beside tcp://", "TLS", "plain",
+	       "TLS/plain");
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB write + fsync (2 RPCs) p50 (us)", t->wf50,
+	       p->wf50, t->wf50 / p->wf50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p50 (us)", t->dw50,
+	       p->dw50, t->dw50 / p->dw50);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p99 (us)", t->dw99,
+	       p->dw99, t->dw99 / p->dw99);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD32 4 KiB writes (IOPS)", t->iops, p->iops,
+	       t->iops / p->iops);
+	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s)", t->bw, p->bw,
+	       t->bw / p->bw);
+}
+
+/* connect_tls -- a second connection to @d over rdaxs:// with the run's PSK, and its volume */
+static void connect_tls(const struct hx_daemon *d, const char *psk, struct rdax_conn **c,
+			struct rdax_volume **v)
+{
+	struct rdax_conn_opts *co;
+	rdax_conn_opts_new(&co);
+	rdax_conn_opts_set_queue_depth(co, 64);
+	rdax_conn_opts_set_tls_psk(co, psk, NULL);
+	char url[96];
+	snprintf(url, sizeof(url), "rdaxs://127.0.0.1:%d", d->port);
+	int ret = rdax_connect(url, co, c);
+	rdax_conn_opts_delete(&co);
+	if (ret) {
+		fprintf(stderr, "bench_tcp: %s\n", rdax_connect_last_error());
+		die("connect rdaxs://", ret);
+	}
+	if ((ret = rdax_volume_open(*c, "bench", v)))
+		die("volume over TLS", ret);
 }
 
 /* daemon_cpus -- the CPUs the daemon's threads last ran on, as a list "1" or "0,1" */
@@ -383,32 +445,59 @@ static void daemon_cpus(pid_t pid, char *out, size_t len)
 static void usage(void)
 {
 	fprintf(stderr, "usage: bench_tcp [--mode sim|auto] [--iters N] [--seconds S] "
-			"[--threads N] [--client-cpu C] [--daemon-cpu D] [--dir DIR]\n");
+			"[--threads N] [--client-cpu C] [--daemon-cpu D] [--dir DIR] [--tls]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "mode", required_argument, NULL, 'm' },	{ "iters", required_argument, NULL, 'i' },
-		{ "seconds", required_argument, NULL, 's' },	{ "threads", required_argument, NULL, 't' },
-		{ "client-cpu", required_argument, NULL, 'c' }, { "daemon-cpu", required_argument, NULL, 'd' },
-		{ "dir", required_argument, NULL, 'D' },	{ NULL, 0, NULL, 0 },
+	    {"mode", required_argument, NULL, 'm'},
+	    {"iters", required_argument, NULL, 'i'},
+	    {"seconds", required_argument, NULL, 's'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"client-cpu", required_argument, NULL, 'c'},
+	    {"daemon-cpu", required_argument, NULL, 'd'},
+	    {"dir", required_argument, NULL, 'D'},
+	    {"tls", no_argument, NULL, 'T'},
+	    {NULL, 0, NULL, 0},
 	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	struct opts o = { .mode = "sim", .iters = 5000, .seconds = 3, .threads = 1,
-			  .client_cpu = 0, .daemon_cpu = ncpu > 1 ? 1 : 0 };
+	struct opts o = {.mode = "sim",
+			 .iters = 5000,
+			 .seconds = 3,
+			 .threads = 1,
+			 .client_cpu = 0,
+			 .daemon_cpu = ncpu > 1 ? 1 : 0};
 	int c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'm': o.mode = optarg; break;
-		case 'i': o.iters = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 's': o.seconds = atof(optarg); break;
-		case 't': o.threads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'c': o.client_cpu = atoi(optarg); break;
-		case 'd': o.daemon_cpu = atoi(optarg); break;
-		case 'D': o.dir = optarg; break;
-		default: usage();
+		case 'm':
+			o.mode = optarg;
+			break;
+		case 'i':
+			o.iters = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 's':
+			o.seconds = atof(optarg);
+			break;
+		case 't':
+			o.threads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'c':
+			o.client_cpu = atoi(optarg);
+			break;
+		case 'd':
+			o.daemon_cpu = atoi(optarg);
+			break;
+		case 'D':
+			o.dir = optarg;
+			break;
+		case 'T':
+			o.tls = true;
+			break;
+		default:
+			usage();
 		}
 	}
 	if ((strcmp(o.mode, "sim") && strcmp(o.mode, "auto")) || o.iters < 10 || o.seconds <= 0 ||
@@ -424,8 +513,26 @@ int main(int argc, char **argv)
 	if (pin_self(o.client_cpu))
 		fprintf(stderr, "bench_tcp: cannot pin the client to CPU %d\n", o.client_cpu);
 	struct hx_daemon d;
-	struct hx_daemon_opts dopts = { .ns_size = "1G", .mode = o.mode, .threads = o.threads,
-					.cpu_mask = 1UL << o.daemon_cpu };
+	struct hx_daemon_opts dopts = {
+	    .ns_size = "1G", .mode = o.mode, .threads = o.threads, .cpu_mask = 1UL << o.daemon_cpu};
+	char psk[320];
+	if (o.tls) {
+		/* a key for this run: 32 bytes of a splitmix64 stream seeded by the clock */
+		uint64_t seed = (uint64_t)hx_now_ms();
+		char line[128];
+		int n = snprintf(line, sizeof(line), "bench:");
+		for (int i = 0; i < 4; i++)
+			n += snprintf(line + n, sizeof(line) - (size_t)n, "%016llx",
+				      (unsigned long long)hx_splitmix64(&seed));
+		line[n++] = '\n';
+		snprintf(psk, sizeof(psk), "%s/bench.psk", dir);
+		if ((ret = hx_write_file(psk, line, (size_t)n)))
+			die("psk file", ret);
+		dopts.extra_args[0] = "--tls";
+		dopts.extra_args[1] = "on";
+		dopts.extra_args[2] = "--tls-psk";
+		dopts.extra_args[3] = psk;
+	}
 	if (hx_daemon_start(&d, dir, &dopts) != 0) {
 		fprintf(stderr, "bench_tcp: rdaxd did not start\n");
 		return 1;
@@ -454,11 +561,18 @@ int main(int argc, char **argv)
 	floor_pingpong(&o, &f50, &f99, &frate);
 	double fbw = floor_stream(&o);
 
-	double wf50, wf99, dw50, dw99;
-	lat_write_fsync(v, &o, false, &wf50, &wf99);
-	lat_write_fsync(v, &o, true, &dw50, &dw99);
-	double iops = async_writes(conn, v, &o, SMALL, 32);
-	double bw = async_writes(conn, v, &o, BIG, 8) * BIG / (1 << 20);
+	struct figures pf, tf;
+	measure(conn, v, &o, &pf);
+	double wf50 = pf.wf50, wf99 = pf.wf99, dw50 = pf.dw50, dw99 = pf.dw99;
+	double iops = pf.iops, bw = pf.bw;
+	if (o.tls) {
+		struct rdax_conn *tc;
+		struct rdax_volume *tv;
+		connect_tls(&d, psk, &tc, &tv);
+		measure(tc, tv, &o, &tf);
+		rdax_volume_close(&tv);
+		rdax_disconnect(&tc);
+	}
 
 	char where[256];
 	daemon_cpus(d.pid, where, sizeof(where));
@@ -491,6 +605,8 @@ int main(int argc, char **argv)
 	       frate, iops / frate);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
 	       fbw, bw / fbw);
+	if (o.tls)
+		tls_table(&pf, &tf);
 
 	rdax_volume_close(&v);
 	rdax_disconnect(&conn);

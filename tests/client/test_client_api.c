@@ -54,7 +54,13 @@ static void rdax_strerror__project_codes_match_the_server(void **state)
 	assert_string_equal(rdax_strerror(-ENOENT), strerror(ENOENT));
 	assert_string_equal(rdax_strerror(0), "success");
 	assert_int_equal(RDAX_E_FIRST, 4096);
-	assert_int_equal(RDAX_E_LAST, RDAX_E_TOO_BIG + 1);
+	assert_string_equal(rdax_strerror(-RDAX_E_STALE_EPOCH),
+			    "request of an older epoch than the replica has seen");
+	assert_string_equal(rdax_strerror(-RDAX_E_NOT_PRIMARY),
+			    "this node is not the volume's primary");
+	assert_string_equal(rdax_strerror(-RDAX_E_NO_QUORUM),
+			    "the cluster's store cannot be reached");
+	assert_int_equal(RDAX_E_LAST, RDAX_E_NO_QUORUM + 1);
 }
 
 static void rdax_conn_opts__checks_arguments(void **state)

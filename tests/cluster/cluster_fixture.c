@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+const char *nx_cluster_extra_arg;
+
 uint64_t nx_seed(int argc, char **argv)
 {
 	uint64_t seed = 1;
@@ -40,7 +42,8 @@ int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_
 		snprintf(spec, sizeof(spec), "--cluster=%s", cl->etcd.spec);
 		snprintf(name, sizeof(name), "--node=n%u", i + 1);
 		snprintf(zone, sizeof(zone), "--zone=%s", zones ? zones[i] : "");
-		const char *args[] = {spec, name, zones ? zone : NULL, NULL};
+		const char *args[] = {spec, name, zones ? zone : nx_cluster_extra_arg,
+				      zones ? nx_cluster_extra_arg : NULL, NULL};
 		if (mkdir(dir, 0700) < 0 ||
 		    nx_node_start_args(&cl->node[i], &cl->net, i, dir, join ? args : NULL) != 0)
 			return -1;

@@ -28,6 +28,9 @@ struct nx_cluster {
 	unsigned n;
 };
 
+/* One more rdaxd flag for every joined node (e.g. "--lease-ttl=2"); NULL: none. */
+extern const char *nx_cluster_extra_arg;
+
 /* nx_seed -- --seed N from argv, else $RDAX_CLUSTER_SEED, else 1 */
 uint64_t nx_seed(int argc, char **argv);
 

@@ -42,9 +42,11 @@ static void set_url(struct nx_node *nd)
 		snprintf(nd->url, sizeof(nd->url), "%s", nd->d.url);
 }
 
+const char *nx_node_ns_size = "64M";
+
 static int first_start(struct nx_node *nd)
 {
-	struct hx_daemon_opts o = {.mode = "sim", .ns_size = "64M"};
+	struct hx_daemon_opts o = {.mode = "sim", .ns_size = nx_node_ns_size};
 	unsigned n = 0;
 	if (nx_node_ns(nd->net, nd->i)) {
 		o.extra_args[n++] = "--listen";

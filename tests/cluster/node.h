@@ -38,7 +38,12 @@ struct nx_node {
 	char args[6][256]; /* nx_node_start_args: more rdaxd flags */
 };
 
-/* nx_node_start -- rdaxd for node @i of @x (sim mode, 64M namespace file in @dir); 0 or -errno */
+/* The size of a node's namespace file (rdaxd --namespace ...,size=): "64M" unless a test sets it.
+ */
+extern const char *nx_node_ns_size;
+
+/* nx_node_start -- rdaxd for node @i of @x (sim mode, nx_node_ns_size namespace in @dir); 0 or
+ * -errno */
 int nx_node_start(struct nx_node *nd, struct nx_net *x, unsigned i, const char *dir);
 
 /*

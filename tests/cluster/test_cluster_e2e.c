@@ -32,9 +32,11 @@
 
 #include "checker.h"
 #include "cluster_fixture.h"
+#include "conn.h"
 #include "cluster_meta.h"
 #include "etcd.h"
 #include "librdax.h"
+#include "member.h"
 
 #define NODES	3
 #define NBLOCKS 512
@@ -58,17 +60,7 @@ static int teardown(void **state)
 /* volume -- the volume key of "e2e" */
 static void volume(struct cluster_volume_rec *v)
 {
-	struct etcd_client *e;
-	char err[256], key[CLUSTER_KEY_MAX];
-	assert_int_equal(etcd_client_new(cl.etcd.spec, NULL, &e, err, sizeof(err)), 0);
-	cluster_key(key, sizeof(key), "default", "volumes", volname, NULL);
-	struct etcd_range_result r;
-	assert_int_equal(etcd_get(e, key, false, &r), 0);
-	assert_int_equal(r.count, 1);
-	assert_int_equal(
-	    cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, v, err, sizeof(err)), 0);
-	etcd_range_result_free(&r);
-	etcd_client_delete(&e);
+	assert_int_equal(nx_volume_key(cl.etcd.spec, volname, v), 0);
 }
 
 static unsigned idx(const char *node)
@@ -124,8 +116,8 @@ static void verify(struct ck *ck)
 		unsigned i = idx(rec.isr[k]);
 		struct rdax_conn *c;
 		struct rdax_volume *v;
-		assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-		assert_int_equal(rdax_volume_open(c, volname, &v), 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, rec.isr[k], cl.node[i].url, volname, &c, &v), 0);
 		int ret = ck_verify(ck, v);
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
@@ -133,6 +125,88 @@ static void verify(struct ck *ck)
 			fail_msg("ISR member %s: %s", rec.isr[k], ck->why);
 		printf("  %s (in the ISR) reads back every acknowledged block\n", rec.isr[k]);
 	}
+}
+
+/*
+ * rejoin -- checker steps through the primary until @victim is back in
+ * etcd's ISR (rdaxd resyncs it while the writes go on); the steps taken
+ */
+static unsigned rejoin(struct ck *ck, unsigned primary, unsigned victim)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	char name[8];
+	snprintf(name, sizeof(name), "n%u", victim + 1);
+	assert_int_equal(rdax_connect(cl.node[primary].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, volname, &v), 0);
+	unsigned steps = 0;
+	struct cluster_volume_rec rec;
+	for (volume(&rec); !cluster_name_in(rec.isr, rec.nisr, name); volume(&rec)) {
+		if (steps++ > 600)
+			fail_msg("%s did not rejoin the ISR of %s", name, volname);
+		assert_int_equal(ck_step(ck, v, 3), 0);
+		usleep(50 * 1000);
+	}
+	/* a few more: the rejoined member gets the writes and fsyncs as any ISR member */
+	for (unsigned i = 0; i < 10; i++)
+		assert_int_equal(ck_step(ck, v, 3), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	printf("  %s back in the ISR of %s after %u checker steps during its resync\n", name,
+	       volname, steps);
+	return steps;
+}
+
+/* same_copy -- node @i's whole copy equals the primary's (byte compare) */
+static void same_copy(unsigned primary, unsigned i)
+{
+	struct cluster_volume_rec rec;
+	volume(&rec);
+	uint8_t *a = malloc(rec.size), *b = malloc(rec.size);
+	assert_non_null(a);
+	assert_non_null(b);
+	uint8_t *bufs[2] = {a, b};
+	unsigned who[2] = {primary, i};
+	for (unsigned k = 0; k < 2; k++) {
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		char nd[8];
+		snprintf(nd, sizeof(nd), "n%u", who[k] + 1);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, nd, cl.node[who[k]].url, volname, &c, &v), 0);
+		assert_int_equal(rdax_read(v, 0, bufs[k], rec.size), 0);
+		rdax_volume_close(&v);
+		rdax_disconnect(&c);
+	}
+	if (memcmp(a, b, rec.size) != 0)
+		fail_msg("n%u's copy of %s differs from the primary's", i + 1, volname);
+	printf("  n%u's whole copy (%" PRIu64 " bytes) equals the primary's\n", i + 1, rec.size);
+	free(a);
+	free(b);
+}
+
+/* info_json -- rdax volume info --json of @volname: the replica @node's state and shipped bytes */
+static void info_state(const char *node, char *state, size_t len, uint64_t *shipped)
+{
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume",
+			      "info",	     volname,	  "--json",	NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	assert_int_equal(r.status, 0);
+	/* "node": "n2", "state": "in-sync", ... "resync_bytes_shipped": N -- in this order */
+	char pat[32];
+	snprintf(pat, sizeof(pat), "\"node\": \"%s\"", node);
+	const char *at = strstr(r.out, pat);
+	assert_non_null(at);
+	const char *st = strstr(at, "\"state\": \"");
+	assert_non_null(st);
+	st += strlen("\"state\": \"");
+	size_t n = strcspn(st, "\"");
+	snprintf(state, len, "%.*s", (int)n, st);
+	const char *sh = strstr(at, "\"resync_bytes_shipped\": ");
+	assert_non_null(sh);
+	*shipped = strtoull(sh + strlen("\"resync_bytes_shipped\": "), NULL, 10);
+	hx_run_free(&r);
 }
 
 static void test_replica_killed(void **state)
@@ -155,9 +229,28 @@ static void test_replica_killed(void **state)
 	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
 	assert_int_equal(round_with_fault(&ck, primary, victim, false), 0);
 	verify(&ck);
+	/* the restarted replica is resynced by rdaxd while the checker writes, and rejoins */
+	rejoin(&ck, primary, victim);
+	verify(&ck);
+	same_copy(primary, victim);
+	char vn[8], st[16];
+	uint64_t shipped;
+	snprintf(vn, sizeof(vn), "n%u", victim + 1);
+	for (unsigned i = 0; i < 50; i++) { /* status keys follow within a tick */
+		info_state(vn, st, sizeof(st), &shipped);
+		if (strcmp(st, "in-sync") == 0 && shipped > 0)
+			break;
+		usleep(100 * 1000);
+	}
+	printf("  volume info: %s %s, %" PRIu64 " bytes shipped by resyncs\n", vn, st, shipped);
+	assert_string_equal(st, "in-sync");
+	assert_true(shipped > 0);
 	unsigned second = (primary + 2) % NODES;
 	assert_int_equal(round_with_fault(&ck, primary, second, true), 0);
 	verify(&ck);
+	rejoin(&ck, primary, second);
+	verify(&ck);
+	same_copy(primary, second);
 
 	/*
 	 * control: the primary acknowledges without waiting for its replicas. A
@@ -180,14 +273,154 @@ static void test_replica_killed(void **state)
 	unsigned v = round_with_fault(&ck, primary, (primary + 1) % NODES, true);
 	printf("  control repl-ack-early: %u violation(s) seen\n", v);
 	assert_true(v > 0);
+	/* the control's node runs without the fault from here on */
 	cl.node[primary].d.opts.faults = NULL;
+	assert_int_equal(nx_node_kill(&cl.node[primary]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[primary]), 0);
 	ck_free(&ck);
+}
+
+/* create -- rdax --cluster ... volume create @name @size --replicas 3 */
+static void create(const char *name, const char *size)
+{
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
+			      "20",	     "volume",	   "create",	 name,
+			      size,	     "--replicas", "3",		 NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	if (r.status)
+		fail_msg("volume create %s: %s", name, r.err);
+	hx_run_free(&r);
+}
+
+/*
+ * stale_write -- open "fen" on node @i as @primary's link at @epoch and write
+ * @byte at 0: the open's code, then the write's (1 if the open failed)
+ */
+static int stale_write(unsigned i, const char *primary, uint64_t epoch, uint8_t byte,
+		       int *write_ret)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	static uint8_t buf[4096];
+	memset(buf, byte, sizeof(buf));
+	*write_ret = 1;
+	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
+	int ret = conn_volume_open_replica(c, "fen", epoch, primary, 0, &v);
+	if (ret == 0) {
+		*write_ret = rdax_write(v, 0, buf, sizeof(buf), RDAX_WRITE_FSYNC);
+		rdax_volume_close(&v);
+	}
+	rdax_disconnect(&c);
+	return ret;
+}
+
+/* first_byte -- byte 0 of node @i's copy of "fen", read at the copy's epoch @epoch */
+static uint8_t first_byte(unsigned i, const char *primary, uint64_t epoch)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	uint8_t b = 0;
+	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
+	assert_int_equal(conn_volume_open_replica(c, "fen", epoch, primary, 0, &v), 0);
+	assert_int_equal(rdax_read(v, 0, &b, 1), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return b;
+}
+
+/*
+ * test_fence -- a replica serves only its primary, and only at the newest
+ * epoch it has seen (invariant 4), durably; control replica-no-fence
+ */
+static void test_fence(void **state)
+{
+	(void)state;
+	volname = "fen";
+	create("fen", "4M");
+	struct cluster_volume_rec rec;
+	volume(&rec);
+	unsigned p = idx(rec.primary), a = (p + 1) % NODES, b = (p + 2) % NODES;
+	char an[8], bn[8];
+	snprintf(an, sizeof(an), "n%u", a + 1);
+	snprintf(bn, sizeof(bn), "n%u", b + 1);
+	uint64_t e = rec.epoch;
+	printf("  fen: primary %s epoch %" PRIu64 "; replica %s is asked\n", rec.primary, e, an);
+
+	/* an ordinary client at a replica: refused with the primary's address */
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "fen", &v), -RDAX_E_NOT_PRIMARY);
+	printf("  client open at %s: %s (primary at %s)\n", an, rdax_conn_last_error(c),
+	       rdax_conn_primary_url(c));
+	assert_string_equal(rdax_conn_primary_url(c), cl.node[p].url);
+	rdax_disconnect(&c);
+
+	/* a link from a node that is not the primary at this epoch */
+	int w;
+	assert_int_equal(stale_write(a, bn, e, 0xbb, &w), -RDAX_E_NOT_PRIMARY);
+	/* a link of the primary at the epoch, kept open across the raise below */
+	struct rdax_conn *c2;
+	struct rdax_volume *v2;
+	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c2), 0);
+	assert_int_equal(conn_volume_open_replica(c2, "fen", e, rec.primary, 0, &v2), 0);
+	assert_int_equal(stale_write(a, rec.primary, e, 0x11, &w), 0);
+	assert_int_equal(w, 0);
+	/* a newer epoch (a failover this node may not have seen yet): accepted, persisted */
+	assert_int_equal(stale_write(a, rec.primary, e + 1, 0x22, &w), 0);
+	assert_int_equal(w, 0);
+	/* the handle opened before the raise: its write is refused, not applied */
+	static uint8_t buf[4096];
+	memset(buf, 0x44, sizeof(buf));
+	assert_int_equal(rdax_write(v2, 0, buf, sizeof(buf), RDAX_WRITE_FSYNC),
+			 -RDAX_E_STALE_EPOCH);
+	printf("  a link of epoch %" PRIu64 " after %" PRIu64 " was seen: %s\n", e, e + 1,
+	       rdax_conn_last_error(c2));
+	rdax_volume_close(&v2);
+	rdax_disconnect(&c2);
+	/* the old epoch now: refused at open; one far ahead: not believed */
+	assert_int_equal(stale_write(a, rec.primary, e, 0x33, &w), -RDAX_E_STALE_EPOCH);
+	assert_int_equal(stale_write(a, rec.primary, e + 5, 0x55, &w), -EAGAIN);
+	assert_int_equal(first_byte(a, rec.primary, e + 1), 0x22);
+
+	/* the epoch survives a power cut of the replica */
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
+	assert_int_equal(stale_write(a, rec.primary, e, 0x55, &w), -RDAX_E_STALE_EPOCH);
+	assert_int_equal(first_byte(a, rec.primary, e + 1), 0x22);
+	printf("  after kill -9 and restart %s still refuses epoch %" PRIu64 "\n", an, e);
+
+	/* the real primary's link is stale at that replica now: it leaves the ISR */
+	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "fen", &v), 0);
+	memset(buf, 0x66, sizeof(buf));
+	assert_int_equal(rdax_write(v, 4096, buf, sizeof(buf), RDAX_WRITE_FSYNC), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	volume(&rec);
+	assert_false(cluster_name_in(rec.isr, rec.nisr, an));
+	printf("  the primary's write after the raise: %s left the ISR first\n", an);
+
+	/* control: with the fence off the stale link's write lands */
+	cl.node[a].d.opts.faults = "replica-no-fence";
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
+	int open = stale_write(a, rec.primary, e, 0x77, &w);
+	uint8_t got = first_byte(a, rec.primary, e + 1);
+	printf("  control replica-no-fence: open of epoch %" PRIu64 " %d, write %d, byte 0 %#x\n",
+	       e, open, w, got);
+	assert_int_equal(got, 0x77); /* the stale write was applied: the fence is what stops it */
+	cl.node[a].d.opts.faults = NULL;
+	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
 }
 
 int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const struct CMUnitTest tests[] = {cmocka_unit_test(test_replica_killed)};
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_replica_killed),
+					   cmocka_unit_test(test_fence)};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

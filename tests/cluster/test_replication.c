@@ -67,6 +67,7 @@
 #include "etcd_fixture.h"
 #include "faults.h"
 #include "harness.h"
+#include "member.h"
 #include "net.h"
 #include "node.h"
 #include "change_record.h"
@@ -78,6 +79,7 @@
 #define NBLOCKS	 512	       /* the checker's blocks: the first 2 MiB region */
 #define DELTA	 (4ULL << 20)  /* written while n3 is away, at DELTA_AT */
 #define DELTA_AT (24ULL << 20)
+#define STALL_AT (40ULL << 20) /* the stalled-replica round's own write */
 #define LINK_MS	 500
 #define CLUSTER	 "default"
 #define PRIMARY	 "tp"
@@ -229,6 +231,15 @@ static int p_fsync(void *arg, uint64_t off, uint64_t len)
 	bool done = completion_wait(&f.c, fsync_wait_ms, &status);
 	if (!done) {
 		/* the wait belongs to rv still: leave it (the test fails) rather than free it */
+		struct repl_member_info mi[4];
+		unsigned n = repl_members(rv, mi, 4);
+		for (unsigned i = 0; i < n; i++)
+			printf("  member %s state %d link writes %" PRIu64 " fsyncs %" PRIu64
+			       " failed %d\n",
+			       mi[i].node, mi[i].state, mi[i].link.writes, mi[i].link.fsyncs,
+			       mi[i].link.failed);
+		hx_daemon_dump_log(&cl.node[1].d, 4096);
+		hx_daemon_dump_log(&cl.node[2].d, 4096);
 		fail_msg("an fsync neither acknowledged nor failed in %d ms", fsync_wait_ms);
 	}
 	if (status == 0 && down_node && in_isr(down_node)) {
@@ -255,8 +266,8 @@ static void verify_isr(struct ck *ck, const char *when)
 			continue;
 		struct rdax_conn *c;
 		struct rdax_volume *vol;
-		assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-		assert_int_equal(rdax_volume_open(c, volname, &vol), 0);
+		assert_int_equal(
+		    nx_member_open(cl.etcd.spec, nd, cl.node[i].url, volname, &c, &vol), 0);
 		int ret = ck_verify(ck, vol);
 		rdax_volume_close(&vol);
 		rdax_disconnect(&c);
@@ -265,8 +276,10 @@ static void verify_isr(struct ck *ck, const char *when)
 			printf("  VIOLATION: %s: ISR member %s: %s\n", when, nd, ck->why);
 			continue;
 		}
-		if (ret)
+		if (ret) {
+			hx_daemon_dump_log(&cl.node[i].d, 16384);
 			fail_msg("%s: ISR member %s: %s", when, nd, ck->why);
+		}
 		printf("  %s: %s (in the ISR) reads back every acknowledged block\n", when, nd);
 	}
 }
@@ -331,6 +344,8 @@ static void start_primary(void)
 			      .mapping = mapping,
 			      .size = vol_size,
 			      .epoch = 1,
+			      .primary = PRIMARY,
+			      .fence = true,
 			      .timeout_ms = LINK_MS,
 			      .shrink = on_shrink};
 	assert_int_equal(repl_start(&o, m, 2, &rv), 0);
@@ -408,13 +423,14 @@ static void *resync_thread(void *arg)
 	return NULL;
 }
 
-/* same_as_mapping -- node @i's whole volume equals the primary's copy (digest of both) */
-static void same_as_mapping(unsigned i)
+/* copy_equal -- node @i's whole volume equals the primary's copy (digest of both) */
+static bool copy_equal(unsigned i)
 {
 	struct rdax_conn *c;
 	struct rdax_volume *vol;
-	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
-	assert_int_equal(rdax_volume_open(c, volname, &vol), 0);
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", i + 1);
+	assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[i].url, volname, &c, &vol), 0);
 	uint8_t *buf = malloc(VOL_SIZE);
 	assert_non_null(buf);
 	assert_int_equal(rdax_read(vol, 0, buf, VOL_SIZE), 0);
@@ -425,15 +441,23 @@ static void same_as_mapping(unsigned i)
 	}
 	printf("  whole-volume FNV-1a: n%u %016" PRIx64 ", primary %016" PRIx64 "\n", i + 1, h1,
 	       h2);
-	assert_true(h1 == h2 && memcmp(buf, mapping, VOL_SIZE) == 0);
+	bool equal = h1 == h2 && memcmp(buf, mapping, VOL_SIZE) == 0;
 	free(buf);
 	rdax_volume_close(&vol);
 	rdax_disconnect(&c);
+	return equal;
 }
 
-/* resync_round -- DELTA written while node @who is away, then its resync while the checker writes
+static void same_as_mapping(unsigned i)
+{
+	assert_true(copy_equal(i));
+}
+
+/*
+ * resync_run_round -- DELTA written while node @who is away, then its resync
+ * while the checker writes; @full: no record slot (a full resync by digests)
  */
-static void resync_round(struct ck *ck, unsigned who)
+static void resync_run_round(struct ck *ck, unsigned who, bool full, struct resync_run *out)
 {
 	/* durable 1 MiB writes (repl_write_durable: write and fsync queued together) */
 	for (uint64_t off = DELTA_AT; off < DELTA_AT + DELTA; off += 1 << 20) {
@@ -460,9 +484,20 @@ static void resync_round(struct ck *ck, unsigned who)
 	       "written while away (%u checker steps during it)%s\n",
 	       who + 1, x.res.regions, x.res.bytes, DELTA >> 20, during,
 	       x.res.full ? ", FULL" : "");
-	/* the delta: the MiB written away plus the checker's region (what was unconfirmed) */
-	assert_false(x.res.full);
+	/*
+	 * the delta: the MiB written away plus the checker's region (what was
+	 * unconfirmed); a full resync finds the same by comparing digests
+	 */
+	assert_true(x.res.full == full);
 	assert_true(x.res.bytes <= DELTA + CHANGE_RECORD_REGION);
+	*out = x;
+}
+
+/* resync_round -- resync_run_round by the record, then every check */
+static void resync_round(struct ck *ck, unsigned who)
+{
+	struct resync_run x;
+	resync_run_round(ck, who, false, &x);
 	char nd[8];
 	snprintf(nd, sizeof(nd), "n%u", who + 1);
 	assert_true(in_isr(nd));
@@ -535,9 +570,11 @@ static void test_replication_faults(void **state)
 	assert_int_equal(nx_node_pause(&cl.node[1]), 0);
 	struct fsync_wait f = {.w = {.done = fsync_done}};
 	completion_init(&f.c);
-	memset(mapping, 0x5a, 4096);
-	repl_write(rv, 0, 4096);
-	repl_fsync(rv, 0, 4096, &f.w);
+	/* outside the checker's blocks, which are verified again below */
+	memset(mapping + STALL_AT, 0x5a, 4096);
+	repl_before_write(rv, STALL_AT, 4096);
+	repl_write(rv, STALL_AT, 4096);
+	repl_fsync(rv, STALL_AT, 4096, &f.w);
 	sleep(3); /* well past the link timeout: n2 is failed, the shrink cannot be made */
 	int early_status = 0;
 	bool early = completion_wait(&f.c, 0, &early_status);
@@ -553,6 +590,36 @@ static void test_replication_faults(void **state)
 	assert_false(in_isr("n2"));
 	printf("  etcd back: n2 left the ISR, then the fsync was acknowledged\n");
 	assert_int_equal(nx_node_resume(&cl.node[1]), 0);
+
+	/*
+	 * a lost record: n3 killed and its slot dropped, as if the record were
+	 * gone; its resync is full, and the digests ship only what differs
+	 */
+	struct resync_run x;
+	steps(&ck, 10); /* n2 back after its stall, by the record */
+	if (!in_isr("n2")) {
+		resync_run_round(&ck, 1, false, &x);
+		assert_true(in_isr("n2"));
+	}
+	kill_round(&ck);
+	change_record_slot_close(&rec, change_record_slot_find(&rec, "n3"));
+	printf("  n3's record slot dropped: a full resync by digests\n");
+	resync_run_round(&ck, 2, true, &x);
+	assert_true(in_isr("n3"));
+	steps(&ck, 5);
+	verify_isr(&ck, "after the full resync");
+	same_as_mapping(2);
+
+	/* control: every digest taken as equal -- the copies must be seen to differ */
+	kill_round(&ck);
+	change_record_slot_close(&rec, change_record_slot_find(&rec, "n3"));
+	rdax_faults.resync_digest_equal = true;
+	resync_run_round(&ck, 2, true, &x);
+	rdax_faults.resync_digest_equal = false;
+	bool equal = copy_equal(2);
+	printf("  control resync-digest-equal: %" PRIu64 " bytes shipped, n3's copy %s\n",
+	       x.res.bytes, equal ? "EQUALS the primary's (not caught)" : "differs (caught)");
+	assert_false(equal);
 
 	stop_primary();
 	printf("  %" PRIu64 " fsyncs acknowledged\n", ck.acked_fsyncs);

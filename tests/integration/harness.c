@@ -313,6 +313,12 @@ static int daemon_spawn(struct hx_daemon *d)
 	}
 	for (int i = 0; i < 8 && o->extra_args[i]; i++)
 		argv[n++] = o->extra_args[i];
+	if (hx_tls()) {
+		argv[n++] = "--tls";
+		argv[n++] = "require";
+		argv[n++] = "--tls-psk";
+		argv[n++] = d->tls_psk;
+	}
 	argv[n] = NULL;
 
 	int pipefd[2];
@@ -439,6 +445,8 @@ int hx_daemon_restart(struct hx_daemon *d)
 		if (ret < 0)
 			return ret;
 		ret = daemon_wait_ready(d);
+		if (ret == 0 && hx_tls())
+			ret = hx_tls_front(d);
 		if (ret == 0)
 			return 0;
 		char why[64];
@@ -484,6 +492,11 @@ int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon
 	if (d->opts.token_file)
 		snprintf(d->token_file, sizeof(d->token_file), "%s", d->opts.token_file);
 	d->opts.token_file = d->token_file[0] ? d->token_file : NULL;
+	if (hx_tls()) {
+		int ret = hx_tls_prepare(d);
+		if (ret)
+			return ret;
+	}
 	if (devdax) {
 		/* a fresh namespace for every daemon the test starts, as a new file would be */
 		const char *argv[] = {RDAXD_PATH, "--format", devdax, "--force", NULL};
@@ -505,6 +518,7 @@ int hx_daemon_stop(struct hx_daemon *d)
 {
 	if (d->pid <= 0)
 		return -ECHILD;
+	hx_tls_stop(d);
 	kill(d->pid, SIGTERM);
 	return hx_daemon_wait_stopped(d);
 }
@@ -515,6 +529,7 @@ int hx_daemon_wait_stopped(struct hx_daemon *d)
 		return -ECHILD;
 	char why[64];
 	int status = 0;
+	hx_tls_stop(d); /* the proxies go with the daemon */
 	int ret = wait_exit(d->pid, HX_STOP_TIMEOUT_MS, &status);
 	if (ret == -ETIMEDOUT) {
 		fprintf(stderr,
@@ -547,6 +562,7 @@ int hx_daemon_kill(struct hx_daemon *d)
 		return -ECHILD;
 	int status = 0;
 	kill(d->pid, SIGKILL);
+	hx_tls_stop(d);
 	int ret = wait_exit(d->pid, HX_STOP_TIMEOUT_MS, &status);
 	d->pid = 0;
 	d->exit_status = status;

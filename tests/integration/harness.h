@@ -29,6 +29,10 @@
  *   RDAX_IT_RDMA_BUSY_POLL=USEC  with RDAX_IT_RDMA: daemons run with
  *                      --rdma-busy-poll USEC (their loops spin on the CQs).
  *   RDAX_IT_LOG=LEVEL  the log level of daemons whose test names none.
+ *   RDAX_IT_TLS=psk    daemons run with --tls require and a PSK, each
+ *                      listener behind a tls_proxy (harness_tls.c): d->port,
+ *                      d->url and the ready line's nbd:// port are the
+ *                      proxies', so the tests' plaintext reaches rdaxd in TLS.
  *
  * Thread safety: a struct hx_daemon belongs to one thread. hx_daemon_start
  * must be called from the main thread: the daemon gets PR_SET_PDEATHSIG,
@@ -82,7 +86,18 @@ struct hx_daemon {
 	bool devdax;	 /* ns_path is RDAX_IT_NS */
 	int exit_status; /* wait status of the last exit, -1 if none */
 	struct hx_daemon_opts opts;
+	char tls_psk[320];   /* RDAX_IT_TLS: the daemon's PSK file */
+	pid_t tls_proxy[2];  /* RDAX_IT_TLS: the proxies of tcp:// and nbd:// (0: none) */
 };
+
+/* hx_tls -- RDAX_IT_TLS=psk: daemons behind TLS proxies (harness_tls.c) */
+bool hx_tls(void);
+/* hx_tls_prepare -- write the daemon's PSK file in d->dir; 0 or -errno */
+int hx_tls_prepare(struct hx_daemon *d);
+/* hx_tls_front -- the daemon is ready: put the proxies in front; 0 or -errno */
+int hx_tls_front(struct hx_daemon *d);
+/* hx_tls_stop -- end the proxies (with the daemon) */
+void hx_tls_stop(struct hx_daemon *d);
 
 /* hx_rdma_addr -- RDAX_IT_RDMA: the RDMA address of this run, NULL over TCP */
 const char *hx_rdma_addr(void);

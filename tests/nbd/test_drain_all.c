@@ -14,8 +14,14 @@
  * transport -- loses its replies, then the end of the drain; the daemon
  * exits 0. Before, TCP, NBD and RDMA were drained one after another, each
  * with its own timeout: that shows as one timeout line per transport, in
- * turn. No wall-clock threshold is asserted; the harness's stop bound is
- * only a hang guard.
+ * turn.
+ *
+ * With as many workers as transports, each slow connection on its own
+ * worker, every worker must be told to drain before the first drain
+ * timeout fires (then their timeouts run together); its control,
+ * RDAX_FAULTS=drain-one-by-one, drains the workers one after another and
+ * must be caught by the same check. No wall-clock threshold is asserted;
+ * the harness's stop bound is only a hang guard.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -130,13 +136,20 @@ static void slow_native(struct wconn *w, bool tcp, int port)
 	send_reads(w, handle, tcp ? READS : READS_RDMA);
 }
 
-static void sigterm__drains_every_transport_at_once(void **state)
+/*
+ * drain_run -- a daemon of @threads workers, one slow client per transport
+ * (each on its own worker when @threads is the number of transports:
+ * consecutive connections go to consecutive workers), then SIGTERM; the
+ * daemon's log in *log (malloc'd), the number of transports in *transports
+ */
+static void drain_run(unsigned threads, const char *faults, char **log, unsigned *transports)
 {
 	char dir[256];
 	assert_int_equal(hx_tmpdir_make("drain-all", dir, sizeof(dir)), 0);
 	struct nt_daemon n;
 	memset(&n, 0, sizeof(n));
-	struct hx_daemon_opts o = {.ns_size = "256M", .threads = 1, .log_level = "info"};
+	struct hx_daemon_opts o = {
+	    .ns_size = "256M", .threads = threads, .log_level = "info", .faults = faults};
 	assert_int_equal(nt_daemon_start(&n, dir, &o), 0);
 	assert_int_equal(nt_volume_create(&n, "v", VOL_SIZE), 0);
 	bool rdma = hx_rdma_addr() != NULL;
@@ -164,12 +177,42 @@ static void sigterm__drains_every_transport_at_once(void **state)
 
 	assert_int_equal(hx_daemon_stop(&n.d), 0);
 
-	uint8_t *log;
+	uint8_t *raw;
 	size_t len;
-	assert_int_equal(nt_read_file(n.d.log_path, &log, &len), 0);
-	log[len] = '\0';
-	const char *s = (const char *)log;
-	unsigned transports = rdma ? 3 : 2;
+	assert_int_equal(nt_read_file(n.d.log_path, &raw, &len), 0);
+	raw[len] = '\0';
+	*log = (char *)raw;
+	*transports = rdma ? 3 : 2;
+	if (!strstr(*log, "nbd:127.0.0.1:"))
+		fprintf(stderr, "no NBD connection in the daemon's log:\n%s\n", *log);
+	assert_non_null(strstr(*log, "nbd:127.0.0.1:"));
+
+	wire_close(&tcp);
+	if (rdma)
+		wire_close(&rd);
+	nt_raw_close(&nbd);
+	hx_tmpdir_remove(dir);
+}
+
+/*
+ * workers_told_first -- did every worker start its drain before any drain
+ * timeout fired? (All are told at once and a timeout is 10 s away; drained
+ * one after another, a worker is told only after the previous one's timeout.)
+ */
+static bool workers_told_first(const char *log)
+{
+	const char *first_timeout = strstr(log, "drain timeout:");
+	const char *last_told = NULL;
+	for (const char *p = strstr(log, "drain started"); p; p = strstr(p + 1, "drain started"))
+		last_told = p;
+	return first_timeout && last_told && last_told < first_timeout;
+}
+
+static void sigterm__drains_every_transport_at_once(void **state)
+{
+	char *s;
+	unsigned transports;
+	drain_run(1, NULL, &s, &transports);
 	/* one drain for all: started once, timed out once, each slow client lost its replies */
 	assert_int_equal(count(s, "draining the connections of every transport"), 1);
 	assert_int_equal(count(s, "drain timeout:"), 1);
@@ -184,14 +227,46 @@ static void sigterm__drains_every_transport_at_once(void **state)
 	const char *end = strstr(s, "every connection closed");
 	assert_non_null(end);
 	assert_true(start < lost && lost < timeout && timeout < end);
-	assert_non_null(strstr(s, "nbd:127.0.0.1:"));
-	free(log);
+	free(s);
+}
 
-	wire_close(&tcp);
-	if (rdma)
-		wire_close(&rd);
-	nt_raw_close(&nbd);
-	hx_tmpdir_remove(dir);
+/*
+ * sigterm__drains_every_worker_at_once -- one slow client per transport,
+ * each on its own worker: every worker's drain starts before the first
+ * drain timeout, so the shutdown waits one timeout, not one per worker
+ */
+static void sigterm__drains_every_worker_at_once(void **state)
+{
+	char *s;
+	unsigned transports;
+	unsigned threads = hx_rdma_addr() ? 3 : 2;
+	drain_run(threads, NULL, &s, &transports);
+	assert_int_equal(transports, threads);
+	assert_int_equal(count(s, "draining the connections of every transport"), 1);
+	assert_int_equal(count(s, "drain started"), threads);
+	/* each slow client on its own worker: a timeout per worker, one connection each */
+	assert_int_equal(count(s, "drain timeout: 1 connection(s) lost"), threads);
+	assert_int_equal(count(s, "replies not taken"), transports);
+	assert_true(workers_told_first(s));
+	assert_non_null(strstr(s, "every connection closed"));
+	free(s);
+}
+
+/*
+ * sigterm__drain_one_by_one_control_caught -- the control: with the
+ * workers drained one after another (RDAX_FAULTS=drain-one-by-one) the
+ * same check sees a worker told only after a drain timeout
+ */
+static void sigterm__drain_one_by_one_control_caught(void **state)
+{
+	char *s;
+	unsigned transports;
+	unsigned threads = hx_rdma_addr() ? 3 : 2;
+	drain_run(threads, "drain-one-by-one", &s, &transports);
+	assert_int_equal(count(s, "drain started"), threads);
+	assert_int_equal(count(s, "drain timeout: 1 connection(s) lost"), threads);
+	assert_false(workers_told_first(s));
+	free(s);
 }
 
 int main(void)
@@ -199,6 +274,8 @@ int main(void)
 	nt_env_init();
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(sigterm__drains_every_transport_at_once),
+	    cmocka_unit_test(sigterm__drains_every_worker_at_once),
+	    cmocka_unit_test(sigterm__drain_one_by_one_control_caught),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,10 +7,17 @@
 #     over tcp:// only does start (the control).
 #  2. sim mode on an emulated file namespace (files in the VM's /tmp):
 #     the one-sided tests, the integration and bad-input suites over
-#     rdma://, the power cut with one-sided writes and its control.
+#     rdma://, the power cut with one-sided writes and its control;
+#     `rdax powercut` with one-sided writes in flight and its controls;
+#     the write log of one-sided writes against a real cut, and its control;
+#     the third persistence example: ext4 on an rdax volume through the
+#     kernel's NBD client, every crash state of its run checked by e2fsck,
+#     and its control (no journal).
 #  3. the NVDIMM becomes devdax (ndctl) and the one-sided tests, the
 #     integration and bad-input suites run again against /dev/dax0.0
 #     (auto mode: CLWB + SFENCE).
+#  Before and after 3, rdax namespace list and the metrics name the kind
+#  (fsdax, devdax) and what the emulated device says of its health.
 # Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
 # log of a failed check is printed (its tail) and kept in LOG_DIR.
 set -u
@@ -18,7 +25,8 @@ logs=$1
 shift
 for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
-export ip=${VMTEST_IP:?not in the VM} logs
+: "${IT_POWERCUT:?}" "${EXT4_NBD:?}" "${IT_CRASH_STATES:?}"
+export ip=${RDAX_VM_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -69,16 +77,97 @@ fsdax_refused() {
 	echo "refused over rdma://, served over tcp://"
 }
 
+# ns_health -- rdaxd on namespace $1 (mode auto, tcp:// and --metrics): rdax namespace list
+# says kind $2, the metrics name it too; what the emulated NVDIMM reports of its
+# health (qemu's has no unsafe-shutdown count) is printed, and must be well formed
+ns_health() {
+	local ns=$1 kind=$2 out="$logs/health-$2.out" pid i json url
+	if [ -c "$ns" ]; then "$RDAXD" --format "$ns" --force || return 1; fi
+	"$RDAXD" --namespace "$ns" --listen tcp://127.0.0.1:7392 --metrics http://127.0.0.1:0 \
+		>"$out" 2>&1 &
+	pid=$!
+	for i in $(seq 1 240); do
+		grep -q "rdaxd: ready" "$out" && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.5
+	done
+	grep -q "rdaxd: ready" "$out" || { cat "$out"; kill $pid; return 1; }
+	json=$("$RDAX" --server tcp://127.0.0.1:7392 namespace list --json) || { kill $pid; return 1; }
+	"$RDAX" --server tcp://127.0.0.1:7392 namespace list
+	url=$(sed -n 's/.*metrics \(http:[^ ]*\).*/\1/p' "$out" | head -n 1)
+	curl -sf "$url" >"$logs/health-$kind.metrics" || { echo "no metrics at $url"; kill $pid; return 1; }
+	kill -TERM $pid && wait $pid || { echo "rdaxd did not exit 0"; return 1; }
+	echo "$json"
+	echo "$json" | grep -q "\"kind\":\"$kind\"" || { echo "kind is not $kind"; return 1; }
+	echo "$json" | grep -Eq '"unsafe_shutdown_count":(null|[0-9]+)' || return 1
+	echo "$json" | grep -Eq '"badblocks_supported":(true|false)' || return 1
+	grep -q "^rdax_namespace_info{.*kind=\"$kind\"" "$logs/health-$kind.metrics" ||
+		{ echo "metrics without kind $kind"; return 1; }
+	grep -E "^rdax_namespace_(media_health|unsafe|bad)" "$logs/health-$kind.metrics"
+}
+
 # to_devdax -- turn the NVDIMM into /dev/dax0.0
 to_devdax() {
 	umount /mnt/pmem && ndctl create-namespace -f -e namespace0.0 -m devdax >/dev/null &&
 		test -c /dev/dax0.0
 }
 
-export -f fsdax_refused to_devdax
+# rdma_auth -- rdma:// with --tls require and a PSK: signed clients served with their ACL,
+# unsigned and wrongly keyed ones refused, a replayed request refused; the control: the
+# same replay with the nonce check switched off (RDAX_FAULTS) is accepted
+rdma_auth() {
+	local d=/tmp/rdma-auth port=7393 psk wrong acl out
+	rm -rf $d && mkdir -p $d
+	psk=$d/keys.psk wrong=$d/wrong.psk acl=$d/acl
+	printf 'alice:00112233445566778899aabbccddeeff\nbob:ffeeddccbbaa99887766554433221100\n' >$psk
+	printf 'alice:0011223344556677889900aabbccddee\n' >$wrong
+	printf 'user:alice alice-* rw,create\n' >$acl
+	start() { # start [RDAX_FAULTS]
+		RDAX_FAULTS=${1:-} "$RDAXD" --namespace $d/ns,size=64M,mode=sim \
+			--listen "rdma://$ip:$port" --tls require --tls-psk $psk --acl $acl \
+			>$d/out 2>$d/err &
+		pid=$!
+		for i in $(seq 1 120); do
+			grep -q "rdaxd: ready" $d/out && return 0
+			kill -0 $pid 2>/dev/null || break
+			sleep 0.5
+		done
+		cat $d/err
+		return 1
+	}
+	start || return 1
+	local r="$RDAX --timeout 60 --server rdma://$ip:$port"
+	$r --tls-psk $psk --tls-username alice volume create alice-1 16M ||
+		{ echo "alice (signed) refused"; return 1; }
+	echo data | $r --tls-psk $psk --tls-username alice write alice-1 0 --fsync ||
+		{ echo "alice cannot write"; return 1; }
+	out=$($r --tls-psk $psk --tls-username bob volume list) ||
+		{ echo "bob (signed) refused"; return 1; }
+	echo "$out" | grep -q alice-1 && { echo "bob sees alice's volume"; return 1; }
+	$r volume list 2>&1 && { echo "an unsigned client was served"; return 1; }
+	$r --tls-psk $wrong --tls-username alice volume list 2>&1 &&
+		{ echo "a wrong key was accepted"; return 1; }
+	"$REPLAY" "$ip" $port $psk alice || return 1
+	grep -q "a replay of an earlier request" $d/err || { echo "no replay in the log"; return 1; }
+	kill -TERM $pid && wait $pid || { echo "rdaxd did not exit 0"; return 1; }
+	# the control: without the nonce check the replay gets in, so the check is what refused it
+	start rdma-auth-no-replay-check || return 1
+	if "$REPLAY" "$ip" $port $psk alice; then
+		echo "control: the replay was refused with the check off"
+		kill -TERM $pid
+		return 1
+	fi
+	echo "control: with the check off the replay was accepted (caught)"
+	kill -TERM $pid && wait $pid
+	return 0
+}
 
-echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $VMTEST_PMEM_DEV"
+export -f fsdax_refused to_devdax ns_health rdma_auth
+
+echo "rdma suite in the VM: $(uname -r), rxe0 at $ip, NVDIMM $RDAX_VM_PMEM_DEV"
 check fsdax_refused 300 fsdax_refused
+check fsdax_health 300 ns_health /mnt/pmem/rdax-health.ns,size=64M fsdax
+[ -n "${REPLAY:-}" ] && check rdma_auth 600 rdma_auth
 
 export RDAX_IT_MODE=sim
 check sim_direct 600 "$DIRECT"
@@ -87,8 +176,15 @@ check sim_badinput ${BADINPUT_LIMIT:-900} "$IT_BADINPUT"
 check sim_cli 900 "$IT_CLI"
 check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
 check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
+# rdax powercut (the daemon's in-process cut) with one-sided writes in flight, and its controls
+check sim_powercut_cmd 900 env RDAX_IT_ONLY='cut__native*' "$IT_POWERCUT"
+# the daemon's write log of one-sided writes: a real cut leaves one of its crash states
+check sim_write_log_cut 600 env RDAX_IT_ONLY='write_log__*state_is*' "$IT_CRASH_STATES"
+# ext4 through the kernel's NBD client: every sampled crash state recovers by its journal
+check ext4_nbd 900 bash "$EXT4_NBD" --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd
+check ext4_nbd_control 900 bash "$EXT4_NBD" --control --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd-control
 # SIGTERM with slow clients on TCP, NBD and RDMA at once: one drain timeout
-[ -n "${DRAIN:-}" ] && check sim_drain_all 300 "$DRAIN"
+[ -n "${DRAIN:-}" ] && check sim_drain_all 600 "$DRAIN"
 # the same one-sided tests with daemons whose loops spin on their CQs
 export RDAX_IT_RDMA_BUSY_POLL=2000
 check sim_direct_busy_poll 600 "$DIRECT"
@@ -102,6 +198,7 @@ check devdax_client 900 "$IT_CLIENT"
 check devdax_badinput 900 "$IT_BADINPUT"
 check devdax_cli 900 "$IT_CLI"
 unset RDAX_IT_NS
+check devdax_health 300 ns_health /dev/dax0.0 devdax
 
 echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
 [ $fail = 0 ]

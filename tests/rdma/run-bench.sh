@@ -1,7 +1,7 @@
 #!/bin/bash
 # run-bench.sh [BUILD_DIR] -- rdax over RDMA against perftest, one VM boot (docs/rdma.md)
 #
-# Boots the VM of ../shared/vmtest with a devdax NVDIMM and, on the same
+# Boots the project's VM (tests/vm) with a devdax NVDIMM and, on the same
 # rxe device in that one boot, runs:
 #   ib_write_lat -s 4096, ib_send_lat -s 64  (perftest over rdma_cm)
 #   bench_rdma: rdax 4 KiB write+fsync latency, 4 KiB write latency,
@@ -25,5 +25,5 @@ cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
 build=$(cd "$build" && pwd)
 out=$build/bench-rdma
 mkdir -p "$out"
-export VMTEST_PMEM=devdax VMTEST_MEM=${VMTEST_MEM:-4G} VMTEST_TIMEOUT=${VMTEST_TIMEOUT:-900}
-exec "$src/../shared/vmtest/run-in-vm.sh" "$out" bash "$here/bench/guest-bench.sh" "$build"
+export RDAX_VM_PMEM=devdax RDAX_VM_MEM=${RDAX_VM_MEM:-4G} RDAX_VM_TIMEOUT=${RDAX_VM_TIMEOUT:-900}
+exec "$src/tests/vm/run.sh" "$out" bash "$here/bench/guest-bench.sh" "$build"

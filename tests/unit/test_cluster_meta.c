@@ -259,6 +259,26 @@ static void test_config_flags(void **state)
 	assert_int_equal(parse(&c, err, "--format", "/x", "--cluster", "etcd://h:1", NULL),
 			 -EINVAL);
 	config_free(&c);
+	/* --lease-ttl: 2 to 60 seconds, with --cluster only */
+	assert_int_equal(
+	    parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1", "--lease-ttl", "3", NULL), 0);
+	assert_int_equal(c.lease_ttl_s, 3);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1", NULL), 0);
+	assert_int_equal(c.lease_ttl_s, 0); /* the default, CLUSTER_DEFAULT_LEASE_S */
+	config_free(&c);
+	assert_int_equal(
+	    parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1", "--lease-ttl", "1", NULL),
+	    -EINVAL);
+	assert_non_null(strstr(err, "from 2 to 60"));
+	config_free(&c);
+	assert_int_equal(
+	    parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1", "--lease-ttl", "5x", NULL),
+	    -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--lease-ttl", "5", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--lease-ttl only goes with --cluster"));
+	config_free(&c);
 }
 
 int main(void)

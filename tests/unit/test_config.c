@@ -15,21 +15,20 @@
 #include "config.h"
 #include "errors.h"
 #include "frame.h"
+#include "tmpdir.h"
 
 static char tmpdir[200];
 
 static int setup_tmpdir(void **state)
 {
-	const char *tmp = getenv("TMPDIR");
-	snprintf(tmpdir, sizeof(tmpdir), "%s/rdax-test-config-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	tmpdir_make(tmpdir, sizeof(tmpdir), "test-config");
+	return 0;
 }
 
 static int teardown_tmpdir(void **state)
 {
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	tmpdir_remove(tmpdir);
+	return 0;
 }
 
 /* write_file -- @name in the temp dir with @text; returns the path (static buffer) */
@@ -486,25 +485,178 @@ static void config_finish__format_combinations(void **state)
 	config_free(&c);
 }
 
+/* config_parse_args__metrics -- --metrics http://HOST:PORT, in the file too; bad forms named */
+static void config_parse_args__metrics(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--metrics", "http://127.0.0.1:0", NULL), 0);
+	assert_string_equal(c.metrics, "http://127.0.0.1:0");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--metrics=http://[::1]:9470", NULL), 0);
+	assert_string_equal(c.metrics, "http://[::1]:9470");
+	config_free(&c);
+	static const char *const bad[] = {"127.0.0.1:9470", "https://h:1", "http://h", "http://h:x",
+					  "http://:1", "http://h:1/metrics", "tcp://h:1", ""};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(&c, err, "--metrics", bad[i], NULL), -EINVAL);
+		assert_non_null(strstr(err, "--metrics"));
+		assert_non_null(strstr(err, "http://HOST:PORT"));
+		config_free(&c);
+	}
+	const char *path = write_file("m.conf", "metrics = http://127.0.0.1:9470\n", 32);
+	assert_int_equal(parse(&c, err, "--config", path, NULL), 0);
+	assert_string_equal(c.metrics, "http://127.0.0.1:9470");
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--format", "/x", "--metrics", "http://h:1", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+}
+
+/* the TLS and ACL settings: flags, file keys, and the combinations config_finish refuses */
+static void config_tls__keys_and_combinations(void **state)
+{
+	static const char text[] = "tls = require\n"
+				   "tls-certificates = /etc/rdax/tls\n"
+				   "tls-psk = /etc/rdax/keys.psk\n"
+				   "tls-verify-peer = true\n"
+				   "acl = /etc/rdax/acl\n";
+	const char *path = write_file("tls.conf", text, sizeof(text) - 1);
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(c.tls, TLS_REQUIRE);
+	assert_string_equal(c.tls_cert_dir, "/etc/rdax/tls");
+	assert_string_equal(c.tls_psk_file, "/etc/rdax/keys.psk");
+	assert_true(c.tls_verify_peer);
+	assert_string_equal(c.acl_file, "/etc/rdax/acl");
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	config_free(&c);
+
+	config_init(&c);
+	assert_int_equal(
+	    parse(&c, err, "--tls", "on", "--tls-psk", "/k", "--tls-verify-peer", NULL), 0);
+	assert_int_equal(c.tls, TLS_ON);
+	assert_true(c.tls_verify_peer);
+	/* verifying client certificates needs the certificates directory (its CA) */
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--tls-certificates"));
+	config_free(&c);
+
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls", "maybe", NULL), -EINVAL);
+	assert_non_null(strstr(err, "not off, on or require"));
+	config_free(&c);
+
+	/* credentials without --tls would be silently unused: refused */
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls-psk", "/k", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--tls on"));
+	config_free(&c);
+
+	/* --tls on without any credentials */
+	config_init(&c);
+	assert_int_equal(parse(&c, err, "--tls", "on", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+
+	/* a boolean key with a value that is not one */
+	const char *bad = write_file("bad.conf", "tls-verify-peer = perhaps\n", 26);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, bad, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "bad.conf:1"));
+	config_free(&c);
+}
+
+/* config_persistence_testing__keys -- --write-log, --write-log-max, --allow-powercut, and the file
+ */
+static void config_persistence_testing__keys(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--write-log", "/tmp/wl", "--write-log-max", "2M",
+			       "--allow-powercut", NULL),
+			 0);
+	assert_string_equal(c.write_log, "/tmp/wl");
+	assert_int_equal(c.write_log_max, 2ULL << 20);
+	assert_true(c.allow_powercut);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	config_free(&c);
+
+	/* defaults: no log, 1G when given without a limit, no power cuts */
+	assert_int_equal(parse(&c, err, "--write-log", "/tmp/wl", NULL), 0);
+	assert_int_equal(c.write_log_max, 1ULL << 30);
+	assert_false(c.allow_powercut);
+	config_free(&c);
+
+	/* the file: allow-powercut = yes|no */
+	static const char text[] =
+	    "write-log = /var/wl\nwrite_log_max = 64K\nallow-powercut = yes\n";
+	const char *path = write_file("p.conf", text, sizeof(text) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_string_equal(c.write_log, "/var/wl");
+	assert_int_equal(c.write_log_max, 64ULL << 10);
+	assert_true(c.allow_powercut);
+	config_free(&c);
+	static const char no[] = "allow-powercut = no\n";
+	path = write_file("q.conf", no, sizeof(no) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_false(c.allow_powercut);
+	config_free(&c);
+	static const char bad[] = "allow-powercut = maybe\n";
+	path = write_file("r.conf", bad, sizeof(bad) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "r.conf:1: allow-powercut 'maybe': not yes or no"));
+	config_free(&c);
+
+	/* refusals */
+	assert_int_equal(parse(&c, err, "--write-log-max", "1K", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--write-log-max '1K': not a size of at least 64K"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--write-log", "", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--allow-powercut=yes", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--allow-powercut takes no value"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--write-log-max", "8M", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--write-log-max only goes with --write-log"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--allow-powercut", "--cluster", "etcd://h:1", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--allow-powercut does not go with --cluster"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--format", "/x", "--allow-powercut", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(config_tls__keys_and_combinations),
 	    cmocka_unit_test(config_parse_namespace__options),
 	    cmocka_unit_test(config_parse_namespace__bad),
 	    cmocka_unit_test(config_parse_listen__forms),
 	    cmocka_unit_test(config_parse_listen__bad),
 	    cmocka_unit_test(config_parse_args__flags),
 	    cmocka_unit_test(config_parse_args__later_flag_wins),
+	    cmocka_unit_test(config_parse_args__metrics),
 	    cmocka_unit_test(config_parse_args__bad),
 	    cmocka_unit_test(config_parse_args__help_version),
 	    cmocka_unit_test(config_load_file__settings),
 	    cmocka_unit_test(config_load_file__errors_name_the_line),
 	    cmocka_unit_test(config_parse_args__flags_add_to_and_override_file),
 	    cmocka_unit_test(config_finish__defaults),
-	    cmocka_unit_test_setup_teardown(config__connection_limits, setup_tmpdir,
-					    teardown_tmpdir),
+	    cmocka_unit_test(config__connection_limits),
 	    cmocka_unit_test(config_default_datadir__order),
 	    cmocka_unit_test(config_finish__format_combinations),
+	    cmocka_unit_test(config_persistence_testing__keys),
 	};
 	return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }

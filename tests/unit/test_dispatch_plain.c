@@ -36,6 +36,7 @@
 #include "rdax.pb-c.h"
 #include "session.h"
 #include "store.h"
+#include "tmpdir.h"
 
 #define VOL_SIZE  (8ULL << 20)
 #define WRITE_LEN 4096U
@@ -58,11 +59,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-dispatch-plain-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-dispatch-plain");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	char err[256];
 	assert_int_equal(store_new(&fx->store), 0);
 	assert_int_equal(
@@ -92,8 +90,7 @@ static int fx_teardown(void **state)
 	struct fx *fx = *state;
 	session_delete(&fx->s);
 	store_delete(&fx->store);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }

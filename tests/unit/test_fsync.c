@@ -27,6 +27,7 @@
 #include "namespace.h"
 #include "volume.h"
 #include "fsync_pattern.h"
+#include "volfx.h"
 
 #define NS_SIZE	 (64ULL << 20)
 #define VOL_SIZE (32ULL << 20)
@@ -34,72 +35,26 @@
 #define PMD	 RDAX_PMD_SIZE
 #define LINE	 DTREE_LINE_SIZE
 
-struct fx {
-	char dir[256];
-	char path[512];
-	struct ns *ns;
-	struct volume *v;
-	int fd; /* read-only: what is in the persistence domain */
-};
-
-/* fx_setup -- a SIM namespace with one 2 MiB-aligned volume, opened */
+/* fx_setup -- a SIM namespace with one 2 MiB-aligned volume, opened (volfx.h) */
 static int fx_setup(void **state)
 {
-	struct fx *fx = calloc(1, sizeof(*fx));
-	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-fsync-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
-	assert_int_equal(ns_create(fx->path, NS_SIZE, PERSIST_SIM, 5, &fx->ns), 0);
-	assert_int_equal(ns_volume_create(fx->ns, "vol", VOL_SIZE), 0);
-	assert_int_equal(ns_volume_open(fx->ns, "vol", &fx->v), 0);
-	/* huge entries need 2 MiB-aligned data; the namespace has room for it */
-	assert_true(is_aligned(fx->v->ns_offset, PMD));
-	fx->fd = open(fx->path, O_RDONLY);
-	assert_true(fx->fd >= 0);
-	memset(&rdax_faults, 0, sizeof(rdax_faults));
-	*state = fx;
+	*state = volfx_new("test-fsync", NS_SIZE, VOL_SIZE, 5);
 	return 0;
 }
 
 static int fx_teardown(void **state)
 {
-	struct fx *fx = *state;
-	memset(&rdax_faults, 0, sizeof(rdax_faults));
-	fsync_set_test_hooks(NULL);
 	/* every test leaves a tree that passes its own structural check */
-	int check = dtree_check(fx->v->tree);
-	close(fx->fd);
-	ns_volume_close(fx->ns, &fx->v);
-	ns_close(&fx->ns);
-	unlink(fx->path);
-	rmdir(fx->dir);
-	free(fx);
-	assert_int_equal(check, 0); /* after the clean-up, which a failure would skip */
+	assert_int_equal(volfx_delete(*state), 0);
 	return 0;
 }
 
-/* durable_zero -- whether the namespace file holds zeros at volume [off, off + len) */
-static bool durable_zero(struct fx *fx, uint64_t off, uint64_t len)
-{
-	uint8_t *got = malloc(len);
-	assert_non_null(got);
-	ssize_t n = pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off));
-	assert_int_equal(n, (ssize_t)len);
-	bool zero = true;
-	for (uint64_t i = 0; i < len; i++)
-		zero = zero && got[i] == 0;
-	free(got);
-	return zero;
-}
-
-static bool page_dirty(struct fx *fx, uint64_t page)
+static bool page_dirty(struct volfx *fx, uint64_t page)
 {
 	return dtree_get_mark(fx->v->tree, page, DTREE_DIRTY);
 }
 
-static uint64_t do_fsync(struct fx *fx, uint64_t off, uint64_t len, enum flush_mode mode)
+static uint64_t do_fsync(struct volfx *fx, uint64_t off, uint64_t len, enum flush_mode mode)
 {
 	uint64_t written = UINT64_MAX;
 	assert_int_equal(fsync_range(fx->v, off, len, mode, &written), 0);
@@ -108,7 +63,7 @@ static uint64_t do_fsync(struct fx *fx, uint64_t off, uint64_t len, enum flush_m
 
 static void fsync_range__one_page_written_back(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 5 * PAGE + 10, 100, 1), 0);
 	assert_false(pattern_durable(fx->fd, fx->v, 5 * PAGE + 10, 100, 1));
 	/* bytes [10, 110) of the page: lines 0 and 1 */
@@ -126,7 +81,7 @@ static void fsync_range__one_page_written_back(void **state)
  */
 static void fsync_range__only_written_lines_written_back(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct volume_stats st;
 	const uint64_t page = 9 * PAGE;
 	pattern_fill(fx->v->data + page + 5 * LINE, LINE, 40); /* not marked */
@@ -137,7 +92,7 @@ static void fsync_range__only_written_lines_written_back(void **state)
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 3 * LINE);
 	assert_true(pattern_durable(fx->fd, fx->v, page + 20 * LINE + 3, 2 * LINE, 41));
 	assert_false(pattern_durable(fx->fd, fx->v, page + 5 * LINE, LINE, 40));
-	assert_true(durable_zero(fx, page + 6 * LINE, 14 * LINE));
+	assert_true(volfx_durable_zero(fx, page + 6 * LINE, 14 * LINE));
 
 	assert_int_equal(pattern_write(fx->v, page + 20 * LINE + 3, 2 * LINE, 42), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_PAGES), PAGE);
@@ -150,7 +105,7 @@ static void fsync_range__only_written_lines_written_back(void **state)
 /* lines written by several writes to one page add up; a whole page is 64 lines */
 static void fsync_range__lines_of_several_writes_add_up(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct volume_stats st;
 	assert_int_equal(pattern_write(fx->v, 3 * PAGE, 1, 43), 0);		 /* line 0 */
 	assert_int_equal(pattern_write(fx->v, 3 * PAGE + 63 * LINE, 64, 44), 0); /* line 63 */
@@ -163,12 +118,12 @@ static void fsync_range__lines_of_several_writes_add_up(void **state)
 	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE + 63 * LINE, 64, 44));
 	assert_true(pattern_durable(fx->fd, fx->v, 3 * PAGE + 10, 1, 45));
 	assert_true(pattern_durable(fx->fd, fx->v, 4 * PAGE + 7, 1, 47));
-	assert_true(durable_zero(fx, 3 * PAGE + LINE, 62 * LINE));
+	assert_true(volfx_durable_zero(fx, 3 * PAGE + LINE, 62 * LINE));
 }
 
 static void fsync_range__unaligned_write_spanning_pages(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 3 * PAGE - 50, 100, 2), 0);
 	/* the last line of page 2, the first of page 3 */
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 2 * LINE);
@@ -177,7 +132,7 @@ static void fsync_range__unaligned_write_spanning_pages(void **state)
 
 static void fsync_range__huge_entry_written_back_whole(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct volume_stats st;
 	assert_int_equal(pattern_write(fx->v, 2 * PMD, PMD, 3), 0);
 	volume_stats_get(fx->v, &st);
@@ -193,7 +148,7 @@ static void fsync_range__huge_entry_written_back_whole(void **state)
 
 static void fsync_range__partial_range_leaves_rest_dirty(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, 10, 4), 0);
 	assert_int_equal(pattern_write(fx->v, 5 * PAGE, 10, 5), 0);
 	assert_int_equal(pattern_write(fx->v, 10 * PAGE, 10, 6), 0);
@@ -215,7 +170,7 @@ static void fsync_range__partial_range_leaves_rest_dirty(void **state)
 
 static void fsync_range__start_inside_huge_entry_rounds_down(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, PMD, PMD, 7), 0);
 	assert_int_equal(pattern_write(fx->v, 0, PAGE, 8),
 			 0); /* before the huge entry: outside the range */
@@ -232,7 +187,7 @@ static void fsync_range__start_inside_huge_entry_rounds_down(void **state)
  */
 static void fsync_range__start_inside_huge_entry_rounds_down_batched(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct fsync_test_hooks hooks = {.batched_only = true};
 	assert_int_equal(pattern_write(fx->v, PMD, PMD, 34), 0);
 	assert_int_equal(pattern_write(fx->v, 0, PAGE, 35),
@@ -259,7 +214,7 @@ static void fsync_range__start_inside_huge_entry_rounds_down_batched(void **stat
 
 static void fsync_range__end_inside_huge_entry_includes_it(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, PMD - PAGE, PAGE, 9), 0);
 	assert_int_equal(pattern_write(fx->v, PMD, PMD, 10), 0);
 	assert_int_equal(pattern_write(fx->v, 2 * PMD, PAGE, 11), 0); /* after the range */
@@ -272,7 +227,7 @@ static void fsync_range__end_inside_huge_entry_includes_it(void **state)
 
 static void fsync_range__len_zero_means_to_end(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, 1, 12), 0);
 	assert_int_equal(pattern_write(fx->v, 7 * PAGE, 1, 13), 0);
 	assert_int_equal(pattern_write(fx->v, VOL_SIZE - 1, 1, 14), 0);
@@ -290,7 +245,7 @@ static void fsync_range__len_zero_means_to_end(void **state)
 
 static void fsync_range__second_fsync_returns_zero(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, 3 * PAGE, 15), 0);
 	assert_int_equal(pattern_write(fx->v, 4 * PMD, PMD, 16), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_TRACKED), 3 * PAGE + PMD);
@@ -307,7 +262,7 @@ static void fsync_range__second_fsync_returns_zero(void **state)
 
 static void fsync_range__hammer_returns_volume_size(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 9 * PAGE, 100, 18), 0);
 	assert_int_equal(pattern_write(fx->v, PMD, PMD, 19), 0);
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_HAMMER), VOL_SIZE);
@@ -325,7 +280,7 @@ static void fsync_range__hammer_returns_volume_size(void **state)
 
 static void fsync_range__default_mode_follows_volume(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, 1, 20), 0);
 	fx->v->flush_mode = FLUSH_HAMMER;
 	assert_int_equal(do_fsync(fx, 0, 0, FLUSH_DEFAULT), VOL_SIZE);
@@ -337,7 +292,7 @@ static void fsync_range__default_mode_follows_volume(void **state)
 
 static void fsync_range__counters(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct volume_stats st;
 	volume_stats_get(fx->v, &st);
 	uint64_t fsyncs0 = st.fsyncs, bytes0 = st.fsync_bytes;
@@ -354,7 +309,7 @@ static void fsync_range__counters(void **state)
 /* more entries than one tag batch and many claim batches */
 static void fsync_range__more_entries_than_one_batch(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	uint64_t npages = FSYNC_TAG_BATCH + 3 * FSYNC_CLAIM_BATCH + 5;
 	assert_true(npages * PAGE <= VOL_SIZE);
 	uint8_t b = 0x5a;
@@ -378,7 +333,7 @@ static void fsync_range__more_entries_than_one_batch(void **state)
 
 static void fsync_range__written_back_may_be_null(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, 1, 23), 0);
 	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_TRACKED, NULL), 0);
 	assert_true(pattern_durable(fx->fd, fx->v, 0, 1, 23));
@@ -386,7 +341,7 @@ static void fsync_range__written_back_may_be_null(void **state)
 
 static void fsync_range__bad_input_changes_nothing(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct volume_stats before, after;
 	assert_int_equal(pattern_write(fx->v, 3 * PAGE, 1, 24), 0);
 	volume_stats_get(fx->v, &before);
@@ -423,7 +378,7 @@ static void fsync_range__bad_input_changes_nothing(void **state)
 	assert_int_equal(after.dirty_bytes, LINE);
 	assert_true(page_dirty(fx, 3));
 	assert_false(dtree_get_mark(fx->v->tree, 3, DTREE_TOWRITE));
-	assert_true(durable_zero(fx, 3 * PAGE, PAGE));
+	assert_true(volfx_durable_zero(fx, 3 * PAGE, PAGE));
 }
 
 /*
@@ -433,7 +388,7 @@ static void fsync_range__bad_input_changes_nothing(void **state)
  */
 static void fsync_range__skip_writeback_control_loses_data(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 0, PAGE, 25), 0);
 	assert_int_equal(pattern_write(fx->v, 8 * PAGE, PAGE, 26), 0);
 	rdax_faults.skip_writeback = true;
@@ -499,7 +454,7 @@ static void hook_before_fence(struct volume *v, void *arg)
 
 static void fsync_set_test_hooks__run_in_step_order(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct hook_log log = {0};
 	struct fsync_test_hooks hooks = {
 	    .after_tag = hook_after_tag,
@@ -527,7 +482,7 @@ static void fsync_set_test_hooks__run_in_step_order(void **state)
 /* the one-pass path: no tagging step, claim, write-back, fence */
 static void fsync_set_test_hooks__one_pass_has_no_tag_step(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct hook_log log = {0};
 	struct fsync_test_hooks hooks = {
 	    .after_tag = hook_after_tag,
@@ -577,7 +532,7 @@ static void count_fence(struct volume *v, void *arg)
 }
 
 /* fsync_counted -- an fsync of the whole volume with @npages dirty pages, its steps counted */
-static void fsync_counted(struct fx *fx, uint64_t npages, struct step_count *c)
+static void fsync_counted(struct volfx *fx, uint64_t npages, struct step_count *c)
 {
 	struct fsync_test_hooks hooks = {
 	    .after_tag = count_tag,
@@ -609,7 +564,7 @@ static void fsync_counted(struct fx *fx, uint64_t npages, struct step_count *c)
 /* one claim batch of entries: one pass; one more: the batched walk, tagging first */
 static void fsync_range__one_pass_up_to_one_claim_batch(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	struct step_count c;
 	fsync_counted(fx, FSYNC_CLAIM_BATCH, &c);
 	assert_int_equal(c.tags, 0);
@@ -638,7 +593,7 @@ static void fsync_range__one_pass_up_to_one_claim_batch(void **state)
 /* a partial range with more than one batch outside it still takes one pass */
 static void fsync_range__one_pass_counts_only_the_range(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	uint8_t b = 0x33;
 	for (uint64_t i = 0; i < 3 * FSYNC_CLAIM_BATCH; i++)
 		assert_int_equal(volume_write(fx->v, (100 + i) * PAGE, &b, 1), 0);

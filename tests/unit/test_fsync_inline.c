@@ -44,6 +44,7 @@
 #include "store.h"
 #include "volume.h"
 #include "fsync_pattern.h"
+#include "tmpdir.h"
 
 #define NS_SIZE	 (64ULL << 20)
 #define VOL_SIZE (8ULL << 20)
@@ -67,11 +68,8 @@ static int fx_setup(void **state)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
 	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-fsync-inline-XXXXXX",
-		 tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
+	tmpdir_make(fx->dir, sizeof(fx->dir), "test-fsync-inline");
+	tmpdir_file(fx->path, sizeof(fx->path), fx->dir, "ns");
 	char err[256];
 	assert_int_equal(store_new(&fx->store), 0);
 	assert_int_equal(
@@ -109,8 +107,7 @@ static int fx_teardown(void **state)
 	close(fx->fd);
 	store_volume_close(fx->store, &fx->v);
 	store_delete(&fx->store);
-	unlink(fx->path);
-	rmdir(fx->dir);
+	tmpdir_remove(fx->dir);
 	free(fx);
 	return 0;
 }

@@ -61,6 +61,7 @@
 #include "namespace.h"
 #include "volume.h"
 #include "fsync_pattern.h"
+#include "volfx.h"
 
 #define NS_SIZE		  (32ULL << 20)
 #define VOL_SIZE	  (16ULL << 20)
@@ -68,30 +69,9 @@
 #define PMD		  RDAX_PMD_SIZE
 #define SAFETY_DEADLINE_S 60
 
-struct fx {
-	char dir[256];
-	char path[512];
-	struct ns *ns;
-	struct volume *v;
-	int fd; /* read-only: what is in the persistence domain */
-};
-
 static int fx_setup(void **state)
 {
-	struct fx *fx = calloc(1, sizeof(*fx));
-	assert_non_null(fx);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(fx->dir, sizeof(fx->dir), "%s/rdax-test-races-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	assert_non_null(mkdtemp(fx->dir));
-	snprintf(fx->path, sizeof(fx->path), "%s/ns", fx->dir);
-	assert_int_equal(ns_create(fx->path, NS_SIZE, PERSIST_SIM, 3, &fx->ns), 0);
-	assert_int_equal(ns_volume_create(fx->ns, "vol", VOL_SIZE), 0);
-	assert_int_equal(ns_volume_open(fx->ns, "vol", &fx->v), 0);
-	assert_true(is_aligned(fx->v->ns_offset, PMD));
-	fx->fd = open(fx->path, O_RDONLY);
-	assert_true(fx->fd >= 0);
-	memset(&rdax_faults, 0, sizeof(rdax_faults));
-	*state = fx;
+	*state = volfx_new("test-races", NS_SIZE, VOL_SIZE, 3);
 	return 0;
 }
 
@@ -109,37 +89,15 @@ static void race_end_current(void);
 
 static int fx_teardown(void **state)
 {
-	struct fx *fx = *state;
 	/* a failed check left a scenario running: release A, join its threads */
 	race_end_current();
-	/* whatever a race did, the tree must be whole afterwards */
-	int check = dtree_check(fx->v->tree);
-	memset(&rdax_faults, 0, sizeof(rdax_faults));
-	fsync_set_test_hooks(NULL);
 	batched_variant = false;
-	close(fx->fd);
-	ns_volume_close(fx->ns, &fx->v);
-	ns_close(&fx->ns);
-	unlink(fx->path);
-	rmdir(fx->dir);
-	free(fx);
-	assert_int_equal(check, 0); /* after the clean-up, which a failure would skip */
+	/* whatever a race did, the tree must be whole afterwards */
+	assert_int_equal(volfx_delete(*state), 0);
 	return 0;
 }
 
-static bool durable_zero(struct fx *fx, uint64_t off, uint64_t len)
-{
-	uint8_t *got = calloc(1, len), *zero = calloc(1, len);
-	assert_non_null(got);
-	assert_non_null(zero);
-	assert_int_equal(pread(fx->fd, got, len, (off_t)(fx->v->ns_offset + off)), (ssize_t)len);
-	bool same = memcmp(got, zero, len) == 0;
-	free(got);
-	free(zero);
-	return same;
-}
-
-static bool page_dirty(struct fx *fx, uint64_t page)
+static bool page_dirty(struct volfx *fx, uint64_t page)
 {
 	return dtree_get_mark(fx->v->tree, page, DTREE_DIRTY);
 }
@@ -153,7 +111,7 @@ struct race;
 /* the racing operation, run in a thread of its own */
 struct actor {
 	void (*fn)(struct actor *);
-	struct fx *fx;
+	struct volfx *fx;
 	uint64_t off, len;
 	const uint8_t *buf;
 	int ret;
@@ -184,7 +142,7 @@ struct race {
 	bool active;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct fx *fx;
+	struct volfx *fx;
 	enum pause_at pause_at;
 	bool batched_only; /* fsync A (and B) skip the one-pass path */
 	uint64_t a_off, a_len;
@@ -213,7 +171,7 @@ static struct race the_race;
 static _Thread_local bool thread_is_a;
 
 /* race_begin -- a fresh scenario: A will fsync [off, off + len) and stop at @at */
-static struct race *race_begin(struct fx *fx, enum pause_at at, uint64_t off, uint64_t len)
+static struct race *race_begin(struct volfx *fx, enum pause_at at, uint64_t off, uint64_t len)
 {
 	struct race *r = &the_race;
 	memset(r, 0, sizeof(*r));
@@ -474,7 +432,7 @@ struct two_fsyncs_result {
  * released. B's thread records, at its return, whether A was still held
  * and whether the data was in the file.
  */
-static void run_two_fsyncs(struct fx *fx, struct two_fsyncs_result *res)
+static void run_two_fsyncs(struct volfx *fx, struct two_fsyncs_result *res)
 {
 	assert_int_equal(pattern_write(fx->v, PAGE, 3 * PAGE, 41), 0);
 	struct race *r = race_begin(fx, PAUSE_AFTER_CLAIM, 0, 0);
@@ -557,7 +515,7 @@ static const struct write_shape shape_page = {PAGE, 200, 100, 52};
  * @at (before or after its write-back); a write to page 4 lands; A is
  * released. The write must end up DIRTY or written back, never neither.
  */
-static void run_write_during(struct fx *fx, enum pause_at at, const struct write_shape *shape,
+static void run_write_during(struct volfx *fx, enum pause_at at, const struct write_shape *shape,
 			     struct write_during_result *res)
 {
 	const uint64_t page = 4;
@@ -597,7 +555,7 @@ static void run_write_during(struct fx *fx, enum pause_at at, const struct write
 }
 
 /* run_write_during_clean -- run_write_during() of the page test */
-static void run_write_during_clean(struct fx *fx, enum pause_at at, struct write_during_result *res)
+static void run_write_during_clean(struct volfx *fx, enum pause_at at, struct write_during_result *res)
 {
 	run_write_during(fx, at, &shape_page, res);
 	assert_int_equal(res->a_written, PAGE);
@@ -659,7 +617,7 @@ static void fsync_range__write_after_claim_control_clear_after_writeback(void **
  * page's new mask, DIRTY, and the next fsync must write back that line and
  * only it. @at: where A is held; the new bytes differ per round.
  */
-static void run_line_write_during_clean(struct fx *fx, enum pause_at at,
+static void run_line_write_during_clean(struct volfx *fx, enum pause_at at,
 					struct write_during_result *res)
 {
 	const struct write_shape shape = {DTREE_LINE_SIZE, 10 * DTREE_LINE_SIZE, DTREE_LINE_SIZE,
@@ -713,7 +671,7 @@ static void fsync_range__line_write_during_clean_control_clear_after_writeback(v
  * taken out of dtree_remove_range(), both fail (the discard finishes while
  * A is held, and A's release no longer finds the entries it claimed).
  */
-static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, bool huge)
+static void run_discard_during_fsync(struct volfx *fx, uint64_t off, uint64_t len, bool huge)
 {
 	if (huge)
 		assert_int_equal(pattern_write(fx->v, off, len, 61), 0);
@@ -749,7 +707,7 @@ static void run_discard_during_fsync(struct fx *fx, uint64_t off, uint64_t len, 
 	assert_non_null(zero);
 	assert_int_equal(volume_read(fx->v, off, buf, len), 0);
 	assert_memory_equal(buf, zero, len);
-	assert_true(durable_zero(fx, off, len));
+	assert_true(volfx_durable_zero(fx, off, len));
 	free(buf);
 	free(zero);
 
@@ -805,7 +763,7 @@ struct conversion_result {
  * (its first tags come from dtree_claim_dirty()); else the batched_only
  * hook makes A walk in batches with two entries.
  */
-static void run_conversion_while_tagged(struct fx *fx, struct conversion_result *res, bool many)
+static void run_conversion_while_tagged(struct volfx *fx, struct conversion_result *res, bool many)
 {
 	const uint64_t block = PMD;
 	const uint64_t s1_off = block + 3 * PAGE + 10, s1_len = 100;
@@ -922,7 +880,7 @@ static void fsync_range__huge_conversion_of_many_control_no_towrite_inherit(void
  */
 static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	const uint64_t block = 3 * PMD;
 	const uint64_t s1_off = block + 7 * PAGE + 5, s1_len = 300;
 	const uint64_t s2_off = block + 300 * PAGE, s2_len = PAGE;
@@ -982,7 +940,7 @@ static void fsync_range__huge_conversion_waits_for_claimed_small_entries(void **
  */
 static void fsync_range__small_write_into_tagged_huge_entry_keeps_it(void **state)
 {
-	struct fx *fx = *state;
+	struct volfx *fx = *state;
 	static uint8_t small[64];
 	pattern_fill(small, sizeof(small), 92);
 

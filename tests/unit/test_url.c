@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_url.c -- url_parse and url_parse_listen: what an address may and may not look like */
+/*
+ * test_url.c -- url_parse, url_parse_listen and url_parse_endpoint: what an
+ * address may and may not look like
+ */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -229,6 +232,38 @@ static void url_parse_listen__unix(void **state)
 	assert_non_null(strstr(err, "107"));
 }
 
+/* url_parse_endpoint: one HOST:PORT of a list, the same host rules, the port written out */
+static void url_parse_endpoint__host_port(void **state)
+{
+	struct url u;
+	const char *list = "[::1]:2379,node-1.example:2380";
+	assert_int_equal(url_parse_endpoint(list, 10, "etcd", 2379, &u, NULL, 0), 0);
+	assert_string_equal(u.host, "::1");
+	assert_int_equal(u.port, 2379);
+	assert_int_equal(
+	    url_parse_endpoint(list + 11, strlen(list + 11), "etcd", 2379, &u, NULL, 0), 0);
+	assert_string_equal(u.host, "node-1.example");
+	assert_string_equal(u.port_str, "2380");
+
+	static const char *const bad[] = {"",		"host",	    "host:",	   "host:0",
+					  "host:99999", "::1:2379", "user@host:1", "host:1/x",
+					  "[::1",	"[]:1",	    "host/x:1",	   "tcp://host:1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[256] = "";
+		assert_int_equal(
+		    url_parse_endpoint(bad[i], strlen(bad[i]), "etcd", 2379, &u, err, sizeof(err)),
+		    -EINVAL);
+		assert_true(strlen(err) > 0);
+	}
+	char err[256];
+	assert_int_equal(url_parse_endpoint("host", 4, "etcd", 2379, &u, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "no port"));
+	assert_int_equal(url_parse_endpoint("::1:2379", 8, "etcd", 2379, &u, err, sizeof(err)),
+			 -EINVAL);
+	assert_non_null(strstr(err, "etcd://[::1]:2379")); /* the example names the scheme */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +281,7 @@ int main(void)
 	    cmocka_unit_test(url_parse_listen__port_rules),
 	    cmocka_unit_test(url_parse_listen__same_host_rules),
 	    cmocka_unit_test(url_parse_listen__unix),
+	    cmocka_unit_test(url_parse_endpoint__host_port),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

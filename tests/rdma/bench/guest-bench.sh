@@ -2,7 +2,7 @@
 # guest-bench.sh BUILD_DIR -- inside the VM (run-bench.sh): perftest and rdax on rxe0, ratios
 set -euo pipefail
 build=$1
-ip=${VMTEST_IP:?not in the VM}
+ip=${RDAX_VM_IP:?not in the VM}
 lat_iters=${BENCH_LAT_ITERS:-300}
 bw_iters=${BENCH_BW_ITERS:-400}
 

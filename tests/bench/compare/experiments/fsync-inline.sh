@@ -5,10 +5,10 @@
 #
 # Small range fsyncs (an NBD FUA write, a native WRITE with fsync or ranged
 # FSYNC, at most 64 KiB) run on the connection's event loop when the
-# volume's fsync lock is free (dispatch_fsync_try_inline(), daemon/dispatch.c);
+# volume's fsync lock is free (vol_op_fsync_try_inline(), daemon/vol_op.c);
 # before, every fsync went to the fsync pool thread and back. This
 # experiment measures what that saves: it exports the committed tree (git
-# archive HEAD) into a temporary directory, makes dispatch_fsync_try_inline()
+# archive HEAD) into a temporary directory, makes vol_op_fsync_try_inline()
 # decline every fsync when the environment variable EXP_POOL is set (so each
 # goes to the pool, as before), and builds that rdaxd. Two daemons of that
 # binary then run side by side, A with EXP_POOL (the pool) and B as committed
@@ -54,14 +54,15 @@ git -C "$repo" archive HEAD | tar -x -C "$scratch"
 python3 - "$scratch" <<'EOF'
 import sys
 root = sys.argv[1]
-edits = {
-    "daemon/dispatch.c": ("""	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
-		return false;""", """	if (!v || !v->ns || len == 0 || len > DISPATCH_FSYNC_INLINE_MAX)
+edits = [
+    ("daemon/vol_op.c", "#include <stddef.h>\n", "#include <stddef.h>\n#include <stdlib.h>\n"),
+    ("daemon/vol_op.c", """	if (!v || !v->ns || len == 0 || len > VOL_OP_INLINE_MAX)
+		return false;""", """	if (!v || !v->ns || len == 0 || len > VOL_OP_INLINE_MAX)
 		return false;
 	if (getenv("EXP_POOL"))
 		return false;"""),
-}
-for path, (old, new) in edits.items():
+]
+for path, old, new in edits:
     full = root + "/" + path
     text = open(full).read()
     if text.count(old) != 1:

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* cluster_gate.c -- who may use a clustered volume on this node */
+#include "cluster_gate.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "namespace.h"
+#include "volume.h"
+
+static struct gate_vol *entries[CLUSTER_GATE_MAX];
+static unsigned count;	      /* entries published; read with acquire */
+static atomic_bool clustered; /* this is a cluster node (cluster_gate_enable) */
+
+int cluster_record_name(const char *volume, char *out, size_t len)
+{
+	size_t n = volume ? strlen(volume) : 0;
+	if (n == 0 || n > CLUSTER_VOLUME_NAME_MAX || len < n + CLUSTER_RECORD_SUFFIX_LEN + 1)
+		return -ENAMETOOLONG;
+	memcpy(out, volume, n);
+	memcpy(out + n, CLUSTER_RECORD_SUFFIX, CLUSTER_RECORD_SUFFIX_LEN + 1);
+	return 0;
+}
+
+struct gate_vol *cluster_gate_find(const char *name)
+{
+	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(entries[i]->name, name) == 0)
+			return entries[i];
+	return NULL;
+}
+
+void cluster_gate_enable(void)
+{
+	atomic_store(&clustered, true);
+}
+
+bool cluster_gate_reserved(const char *name)
+{
+	size_t n = strlen(name);
+	return atomic_load(&clustered) && n > CLUSTER_RECORD_SUFFIX_LEN &&
+	       strcmp(name + n - CLUSTER_RECORD_SUFFIX_LEN, CLUSTER_RECORD_SUFFIX) == 0;
+}
+
+/*
+ * record_attach -- open (or create, next to the copy) @g's record volume and
+ * describe its bytes; a record that is not one, or is for another size, is
+ * formatted anew with @epoch (its slots are lost: a member away then needs a
+ * full resync, which digests keep cheap)
+ */
+static int record_attach(struct store *store, struct gate_vol *g, uint64_t epoch, char *err,
+			 size_t errlen)
+{
+	char rname[NS_VOLUME_NAME_MAX + 1];
+	int ret = cluster_record_name(g->name, rname, sizeof(rname));
+	if (ret) {
+		rdax_seterr(err, errlen, "the name is too long for its change record (at most %d)",
+			    CLUSTER_VOLUME_NAME_MAX);
+		return ret;
+	}
+	uint64_t need = change_record_size(g->v->size);
+	ret = store_volume_open(store, rname, &g->recv);
+	if (ret == -ENOENT) {
+		uint32_t ns_id = g->v->ns->id;
+		ret = store_volume_create(store, rname, need, &ns_id, NULL, err, errlen);
+		if (ret == 0)
+			ret = store_volume_open(store, rname, &g->recv);
+	}
+	if (ret) {
+		if (!err || !err[0])
+			rdax_seterr(err, errlen, "change record %s: %s", rname, rdax_strerror(ret));
+		return ret;
+	}
+	if (g->recv->size < need) {
+		rdax_seterr(err, errlen, "change record %s has %" PRIu64 " bytes, needs %" PRIu64,
+			    rname, g->recv->size, need);
+		store_volume_close(store, &g->recv);
+		return -ENOSPC;
+	}
+	const struct persist *p = &g->recv->ns->persist;
+	if (change_record_open(&g->rec, g->recv->data, g->recv->size, p, g->v->size) != 0) {
+		LOG_INFO("volume %s: a new change record (epoch %" PRIu64 ")", g->name, epoch);
+		ret = change_record_format(&g->rec, g->recv->data, g->recv->size, p, g->v->size,
+					   epoch);
+		if (ret) {
+			rdax_seterr(err, errlen, "change record %s: cannot format: %s", rname,
+				    rdax_strerror(ret));
+			store_volume_close(store, &g->recv);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char *err,
+		      size_t errlen, struct gate_vol **out)
+{
+	struct gate_vol *g = cluster_gate_find(vol);
+	if (g) {
+		*out = g;
+		return -EEXIST;
+	}
+	if (count >= CLUSTER_GATE_MAX) {
+		rdax_seterr(err, errlen, "more than %d cluster volumes on this node",
+			    CLUSTER_GATE_MAX);
+		return -ENOSPC;
+	}
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	snprintf(g->name, sizeof(g->name), "%s", vol);
+	pthread_mutex_init(&g->lock, NULL);
+	int ret = store_volume_open(store, vol, &g->v);
+	if (ret) {
+		rdax_seterr(err, errlen, "cannot open the local copy: %s", rdax_strerror(ret));
+		goto err_free;
+	}
+	ret = record_attach(store, g, epoch, err, errlen);
+	if (ret)
+		goto err_close;
+	atomic_store(&g->serving, 0);
+	atomic_store(&g->epoch, change_record_epoch(&g->rec));
+	g->key_epoch = epoch;
+	entries[count] = g;
+	/* the entry is complete before it is counted */
+	__atomic_store_n(&count, count + 1, __ATOMIC_RELEASE);
+	*out = g;
+	return 0;
+
+err_close:
+	store_volume_close(store, &g->v);
+err_free:
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+	return ret;
+}
+
+/* __raise -- under g->lock: persist @epoch if newer; 0 or -RDAX_E_STALE_EPOCH */
+static int __raise(struct gate_vol *g, uint64_t epoch)
+{
+	if (change_record_raise_epoch(&g->rec, epoch) != 0)
+		return -RDAX_E_STALE_EPOCH;
+	/* durable first, then visible: a request refused for it stays refused after a crash */
+	atomic_store_explicit(&g->epoch, change_record_epoch(&g->rec), memory_order_release);
+	return 0;
+}
+
+int cluster_gate_serve(struct gate_vol *g, uint64_t epoch)
+{
+	int ret = 0;
+	pthread_mutex_lock(&g->lock);
+	if (epoch)
+		ret = __raise(g, epoch);
+	if (ret == 0)
+		atomic_store_explicit(&g->serving, epoch, memory_order_release);
+	pthread_mutex_unlock(&g->lock);
+	if (ret)
+		LOG_ERROR("volume %s: cannot serve it at epoch %" PRIu64
+			  ": this copy has seen %" PRIu64,
+			  g->name, epoch, atomic_load(&g->epoch));
+	return ret;
+}
+
+void cluster_gate_set_primary(struct gate_vol *g, const char *primary, const char *url,
+			      uint64_t key_epoch)
+{
+	pthread_mutex_lock(&g->lock);
+	snprintf(g->primary, sizeof(g->primary), "%s", primary ? primary : "");
+	snprintf(g->primary_url, sizeof(g->primary_url), "%s", url ? url : "");
+	g->key_epoch = key_epoch;
+	pthread_mutex_unlock(&g->lock);
+}
+
+void cluster_gate_lease(struct gate_vol *g, uint64_t until_ms)
+{
+	atomic_store_explicit(&g->until_ms, until_ms, memory_order_release);
+}
+
+int cluster_gate_raise_epoch(struct gate_vol *g, uint64_t epoch)
+{
+	pthread_mutex_lock(&g->lock);
+	int ret = __raise(g, epoch);
+	pthread_mutex_unlock(&g->lock);
+	return ret;
+}
+
+int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *epoch)
+{
+	if (cluster_gate_check(g, 0) == 0)
+		return 0;
+	pthread_mutex_lock(&g->lock);
+	snprintf(url, urllen, "%s", g->primary_url);
+	*epoch = g->key_epoch > atomic_load(&g->epoch) ? g->key_epoch : atomic_load(&g->epoch);
+	pthread_mutex_unlock(&g->lock);
+	return -RDAX_E_NOT_PRIMARY;
+}
+
+int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *primary, char *msg,
+			      size_t msglen, uint64_t *seen)
+{
+	int ret = 0;
+	pthread_mutex_lock(&g->lock);
+	uint64_t have = atomic_load(&g->epoch);
+	if (rdax_faults.replica_no_fence) {
+		/* control: the fence is off; the open is taken as it comes (must be caught) */
+		ret = epoch > have ? __raise(g, epoch) : 0;
+	} else if (epoch < have) {
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": epoch %" PRIu64
+			    " is stale, this replica has seen %" PRIu64,
+			    g->name, epoch, have);
+		ret = -RDAX_E_STALE_EPOCH;
+	} else if (atomic_load(&g->serving) && epoch <= atomic_load(&g->serving)) {
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": this node is its primary at epoch %" PRIu64
+			    ", not a replica of \"%s\"",
+			    g->name, atomic_load(&g->serving), primary);
+		ret = -RDAX_E_NOT_PRIMARY;
+	} else if (epoch == g->key_epoch && strcmp(primary, g->primary) != 0) {
+		/*
+		 * An epoch newer than the key as read is believed (this node's watch may
+		 * lag the failover that made it); for the epoch it knows, the sender
+		 * must be the primary the key names.
+		 */
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": \"%s\" is not its primary at epoch %" PRIu64
+			    " (\"%s\" is)",
+			    g->name, primary, epoch, g->primary);
+		ret = -RDAX_E_NOT_PRIMARY;
+	} else if (epoch > g->key_epoch + 1 && !rdax_faults.replica_no_fence) {
+		/*
+		 * Believed only one failover ahead of what this node read: a further
+		 * epoch would fence the real primary for good on a sender's word.
+		 */
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": epoch %" PRIu64 " is ahead of the volume's %" PRIu64
+			    " by more than one failover: not believed until this node reads it",
+			    g->name, epoch, g->key_epoch);
+		ret = -EAGAIN;
+	} else if (epoch < g->key_epoch) {
+		rdax_seterr(msg, msglen,
+			    "volume \"%s\": epoch %" PRIu64 " is stale, the volume is at %" PRIu64,
+			    g->name, epoch, g->key_epoch);
+		ret = -RDAX_E_STALE_EPOCH;
+	} else {
+		ret = __raise(g, epoch);
+		if (ret)
+			rdax_seterr(msg, msglen, "volume \"%s\": epoch %" PRIu64 " is stale",
+				    g->name, epoch);
+	}
+	*seen = atomic_load(&g->epoch);
+	pthread_mutex_unlock(&g->lock);
+	if (ret)
+		LOG_WARN("replica open refused: %s", msg);
+	return ret;
+}
+
+void cluster_gate_close_all(struct store *store)
+{
+	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
+	__atomic_store_n(&count, 0, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < n; i++) {
+		struct gate_vol *g = entries[i];
+		store_volume_close(store, &g->recv);
+		store_volume_close(store, &g->v);
+		pthread_mutex_destroy(&g->lock);
+		free(g);
+		entries[i] = NULL;
+	}
+}

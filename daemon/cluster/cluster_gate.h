@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cluster_gate.h -- who may use a clustered volume on this node
+ *
+ * Every local copy of a cluster volume has a gate entry, made by the cluster
+ * thread when it creates or finds the copy: the copy itself (held open), its
+ * change record (a companion volume "<name>.rrec" of the same namespace,
+ * docs/cluster.md, "The change record"), this node's role for the volume and
+ * the highest epoch the copy has seen (kept durably in the record's header).
+ * The protocol layer asks it:
+ *
+ *   at VOLUME_OPEN of an ordinary client   cluster_gate_client(): only the
+ *                                          primary serves clients; others
+ *                                          answer RDAX_E_NOT_PRIMARY with the
+ *                                          primary's address and the epoch
+ *   at VOLUME_OPEN of a replica link       cluster_gate_replica_open(): the
+ *                                          sender names itself and its epoch;
+ *                                          an older epoch than seen is
+ *                                          RDAX_E_STALE_EPOCH, a sender that
+ *                                          is not the primary of that epoch
+ *                                          RDAX_E_NOT_PRIMARY; a newer epoch is
+ *                                          persisted before the open answers
+ *   on every request of an open handle     cluster_gate_check(): the handle's
+ *                                          epoch (a replica link's) must still
+ *                                          be the newest seen; a client handle
+ *                                          needs the node still primary
+ *
+ * So the epoch travels with the handle: a replica link's requests all belong
+ * to the epoch it opened with, and the check on each of them is one atomic
+ * load (invariant 4: a replica never applies a request of an older epoch
+ * than one it has seen).
+ *
+ * Record volumes are reserved: cluster_gate_reserved() is true for every
+ * name with the record suffix on a cluster node, and the protocol layer
+ * refuses clients those names.
+ *
+ * Thread safety: cluster_gate_find(), _client(), _check(), _reserved() from
+ * any thread, lock-free (entries are published once and never freed while
+ * the daemon runs). _replica_open() and _raise_epoch() from any thread (one
+ * lock per entry around the record's writes). _add() and _set_*() from the
+ * cluster thread only.
+ */
+#ifndef RDAXD_CLUSTER_GATE_H
+#define RDAXD_CLUSTER_GATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "change_record.h"
+#include "cluster_meta.h"
+#include "errors.h"
+#include "faults.h"
+#include "store.h"
+
+#define CLUSTER_GATE_MAX 256
+
+struct gate_vol {
+	char name[CLUSTER_NAME_MAX + 1];
+	struct volume *v;    /* the local copy, open for as long as the daemon runs */
+	struct volume *recv; /* the record's companion volume */
+	struct change_record rec;
+	_Atomic uint64_t serving;  /* the epoch this node is primary at, 0: a replica */
+	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */
+	_Atomic uint64_t epoch;	   /* the highest epoch seen: the record's, mirrored */
+	pthread_mutex_t lock;	   /* the record's writes; the strings below */
+	char primary[CLUSTER_NAME_MAX + 1];    /* the volume key's primary, as last read */
+	char primary_url[CLUSTER_URL_MAX + 1]; /* its tcp:// address, "" if unknown */
+	uint64_t key_epoch;		       /* the volume key's epoch, as last read */
+};
+
+/* cluster_record_name -- "<volume>.rrec" into @out; 0 or -ENAMETOOLONG */
+int cluster_record_name(const char *volume, char *out, size_t len);
+
+/*
+ * cluster_gate_open -- open (creating it if absent) the local copy @vol's
+ * companion record in @store and publish a gate entry for @vol, role
+ * replica (not serving), epoch the record's (a new record gets @epoch). Returns 0 and
+ * *out; -EEXIST if the entry exists already (*out is it); -ENOSPC (no room
+ * for the record, or CLUSTER_GATE_MAX entries); the store's error.
+ * Context: cluster thread.
+ */
+int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char *err,
+		      size_t errlen, struct gate_vol **out);
+
+/* cluster_gate_find -- @name's entry, or NULL (not a cluster volume of this node) */
+struct gate_vol *cluster_gate_find(const char *name);
+
+/* cluster_gate_enable -- this node is a cluster node (cluster_start, before any client) */
+void cluster_gate_enable(void);
+
+/* cluster_gate_reserved -- @name is a record's name and this node is a cluster node */
+bool cluster_gate_reserved(const char *name);
+
+/*
+ * cluster_gate_serve -- this node is the volume's primary at @epoch from now
+ * on (0: it is not); the epoch is persisted as seen first. Returns 0, or
+ * -RDAX_E_STALE_EPOCH (the copy has seen a newer epoch: it does not serve).
+ * Context: cluster thread.
+ */
+int cluster_gate_serve(struct gate_vol *g, uint64_t epoch);
+
+/* cluster_gate_set_primary -- the volume key as read: its primary, address, epoch */
+void cluster_gate_set_primary(struct gate_vol *g, const char *primary, const char *url,
+			      uint64_t key_epoch);
+
+/*
+ * cluster_gate_raise_epoch -- persist @epoch as the highest seen (record
+ * header, then the mirror). Returns 0 (raised or equal), -RDAX_E_STALE_EPOCH
+ * (@epoch is older: nothing changes).
+ */
+int cluster_gate_raise_epoch(struct gate_vol *g, uint64_t epoch);
+
+/*
+ * cluster_gate_client -- may an ordinary client use the volume here? 0 when
+ * this node is its primary; else -RDAX_E_NOT_PRIMARY with the primary's
+ * address in @url ("" if unknown) and the epoch in *epoch.
+ */
+int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *epoch);
+
+/*
+ * cluster_gate_replica_open -- may @primary, at @epoch, open the volume as a
+ * replica link? 0 (the epoch is persisted as the highest seen first);
+ * -RDAX_E_STALE_EPOCH (an older epoch than seen); -RDAX_E_NOT_PRIMARY
+ * (@primary is not the primary the volume key names for @epoch, or this
+ * node is the primary of @epoch itself); -EAGAIN (@epoch is more than one
+ * ahead of the volume key as this node read it: not believed, so a sender's
+ * word cannot fence the real primary for good). @msg (STATUS message) says why;
+ * *seen gets the epoch this copy has seen.
+ */
+int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *primary, char *msg,
+			      size_t msglen, uint64_t *seen);
+
+/* cluster_gate_now_ms -- the clock the lease bound is checked on (coarse: ~4 ms, cheap) */
+static inline uint64_t cluster_gate_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * cluster_gate_lease -- the primary serves the volume until @until_ms
+ * (CLOCK_MONOTONIC ms): the node lease's bound less a margin (docs/cluster.md,
+ * "Failover"); a client request after it is refused. Cluster thread.
+ */
+void cluster_gate_lease(struct gate_vol *g, uint64_t until_ms);
+
+/*
+ * cluster_gate_check -- a request on a handle of @g opened at @handle_epoch
+ * (0: an ordinary client's). 0, -RDAX_E_STALE_EPOCH (a newer epoch was seen
+ * since the link opened), -RDAX_E_NOT_PRIMARY (a client's, and this node is
+ * not primary, or was deposed: a newer epoch than the one it serves was
+ * seen, or its lease bound passed). @g NULL: 0 (not a cluster volume).
+ */
+static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_epoch)
+{
+	if (!g)
+		return 0;
+	uint64_t seen = atomic_load_explicit(&g->epoch, memory_order_acquire);
+	if (handle_epoch) /* the control replica-no-fence lets every epoch through */
+		return handle_epoch >= seen || rdax_faults.replica_no_fence ? 0
+									    : -RDAX_E_STALE_EPOCH;
+	uint64_t serving = atomic_load_explicit(&g->serving, memory_order_acquire);
+	uint64_t until = atomic_load_explicit(&g->until_ms, memory_order_acquire);
+	if (until && cluster_gate_now_ms() >= until && !rdax_faults.lease_ignore)
+		return -RDAX_E_NOT_PRIMARY; /* the lease may have run out: another may lead */
+	return serving && serving >= seen ? 0 : -RDAX_E_NOT_PRIMARY;
+}
+
+/* cluster_gate_close_all -- close every entry's volumes (after the workers stopped) */
+void cluster_gate_close_all(struct store *store);
+
+#endif

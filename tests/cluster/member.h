@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * member.h -- read a replica's copy directly, as its primary's link would
+ *
+ * A cluster node serves a volume's clients only where it is the primary; a
+ * copy on any other node refuses ordinary opens (RDAX_E_NOT_PRIMARY,
+ * daemon/cluster/cluster_gate.h). The tests still read every ISR member's
+ * copy to check the invariants, so they open it the way the primary's
+ * replica link does: as a replica link of the primary the volume key names,
+ * at the key's epoch -- which the fence accepts and which changes nothing
+ * (the epoch is the one the copy has seen).
+ *
+ * Thread safety: the caller's thread; one connection per call.
+ */
+#ifndef RDAX_TEST_MEMBER_H
+#define RDAX_TEST_MEMBER_H
+
+#include "cluster_meta.h"
+#include "librdax.h"
+
+/*
+ * nx_volume_key -- volumes/@volume of cluster "default" from the etcd at
+ * @etcd_spec into *v. Returns 0 or a negative code.
+ */
+int nx_volume_key(const char *etcd_spec, const char *volume, struct cluster_volume_rec *v);
+
+/*
+ * nx_member_open -- connect to node @node at @url and open its copy of
+ * @volume: as the replica link of the key's primary at the key's epoch, or
+ * as an ordinary client if @node is that primary. Returns 0 (*cp, *vp set)
+ * or a negative code (the connection is closed).
+ */
+int nx_member_open(const char *etcd_spec, const char *node, const char *url, const char *volume,
+		   struct rdax_conn **cp, struct rdax_volume **vp);
+
+#endif

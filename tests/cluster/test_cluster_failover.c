@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_cluster_failover.c -- the primary dies: an in-sync replica takes over, nothing acked is lost
+ *
+ * etcd and three nodes (--lease-ttl=2) in namespaces; "fo" is created with
+ * --replicas 3. A client writes and fsyncs through the primary with the
+ * checker; the primary is killed (kill -9, sim mode: a power cut). Checked:
+ *   - within a bounded time the volume key names another ISR member as
+ *     primary at the next epoch (the time from the kill to the first
+ *     acknowledged write on the new primary is printed, against the TTL);
+ *   - the new primary reads back every acknowledged block, and the checker
+ *     goes on through it;
+ *   - the old primary, restarted, serves nothing of the volume (a client
+ *     there is sent to the new primary), is resynced and rejoins the ISR,
+ *     and its whole copy equals the new primary's; epochs only grew.
+ * Control: failover-any-replica (a replica outside the ISR may take over,
+ * and does first): a replica killed while acknowledged writes go on, then
+ * restarted as the primary is killed, takes over with its stale copy, and
+ * the checker must see acknowledged blocks lost.
+ *
+ *   test_cluster_failover [--seed N]
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checker.h"
+#include "cluster_fixture.h"
+#include "cluster_meta.h"
+#include "librdax.h"
+#include "member.h"
+
+#define NODES	3
+#define NBLOCKS 512
+
+static uint64_t seed = 1;
+static struct nx_cluster cl;
+
+static int setup(void **state)
+{
+	(void)state;
+	nx_cluster_extra_arg = "--lease-ttl=2";
+	return nx_cluster_start(&cl, "clfo", NODES, seed, true, NULL) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return nx_cluster_stop(&cl);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static unsigned idx(const char *node)
+{
+	return (unsigned)(node[1] - '1');
+}
+
+static void create(const char *name)
+{
+	/* a node that lost its lease (the stalled primary) joins again within a keepalive */
+	sleep(2);
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
+			      "20",	     "volume",	   "create",	 name,
+			      "8M",	     "--replicas", "3",		 NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	if (r.status)
+		fail_msg("volume create %s: %s", name, r.err);
+	hx_run_free(&r);
+}
+
+/* steps -- @n checker steps through node @i's copy of @vol (opened as a client) */
+static void steps(struct ck *ck, unsigned i, const char *vol, unsigned n)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[i].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, vol, &v), 0);
+	for (unsigned k = 0; k < n; k++)
+		assert_int_equal(ck_step(ck, v, 3), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+}
+
+/*
+ * new_primary -- wait until @vol's key names a primary other than @old at
+ * a later epoch; then the time until a client's first acknowledged write
+ * there. Returns the new primary's index.
+ */
+static unsigned new_primary(const char *vol, unsigned old, uint64_t epoch, uint64_t t_kill,
+			    struct ck *ck)
+{
+	struct cluster_volume_rec rec;
+	for (unsigned n = 0;; n++) {
+		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+		if (idx(rec.primary) != old && rec.epoch > epoch)
+			break;
+		if (n > 400)
+			fail_msg("%s: no failover after %u ms", vol, n * 50);
+		usleep(50 * 1000);
+	}
+	unsigned p = idx(rec.primary);
+	/* the first acknowledged write: open (refused until it serves) and one step */
+	for (unsigned n = 0;; n++) {
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		if (rdax_connect(cl.node[p].url, NULL, &c) == 0) {
+			int ret = rdax_volume_open(c, vol, &v);
+			if (ret == 0) {
+				ret = ck_step(ck, v, 1);
+				rdax_volume_close(&v);
+			}
+			rdax_disconnect(&c);
+			if (ret == 0)
+				break;
+		}
+		if (n > 400)
+			fail_msg("%s: n%u never served after the failover", vol, p + 1);
+		usleep(50 * 1000);
+	}
+	printf("  %s: n%u primary at epoch %" PRIu64 " (was %" PRIu64 "); the first acknowledged "
+	       "write %" PRIu64 " ms after the kill (lease TTL 2000 ms)\n",
+	       vol, p + 1, rec.epoch, epoch, now_ms() - t_kill);
+	return p;
+}
+
+/* verify_on -- node @i's copy of @vol reads back every acknowledged block; 0 or -EIO */
+static int verify_on(struct ck *ck, unsigned i, const char *vol)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	char nd[8];
+	snprintf(nd, sizeof(nd), "n%u", i + 1);
+	assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[i].url, vol, &c, &v), 0);
+	int ret = ck_verify(ck, v);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return ret;
+}
+
+static void test_primary_killed(void **state)
+{
+	(void)state;
+	create("fo");
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, "fo", &rec), 0);
+	unsigned old = idx(rec.primary);
+	uint64_t epoch = rec.epoch;
+	struct ck ck;
+	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
+	steps(&ck, old, "fo", 30);
+	printf("  kill -9 n%u (the primary)\n", old + 1);
+	uint64_t t = now_ms();
+	assert_int_equal(nx_node_kill(&cl.node[old]), 0);
+	unsigned p = new_primary("fo", old, epoch, t, &ck);
+	if (verify_on(&ck, p, "fo"))
+		fail_msg("the new primary n%u: %s", p + 1, ck.why);
+	printf("  n%u (the new primary) reads back every acknowledged block\n", p + 1);
+	steps(&ck, p, "fo", 20);
+
+	/* the old primary comes back: a replica now, resynced, never serving */
+	assert_int_equal(nx_node_restart(&cl.node[old]), 0);
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[old].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "fo", &v), -RDAX_E_NOT_PRIMARY);
+	printf("  n%u restarted: a client there is sent to %s\n", old + 1,
+	       rdax_conn_primary_url(c));
+	rdax_disconnect(&c);
+	char on[8];
+	snprintf(on, sizeof(on), "n%u", old + 1);
+	for (unsigned n = 0;; n++) {
+		assert_int_equal(nx_volume_key(cl.etcd.spec, "fo", &rec), 0);
+		if (cluster_name_in(rec.isr, rec.nisr, on))
+			break;
+		if (n > 600)
+			fail_msg("n%u did not rejoin the ISR", old + 1);
+		steps(&ck, p, "fo", 1);
+		usleep(50 * 1000);
+	}
+	steps(&ck, p, "fo", 5);
+	assert_true(rec.epoch > epoch);
+	for (unsigned k = 0; k < rec.nisr; k++)
+		if (verify_on(&ck, idx(rec.isr[k]), "fo"))
+			fail_msg("ISR member %s: %s", rec.isr[k], ck.why);
+	printf("  n%u rejoined as a replica; every ISR member (%u) reads back every acknowledged "
+	       "block\n",
+	       old + 1, rec.nisr);
+	ck_free(&ck);
+}
+
+static void test_control_outside_isr(void **state)
+{
+	(void)state;
+	create("fc");
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, "fc", &rec), 0);
+	unsigned p = idx(rec.primary), stale = (p + 2) % NODES;
+	struct ck ck;
+	assert_int_equal(ck_init(&ck, seed ^ 0xfc, 0, NBLOCKS, NULL), 0);
+	steps(&ck, p, "fc", 10);
+	/* the stale replica misses acknowledged writes, then every node may take over */
+	assert_int_equal(nx_node_kill(&cl.node[stale]), 0);
+	steps(&ck, p, "fc", 30);
+	cl.node[stale].d.opts.faults = "failover-any-replica";
+	unsigned other = (p + 1) % NODES;
+	/* hold the in-sync one back; the primary dies; the stale one comes back at once */
+	assert_int_equal(nx_node_pause(&cl.node[other]), 0);
+	printf("  control failover-any-replica: n%u (stale) restarted as n%u (primary) dies, n%u "
+	       "held\n",
+	       stale + 1, p + 1, other + 1);
+	uint64_t t = now_ms();
+	assert_int_equal(nx_node_kill(&cl.node[p]), 0);
+	assert_int_equal(nx_node_restart(&cl.node[stale]), 0);
+	unsigned np;
+	for (unsigned n = 0;; n++) {
+		assert_int_equal(nx_volume_key(cl.etcd.spec, "fc", &rec), 0);
+		if (idx(rec.primary) != p)
+			break;
+		if (n > 400)
+			fail_msg("control: no failover");
+		usleep(50 * 1000);
+	}
+	np = idx(rec.primary);
+	assert_int_equal(nx_node_resume(&cl.node[other]), 0);
+	for (unsigned n = 0;; n++) { /* it serves once its members are reconciled */
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		assert_int_equal(rdax_connect(cl.node[np].url, NULL, &c), 0);
+		int ret = rdax_volume_open(c, "fc", &v);
+		if (ret == 0)
+			rdax_volume_close(&v);
+		rdax_disconnect(&c);
+		if (ret == 0)
+			break;
+		if (n > 400)
+			fail_msg("control: n%u does not serve", np + 1);
+		usleep(50 * 1000);
+	}
+	int ret = verify_on(&ck, np, "fc");
+	printf("  control: n%u took over after %" PRIu64 " ms; its copy: %s\n", np + 1,
+	       now_ms() - t, ret ? ck.why : "every acknowledged block (not caught)");
+	assert_int_equal(np, stale);
+	assert_int_not_equal(ret, 0); /* caught: acknowledged writes lost */
+	cl.node[stale].d.opts.faults = NULL;
+	ck_free(&ck);
+}
+
+/*
+ * stalled_primary -- volume @vol's primary stopped (SIGSTOP) past its lease:
+ * another takes over and acknowledges new bytes; the old one, continued,
+ * is asked through a handle it opened before. Returns how many of 20 reads
+ * there returned the old bytes (a deposed primary serving stale data).
+ */
+static unsigned stalled_primary(const char *vol)
+{
+	create(vol);
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+	unsigned p = idx(rec.primary);
+	static uint8_t a[4096], b[4096], got[4096];
+	memset(a, 0xa1, sizeof(a));
+	memset(b, 0xb2, sizeof(b));
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, vol, &v), 0);
+	assert_int_equal(rdax_write(v, 0, a, sizeof(a), RDAX_WRITE_FSYNC), 0);
+	printf("  %s: SIGSTOP n%u (the primary) past its lease\n", vol, p + 1);
+	assert_int_equal(nx_node_pause(&cl.node[p]), 0);
+	unsigned np;
+	for (unsigned n = 0;; n++) {
+		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+		if (idx(rec.primary) != p)
+			break;
+		if (n > 400)
+			fail_msg("%s: no failover", vol);
+		usleep(50 * 1000);
+	}
+	np = idx(rec.primary);
+	struct rdax_conn *c2;
+	struct rdax_volume *v2;
+	for (unsigned n = 0;; n++) { /* until the new primary serves */
+		assert_int_equal(rdax_connect(cl.node[np].url, NULL, &c2), 0);
+		if (rdax_volume_open(c2, vol, &v2) == 0)
+			break;
+		rdax_disconnect(&c2);
+		if (n > 400)
+			fail_msg("%s: n%u does not serve", vol, np + 1);
+		usleep(50 * 1000);
+	}
+	assert_int_equal(rdax_write(v2, 0, b, sizeof(b), RDAX_WRITE_FSYNC), 0);
+	rdax_volume_close(&v2);
+	rdax_disconnect(&c2);
+	assert_int_equal(nx_node_resume(&cl.node[p]), 0);
+	unsigned stale = 0, refused = 0;
+	for (unsigned i = 0; i < 20; i++) {
+		int ret = rdax_read(v, 0, got, sizeof(got));
+		if (ret == 0 && memcmp(got, a, sizeof(a)) == 0)
+			stale++;
+		else if (ret == -RDAX_E_NOT_PRIMARY)
+			refused++;
+	}
+	printf("  %s: n%u took over and acknowledged new bytes; n%u, continued, answered its old "
+	       "handle: %u stale read(s), %u refused\n",
+	       vol, np + 1, p + 1, stale, refused);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return stale;
+}
+
+static void test_stalled_primary(void **state)
+{
+	(void)state;
+	assert_int_equal(stalled_primary("fs"), 0);
+}
+
+/* control lease-ignore: every node serves past its lease bound; the stale reads are seen */
+static void test_control_lease_ignore(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < NODES; i++) {
+		cl.node[i].d.opts.faults = "lease-ignore";
+		if (nx_node_state(&cl.node[i]) != '?')
+			assert_int_equal(nx_node_kill(&cl.node[i]), 0);
+		assert_int_equal(nx_node_restart(&cl.node[i]), 0);
+	}
+	unsigned stale = stalled_primary("fl");
+	printf("  control lease-ignore: %u stale read(s) seen\n", stale);
+	assert_true(stale > 0);
+	for (unsigned i = 0; i < NODES; i++)
+		cl.node[i].d.opts.faults = NULL;
+}
+
+int main(int argc, char **argv)
+{
+	seed = nx_seed(argc, argv);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_primary_killed),
+					   cmocka_unit_test(test_stalled_primary),
+					   cmocka_unit_test(test_control_outside_isr),
+					   cmocka_unit_test(test_control_lease_ignore)};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

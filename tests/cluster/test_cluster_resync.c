@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_cluster_resync.c -- a returning replica of a 1 GiB volume gets only the delta
+ *
+ * etcd and two nodes (1200 MiB namespaces, sim mode) in namespaces; "big" is
+ * a 1 GiB volume with --replicas 2. The replica is killed (kill -9); while it
+ * is away X MiB are written through the primary (durable writes: 8 MiB
+ * aligned at 100 MiB, 3 MiB at 301 MiB, which touches two 2 MiB regions
+ * with 1 MiB of them unwritten, and 64 scattered 4 KiB blocks, one in each
+ * of 64 other regions); it is restarted and rdaxd resyncs it while a client
+ * keeps writing. Checked: it rejoins etcd's ISR; the bytes its resync
+ * shipped (status key, shown by `rdax volume info --json`) are at least X
+ * and at most X + 1 MiB of a 1 GiB volume -- the record marks 70 regions
+ * (140 MiB), and the 4 KiB digests inside them leave only what differs; and
+ * its whole copy equals the primary's (FNV-1a of both whole volumes, and the
+ * bytes).
+ *
+ *   test_cluster_resync [--seed N]
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cluster_fixture.h"
+#include "cluster_meta.h"
+#include "librdax.h"
+#include "member.h"
+
+#define NODES	 2
+#define VOL	 "big"
+#define VOL_SIZE (1ULL << 30)
+#define MIB	 ((uint64_t)1 << 20)
+
+static uint64_t seed = 1;
+static struct nx_cluster cl;
+
+static int setup(void **state)
+{
+	(void)state;
+	nx_node_ns_size = "1200M";
+	return nx_cluster_start(&cl, "clrsy", NODES, seed, true, NULL) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return nx_cluster_stop(&cl);
+}
+
+static bool in_isr(const char *nd)
+{
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, VOL, &rec), 0);
+	return cluster_name_in(rec.isr, rec.nisr, nd);
+}
+
+/* fill -- @len bytes from the seed and @off */
+static void fill(uint8_t *buf, size_t len, uint64_t off)
+{
+	uint64_t s = seed ^ (off * 0x9e3779b97f4a7c15ULL);
+	for (size_t i = 0; i < len; i += 8) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		memcpy(buf + i, &s, 8);
+	}
+}
+
+/* durable -- a durable write of @len seeded bytes at @off through the primary's volume */
+static void durable(struct rdax_volume *v, uint64_t off, uint64_t len)
+{
+	uint8_t *buf = malloc(len);
+	assert_non_null(buf);
+	fill(buf, len, off);
+	assert_int_equal(rdax_write(v, off, buf, len, RDAX_WRITE_FSYNC), 0);
+	free(buf);
+}
+
+/* whole -- FNV-1a of node @nd's whole copy, and the bytes into @out (VOL_SIZE) */
+static uint64_t whole(const char *nd, unsigned i, uint8_t *out)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[i].url, VOL, &c, &v), 0);
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (uint64_t off = 0; off < VOL_SIZE; off += 16 * MIB) {
+		assert_int_equal(rdax_read(v, off, out + off, 16 * MIB), 0);
+		for (uint64_t k = 0; k < 16 * MIB; k++)
+			h = (h ^ out[off + k]) * 0x100000001b3ULL;
+	}
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	return h;
+}
+
+/* shipped -- resync_bytes_shipped of replica @nd, from rdax volume info --json */
+static uint64_t shipped(const char *nd)
+{
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "volume",
+			      "info",	     VOL,	  "--json",	NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	assert_int_equal(r.status, 0);
+	char pat[32];
+	snprintf(pat, sizeof(pat), "\"node\": \"%s\"", nd);
+	const char *at = strstr(r.out, pat);
+	assert_non_null(at);
+	const char *sh = strstr(at, "\"resync_bytes_shipped\": ");
+	assert_non_null(sh);
+	uint64_t n = strtoull(sh + strlen("\"resync_bytes_shipped\": "), NULL, 10);
+	hx_run_free(&r);
+	return n;
+}
+
+static void test_delta_1g(void **state)
+{
+	(void)state;
+	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
+			      "60",	     "volume",	   "create",	 VOL,
+			      "1G",	     "--replicas", "2",		 NULL};
+	struct hx_run r;
+	assert_int_equal(hx_run_argv(argv, NULL, 0, &r), 0);
+	if (r.status)
+		fail_msg("volume create: %s", r.err);
+	hx_run_free(&r);
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, VOL, &rec), 0);
+	unsigned p = (unsigned)(rec.primary[1] - '1'), q = 1 - p;
+	char pn[8], qn[8];
+	snprintf(pn, sizeof(pn), "n%u", p + 1);
+	snprintf(qn, sizeof(qn), "n%u", q + 1);
+
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, VOL, &v), 0);
+	durable(v, 0, 4 * MIB); /* before: both copies have it */
+
+	printf("  kill -9 %s (the replica)\n", qn);
+	assert_int_equal(nx_node_kill(&cl.node[q]), 0);
+	const uint64_t x = 8 * MIB + 3 * MIB + 64 * 4096;
+	durable(v, 100 * MIB, 8 * MIB);
+	durable(v, 301 * MIB, 3 * MIB);
+	for (uint64_t k = 0; k < 64; k++) /* regions 256, 259, ...: none of the above */
+		durable(v, (512 + 6 * k) * MIB + (k % 7) * 4096, 4096);
+	assert_false(in_isr(qn));
+	printf("  %.2f MiB written while %s was away (70 regions of 2 MiB touched)\n",
+	       (double)x / MIB, qn);
+
+	uint64_t before = shipped(qn);
+	assert_int_equal(nx_node_restart(&cl.node[q]), 0);
+	/* a client writes on (the first 2 MiB, already shipped-equal) while it resyncs */
+	unsigned n = 0;
+	while (!in_isr(qn)) {
+		if (n++ > 1200)
+			fail_msg("%s did not rejoin the ISR", qn);
+		durable(v, (n % 512) * 4096, 4096);
+		usleep(20 * 1000);
+	}
+	for (unsigned i = 0; i < 20; i++)
+		durable(v, (uint64_t)i * 4096, 4096);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	/* the status key follows within a tick (1 s): read until two reads a tick apart agree */
+	uint64_t sh = 0, last = UINT64_MAX;
+	for (unsigned i = 0; i < 20; i++) {
+		sh = shipped(qn) - before;
+		if (sh && sh == last)
+			break;
+		last = sh;
+		usleep(1200 * 1000);
+	}
+	printf("  %s rejoined after %u writes during its resync; the resync shipped %" PRIu64
+	       " bytes (%.2f MiB) for %.2f MiB written, of a 1 GiB volume\n",
+	       qn, n, sh, (double)sh / MIB, (double)x / MIB);
+	assert_true(sh >= x);
+	assert_true(sh <= x + MIB);
+
+	uint8_t *a = malloc(VOL_SIZE), *b = malloc(VOL_SIZE);
+	assert_non_null(a);
+	assert_non_null(b);
+	uint64_t ha = whole(pn, p, a), hb = whole(qn, q, b);
+	printf("  whole-volume FNV-1a: %s %016" PRIx64 ", %s %016" PRIx64 "\n", pn, ha, qn, hb);
+	assert_true(ha == hb);
+	assert_memory_equal(a, b, VOL_SIZE);
+	free(a);
+	free(b);
+}
+
+int main(int argc, char **argv)
+{
+	seed = nx_seed(argc, argv);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_delta_1g)};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
