@@ -81,7 +81,7 @@ int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
 	c->fd = -1;
 	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
 	c->timeout_ms = opts ? opts->timeout_ms : 0;
-	c->busy_poll_us = opts ? opts->busy_poll_us : 0;
+	spin_window_init(&c->spin, opts ? opts->busy_poll_us : RDAX_DEFAULT_BUSY_POLL_US);
 	c->max_body = FRAME_DEFAULT_MAX_BODY;
 	c->max_inflight_bytes = CONN_MIN_INFLIGHT_BYTES;
 	c->next_id = 1;
@@ -1017,7 +1017,8 @@ static struct conn_req *find_inflight(struct rdax_conn *c, uint64_t id)
  * rx_fill -- move received bytes into @dst until @need are there. Small
  * reads go through the receive buffer (a header and a small body in one
  * recv); large ones straight into @dst. Returns 1 (complete), 0 (the socket
- * has nothing more now), or the broken code.
+ * has nothing more now, or had nothing at the last look and poll() has not
+ * reported input since: c->rx_sock_empty), or the broken code.
  */
 static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 {
@@ -1047,11 +1048,11 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 				c->rx_end = (size_t)r;
 			continue;
 		}
+		size_t ask = direct ? want : CONN_RX_BUF_SIZE;
 		ssize_t r;
 		if (c->tls) {
 			/* decrypted straight into the destination of a large read */
-			r = tls_io_recv(c->tls, direct ? dst + c->rx_got : c->rx_buf,
-					direct ? want : CONN_RX_BUF_SIZE);
+			r = tls_io_recv(c->tls, direct ? dst + c->rx_got : c->rx_buf, ask);
 			if (r == -EAGAIN)
 				return 0;
 			if (r == 0 && c->max_payload)
@@ -1062,13 +1063,17 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 				    c->peer, r ? gnutls_strerror(c->tls->last_error) : "closed",
 				    c->max_payload ? "" : TLS_REFUSED_HINT);
 		} else {
-			r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf,
-				 direct ? want : CONN_RX_BUF_SIZE, MSG_DONTWAIT);
+			/* not over TLS: GnuTLS may hold decrypted bytes of an empty socket */
+			if (c->rx_sock_empty)
+				return 0; /* as EAGAIN: the caller polls before it sleeps */
+			r = recv(c->fd, direct ? dst + c->rx_got : c->rx_buf, ask, MSG_DONTWAIT);
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			c->rx_sock_empty = true;
 			return 0;
+		}
 		if (r == 0 || (r < 0 && errno == ECONNRESET))
 			return conn_closed(c);
 		if (r < 0) {
@@ -1076,6 +1081,8 @@ static int rx_fill(struct rdax_conn *c, uint8_t *dst, size_t need)
 			return conn_break(c, -err, "receive from %s: %s", c->peer, strerror(err));
 		}
 		c->last_activity = now_ms();
+		/* a stream socket hands over what it holds: a short read emptied it */
+		c->rx_sock_empty = !c->tls && (size_t)r < ask;
 		if (direct)
 			c->rx_got += (size_t)r;
 		else
@@ -1338,25 +1345,48 @@ static int rdma_progress(struct rdax_conn *c)
 	return ret < 0 ? rdma_broken(c, ret) : 0;
 }
 
-/*
- * busy_poll -- spin on the completion queue for up to c->busy_poll_us;
- * true if anything came (completions, input, a failure): do not sleep
- */
-static bool busy_poll(struct rdax_conn *c)
+/* now_us -- CLOCK_MONOTONIC in microseconds */
+static int64_t now_us(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t end = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + c->busy_poll_us;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * busy_poll -- the call is about to sleep: spin on the completion queue
+ * for the adaptive window first (spin_window.h: about twice the recent
+ * waits, at most the cap of rdax_conn_opts_set_busy_poll; none while the
+ * waits are longer). True if anything came (completions, input, a
+ * failure): do not sleep.
+ */
+static bool busy_poll(struct rdax_conn *c)
+{
+	int64_t now = now_us();
+	unsigned us = spin_window_idle(&c->spin, now);
+	if (!us)
+		return false;
+	int64_t end = now + us;
+	unsigned turn = 0;
 	do {
-		int ret = rdma_tp_progress(c->rdma, rdma_done, c);
-		if (ret < 0) {
-			rdma_broken(c, ret);
-			return true;
+		/*
+		 * the CQ alone, in user space; the channel and the CM events every
+		 * 64 turns, the clock every 16 (in the emulated VM a clock read
+		 * costs more than a poll: perf, docs/rdma.md "Benchmark")
+		 */
+		for (unsigned i = 0; i < 16; i++) {
+			int ret = ++turn % 64 ? rdma_tp_poll(c->rdma, rdma_done, c)
+					      : rdma_tp_progress(c->rdma, rdma_done, c);
+			if (ret < 0) {
+				rdma_broken(c, ret);
+				return true;
+			}
+			if (ret > 0 || rdma_tp_has_input(c->rdma)) {
+				spin_window_activity(&c->spin, now_us());
+				return true;
+			}
 		}
-		if (ret > 0 || rdma_tp_has_input(c->rdma))
-			return true;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-	} while ((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 < end);
+	} while (now_us() < end);
 	return false;
 }
 
@@ -1400,7 +1430,7 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			try_rx = true;
 			continue;
 		}
-		if (c->rdma && (rdma_tp_has_input(c->rdma) || (c->busy_poll_us && busy_poll(c)) ||
+		if (c->rdma && (rdma_tp_has_input(c->rdma) || busy_poll(c) ||
 				rdma_tp_arm(c->rdma, rdma_done, c))) {
 			/* completions or bytes came meanwhile: no sleep */
 			try_rx = true;
@@ -1446,7 +1476,11 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 			try_rx = false;
 			continue;
 		}
+		if (c->rdma)
+			spin_window_activity(&c->spin, now_us()); /* woken: the wait closes */
 		try_rx = c->rdma || (p->revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL)) != 0;
+		if (try_rx)
+			c->rx_sock_empty = false;
 	}
 }
 

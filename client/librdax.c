@@ -25,6 +25,10 @@ static _Thread_local char connect_error[CONN_ERR_MAX];
 
 /* --- options ------------------------------------------------------------ */
 
+/* the public default is the shared one of both sides */
+_Static_assert(RDAX_DEFAULT_BUSY_POLL_US == SPIN_WINDOW_DEFAULT_CAP_US,
+	       "librdax.h and spin_window.h disagree on the default spin cap");
+
 int rdax_conn_opts_new(struct rdax_conn_opts **optsp)
 {
 	if (!optsp)
@@ -33,6 +37,7 @@ int rdax_conn_opts_new(struct rdax_conn_opts **optsp)
 	if (!o)
 		return -ENOMEM;
 	o->queue_depth = RDAX_DEFAULT_QUEUE_DEPTH;
+	o->busy_poll_us = RDAX_DEFAULT_BUSY_POLL_US;
 	*optsp = o;
 	return 0;
 }

@@ -530,6 +530,15 @@ int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int 
 	return n + (tp->peer_closed != was_closed);
 }
 
+int rdma_tp_poll(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg)
+{
+	int n = poll_cq(tp, done, arg);
+	maybe_grant(tp);
+	if (tp->error)
+		return tp->error;
+	return n;
+}
+
 bool rdma_tp_arm(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg)
 {
 	if (ibv_req_notify_cq(tp->cq, 0))

@@ -130,6 +130,17 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
 int rdma_tp_progress(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg);
 
 /*
+ * rdma_tp_poll -- rdma_tp_progress() for a caller that spins: the
+ * completion queue only (handled alike, then a grant if one is due), no
+ * system call to look at the completion channel or the connection's events
+ * -- the providers poll a CQ in user space, and under emulation the two
+ * empty reads of every turn cost more than the poll (docs/rdma.md,
+ * "Benchmark"). A spinning caller calls rdma_tp_progress() now and then,
+ * and before it sleeps. Returns as rdma_tp_progress().
+ */
+int rdma_tp_poll(struct rdma_tp *tp, void (*done)(void *arg, void *ctx, int status), void *arg);
+
+/*
  * rdma_tp_arm -- before sleeping: ask for a completion event, then handle
  * what completed before the request (it raises no event), as
  * rdma_tp_progress() does. Returns true if there was any: do not sleep.

@@ -129,6 +129,7 @@ void config_init(struct config *c)
 	c->max_connections_per_peer = 0; /* config_finish: the default, within max_connections */
 	c->max_reply_memory = CONFIG_DEFAULT_REPLY_MEMORY;
 	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
+	c->rdma_busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -845,7 +846,7 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
 		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics || c->cluster ||
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US || c->metrics || c->cluster ||
 		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s ||
 		    c->write_log || c->write_log_max != WRITE_RECORDER_DEFAULT_MAX ||
 		    c->allow_powercut || c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
@@ -989,9 +990,11 @@ void config_usage(FILE *f)
 		"                        hammer (write back the whole volume; a baseline)\n"
 		"  --max-payload SIZE    largest WRITE/READ per request (1M..%uM, default %uM)\n"
 		"  --rdma-busy-poll USEC after a completion, an rdma:// connection's loop\n"
-		"                        spins on its completion queue this long before it\n"
-		"                        sleeps again: lower latency for a busy CPU\n"
-		"                        (default 0: sleep at once)\n"
+		"                        spins on its completion queue for twice the\n"
+		"                        connection's recent gaps, at most USEC, before it\n"
+		"                        sleeps again (none while its gaps are longer):\n"
+		"                        lower latency for some CPU (default %u; 0: sleep\n"
+		"                        at once)\n"
 		"  --max-connections N   connections served at once, every transport\n"
 		"                        together (default %u; lowered to fit the\n"
 		"                        descriptor limit). One more is refused: its first\n"
@@ -1056,7 +1059,7 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_MAX_CONNS,
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_BUSY_POLL_US, CONFIG_DEFAULT_MAX_CONNS,
 		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_REPLY_MEMORY >> 20,
 		CONFIG_DEFAULT_HANDSHAKE_TIMEOUT, CONFIG_DEFAULT_REQUEST_TIMEOUT,
 		CONFIG_DEFAULT_IDLE_TIMEOUT, CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME,

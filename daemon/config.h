@@ -22,6 +22,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "spin_window.h"
 #include "url.h"
 #include "persist.h"
 #include "tls_server.h"
@@ -37,6 +38,8 @@
 /* --lease-ttl: bounds of the node lease's TTL, in seconds */
 #define CONFIG_MIN_LEASE_TTL_S	    2
 #define CONFIG_MAX_LEASE_TTL_S	    60
+/* --rdma-busy-poll when not given: adaptive polling (spin_window.h) */
+#define CONFIG_DEFAULT_BUSY_POLL_US SPIN_WINDOW_DEFAULT_CAP_US
 #define CONFIG_MAX_NAMESPACES	    256
 #define CONFIG_MAX_LISTENS	    64
 #define CONFIG_MAX_ADVERTISE	    16
@@ -91,7 +94,7 @@ struct config {
 	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
-	unsigned rdma_busy_poll_us; /* 0: rdma:// loops sleep at once (net/rdma_conn.h) */
+	unsigned rdma_busy_poll_us; /* spin cap; 0: rdma:// loops sleep at once (rdma_conn.h) */
 	/* the time limits of a connection, seconds (0: none; net/conn.h) */
 	unsigned handshake_timeout, request_timeout, idle_timeout;
 	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */

@@ -353,7 +353,7 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < cfg->nlistens; i++)
 		n += cfg->listens[i].kind == CONFIG_LISTEN_RDMA;
 	if (n == 0) {
-		if (cfg->rdma_busy_poll_us)
+		if (cfg->rdma_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US)
 			LOG_WARN("--rdma-busy-poll %u has no effect: no rdma:// listener",
 				 cfg->rdma_busy_poll_us);
 		return 0;

@@ -17,10 +17,28 @@ enum flush_mode vol_op_flush_mode(enum flush_mode configured, bool hammer)
 	return hammer || configured == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT;
 }
 
+/*
+ * vol_op_dirty_set_small -- whether all of @v that is dirty is at most
+ * VOL_OP_INLINE_MAX bytes in at most FSYNC_CLAIM_BATCH entries: an fsync of
+ * any range of it is then one pass of the tree and that much write-back.
+ */
+static bool vol_op_dirty_set_small(struct volume *v)
+{
+	struct dtree_stats st;
+	dtree_stats_get(v->tree, &st);
+	uint64_t entries = 0;
+	for (unsigned i = 0; i < DTREE_NR_SIZES; i++)
+		entries += st.entries[i];
+	return st.dirty_bytes <= VOL_OP_INLINE_MAX && entries <= FSYNC_CLAIM_BATCH;
+}
+
 bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
 			     int *code, uint64_t *written_back)
 {
-	if (!v || !v->ns || len == 0 || len > VOL_OP_INLINE_MAX)
+	if (!v || !v->ns || !v->tree)
+		return false;
+	/* a long range (len 0: to the end, NBD's FLUSH) only while little of the volume is dirty */
+	if ((len == 0 || len > VOL_OP_INLINE_MAX) && !vol_op_dirty_set_small(v))
 		return false;
 	/* a replicated volume's fsync waits for its replicas: never on the loop */
 	if (repl_registry_get(v))

@@ -91,13 +91,21 @@ struct vol_op {
  * and back: 4.8 context switches and ~10 system calls per write against 1.0
  * and 4 for a plain write, measured by the comparative benchmark; run on
  * the loop, 1.0 (docs/benchmarks.md has the latencies). Running there is
- * safe only when it cannot stall the loop's other connections: a short
- * range, written back by CPU cache flushes (or the simulator's pwrite into
- * the page cache), not waiting for another fsync of the volume. Everything
- * else keeps the pool:
- * longer ranges, fsyncs to the end of the volume, the hammer mode, the
- * msync method (write-back to a disk), and a volume whose fsync lock is
- * held (by a pool thread, or another loop).
+ * safe only when it cannot stall the loop's other connections: little to
+ * write back, by CPU cache flushes (or the simulator's pwrite into the page
+ * cache), not waiting for another fsync of the volume. Little to write
+ * back is a range of at most VOL_OP_INLINE_MAX bytes, or any range --
+ * NBD's FLUSH and an FSYNC to the end of the volume included -- while the
+ * whole volume's dirty set is at most VOL_OP_INLINE_MAX bytes in at most
+ * FSYNC_CLAIM_BATCH entries (the tree keeps both counts; an fsync of such a
+ * set is one pass of the tree). A write that another loop makes between
+ * that look and the fsync's walk is written back too, as by any fsync: the
+ * bound is on what was dirty, plus what lands meanwhile. Everything else
+ * keeps the pool: longer ranges of a volume with more dirty, the hammer
+ * mode, the msync method (write-back to a disk), and a volume whose fsync
+ * lock is held (by a pool thread, or another loop). A whole-volume FLUSH
+ * after a 4 KiB write went to the pool before: 5.9 server context switches
+ * per write+flush pair against nbdkit's 5.0 (docs/benchmarks.md).
  */
 #define VOL_OP_INLINE_MAX (64U << 10)
 

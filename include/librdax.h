@@ -101,7 +101,8 @@ struct rdax_volume;    /* a volume opened on a connection (opaque) */
 
 /*
  * rdax_conn_opts_new -- options with the defaults: no token, client name
- * "librdax", no timeout, queue depth RDAX_DEFAULT_QUEUE_DEPTH.
+ * "librdax", no timeout, queue depth RDAX_DEFAULT_QUEUE_DEPTH, rdma://
+ * adaptive polling capped at RDAX_DEFAULT_BUSY_POLL_US.
  * Returns 0, -EINVAL (NULL), -ENOMEM. Sets *optsp only on success.
  */
 int rdax_conn_opts_new(struct rdax_conn_opts **optsp);
@@ -144,13 +145,16 @@ int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
 
 /*
  * rdax_conn_opts_set_busy_poll -- rdma:// only: a call that waits spins on
- * the completion queue for up to @usec microseconds before it sleeps on the
- * completion channel. Waking from that sleep costs a system call and a
- * scheduler wake-up per reply; spinning trades a CPU for latency, as
- * RDMA applications usually do. 0 (default): sleep at once. Ignored over
- * tcp://. Returns 0, -EINVAL (NULL, > RDAX_MAX_BUSY_POLL_US).
+ * the completion queue before it sleeps on the completion channel, for
+ * twice the connection's recent waits and at most @usec microseconds (a
+ * connection whose waits are longer sleeps at once). Waking from that sleep
+ * costs a system call and a scheduler wake-up per reply; spinning trades
+ * some CPU for latency, as RDMA applications usually do. Default
+ * RDAX_DEFAULT_BUSY_POLL_US; 0: sleep at once. Ignored over tcp://.
+ * Returns 0, -EINVAL (NULL, > RDAX_MAX_BUSY_POLL_US).
  */
-#define RDAX_MAX_BUSY_POLL_US 1000000U
+#define RDAX_MAX_BUSY_POLL_US	  1000000U
+#define RDAX_DEFAULT_BUSY_POLL_US 200U
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
 
 /*

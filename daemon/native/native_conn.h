@@ -24,9 +24,11 @@
  * transport asks for snapshots: RDMA, whose one-sided writes bypass the
  * stream). Backpressure: at the transport's limits the connection stops
  * dispatching until its backlog drains to half. An ordered job (dispatch.h)
- * stops dispatch until its reply is queued. A range fsync of at most
- * VOL_OP_INLINE_MAX bytes runs on the loop itself when vol_op_start()
- * takes it (vol_op.h); its reply is then queued at once, after the fence.
+ * stops dispatch until its reply is queued. An fsync with little to write
+ * back (a range of at most VOL_OP_INLINE_MAX bytes, or any range while the
+ * volume's dirty set is that small) runs on the loop itself when
+ * vol_op_start() takes it (vol_op.h); its reply is then queued at once,
+ * after the fence.
  *
  * Write after read: a WRITE or a DISCARD whose range overlaps a READ reply
  * still queued on this connection waits until that reply has left (the

@@ -208,10 +208,11 @@ static void job_complete(struct nbd_conn *c, struct nbd_job *j)
 }
 
 /*
- * job_start -- a FUA write's range fsync runs right here when the inline
- * rule takes it (vol_op_start: small, not waiting for another fsync; a
- * FLUSH covers the whole volume and is never taken), its reply queued before
- * this returns; everything else goes to its pool.
+ * job_start -- a FUA write's range fsync, or a FLUSH, runs right here when
+ * the inline rule takes it (vol_op_start: little to write back -- a small
+ * range, or a FLUSH while the volume's dirty set is small -- and not
+ * waiting for another fsync), its reply queued before this returns;
+ * everything else goes to its pool.
  */
 static void job_start(struct nbd_conn *c, struct nbd_job *j)
 {

@@ -40,9 +40,10 @@
  * request the client sent after it. Requests are pipelined; a FLUSH or FUA
  * write is answered from the fsync pool, possibly after replies to later
  * requests (the protocol allows any order; handles are echoed) -- except a
- * FUA write of at most VOL_OP_INLINE_MAX bytes whose fsync can start
- * without waiting: it runs on the loop and is answered at once (the one
- * inline rule of vol_op.h, which also picks every job's pool). Backpressure: replies queued
+ * FUA write of at most VOL_OP_INLINE_MAX bytes, or a FLUSH while the
+ * volume's dirty set is that small, whose fsync can start without waiting:
+ * it runs on the loop and is answered at once (the one inline rule of
+ * vol_op.h, which also picks every job's pool). Backpressure: replies queued
  * plus jobs in the pools are bounded by NBD_CONN_MAX_PENDING per connection
  * (resume at half).
  *

@@ -19,6 +19,7 @@
 #include "repl_registry.h"
 #include "sock.h"
 #include "vol_ack.h"
+#include "spin_window.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
 #define WRID_KIND_SHIFT 56
@@ -30,6 +31,14 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
 /* Completions taken per poll call; CQ rounds per event before other connections get a turn. */
 #define CQ_BATCH  32
 #define CQ_ROUNDS 8
+/*
+ * While spinning, the CQ is polled in bursts of up to this many
+ * microseconds before the loop gets a turn: a turn of the loop is an
+ * epoll_wait() system call, which costs more than the poll itself (in the
+ * emulated VM ~20 us, docs/rdma.md "Benchmark"); the loop's other
+ * connections wait at most this long.
+ */
+#define SPIN_BURST_US 10
 
 /* A volume reachable over RDMA on this connection: a window and a notice range. */
 struct direct {
@@ -47,6 +56,7 @@ struct conn_rdma {
 	bool started;	    /* the worker took it over (conn_started) */
 	bool poll_more;	    /* its CQ had more than one turn's worth: poll again before sleeping */
 	int64_t spin_until; /* busy poll: CLOCK_MONOTONIC us until which its CQ is polled */
+	struct spin_window spin;       /* how long to spin after activity (spin_window.h) */
 	struct rdma_cm_data client_cd; /* the client's private data */
 
 	/* verbs */
@@ -521,19 +531,46 @@ static int64_t now_us(void)
 }
 
 /*
- * spin_on -- with --rdma-busy-poll, c had completions: keep polling its CQ
- * before the loop sleeps (set_before_sleep) until busy_poll_us pass without
- * any. The CQ stays armed, so a completion meanwhile also raises its event;
- * the loop, kept from sleeping, handles either way.
+ * spin_on -- c had completions: keep polling its CQ before the loop sleeps
+ * (set_before_sleep) for the adaptive window (spin_window.h: about twice
+ * the connection's recent gap between activity, at most --rdma-busy-poll;
+ * none while its gaps are longer), restarted by each completion. The CQ
+ * stays armed, so a completion meanwhile also raises its event; the loop,
+ * kept from sleeping, handles either way.
  */
 static void spin_on(struct conn_rdma *c)
 {
-	unsigned us = c->rw->shared->busy_poll_us;
-	if (!us || rdma_input_done(&c->nc.s.conn))
+	int64_t now = now_us();
+	spin_window_activity(&c->spin, now);
+	if (rdma_input_done(&c->nc.s.conn))
 		return;
-	c->spin_until = now_us() + us;
+	unsigned us = spin_window_idle(&c->spin, now);
+	if (!us) {
+		c->spin_until = 0;
+		return;
+	}
+	c->spin_until = now + us;
 	c->poll_more = true;
 	conn_flush_add(&c->nc.s.conn);
+}
+
+/*
+ * spin_burst -- while c spins: poll its CQ (user space, no system call) for
+ * up to SPIN_BURST_US, never more than 16 polls past its window. True if
+ * completions came.
+ */
+static bool spin_burst(struct conn_rdma *c)
+{
+	int64_t end = now_us() + SPIN_BURST_US;
+	if (end > c->spin_until)
+		end = c->spin_until;
+	do {
+		/* the clock every 16 polls: in the emulated VM a read costs more than a poll */
+		for (unsigned i = 0; i < 16 && !c->nc.s.conn.dead; i++)
+			if (conn_poll(c, false))
+				return true;
+	} while (!c->nc.s.conn.dead && now_us() < end);
+	return false;
 }
 
 /* port_on_event -- a CQ of this worker on this device has completions */
@@ -597,11 +634,13 @@ static bool rdma_flush(struct conn *cc)
 	struct conn_rdma *c = rc_of(cc);
 	if (c->poll_more && c->cq) {
 		c->poll_more = false;
-		if (conn_poll(c, false))
+		bool spinning = c->spin_until && now_us() < c->spin_until && !rdma_input_done(cc) &&
+				!cc->closing && !cc->dead;
+		if (conn_poll(c, false) || (spinning && spin_burst(c))) {
 			spin_on(c);
-		else if (c->spin_until && now_us() < c->spin_until && !rdma_input_done(cc) &&
-			 !cc->closing && !cc->dead) {
-			c->poll_more = true; /* still spinning: poll again */
+		} else if (spinning) {
+			c->poll_more =
+			    true; /* still spinning: poll again after a turn of the loop */
 			conn_flush_add(cc);
 		} else {
 			c->spin_until = 0;
@@ -858,6 +897,7 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 	c->id = id;
 	c->client_cd = *cd;
 	c->initiator_depth = initiator_depth;
+	spin_window_init(&c->spin, rw->shared->busy_poll_us);
 	c->env = *rw->shared->native.env;
 	c->env.hooks = &rdma_hooks;
 	c->env.hook_arg = c;

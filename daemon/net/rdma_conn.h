@@ -91,10 +91,11 @@ struct rdma_worker;
 struct conn_rdma_shared {
 	struct native_shared native; /* its env is copied per connection, with the RDMA hooks */
 	/*
-	 * After a completion, keep polling that connection's CQ this many
-	 * microseconds before letting the loop sleep (--rdma-busy-poll; 0: no
-	 * spinning). A sleeping loop is woken through the completion channel
-	 * per message, which costs a system call and a scheduler wake-up.
+	 * After a completion, keep polling that connection's CQ for an
+	 * adaptive window of at most this many microseconds before letting
+	 * the loop sleep (--rdma-busy-poll, spin_window.h; 0: no spinning).
+	 * A sleeping loop is woken through the completion channel per
+	 * message, which costs a system call and a scheduler wake-up.
 	 */
 	unsigned busy_poll_us;
 };

@@ -54,7 +54,7 @@ static int group_setup(void **state)
 	memset(&F, 0, sizeof(F));
 	if (hx_tmpdir_make("client", F.dir, sizeof(F.dir)) < 0)
 		return -1;
-	struct hx_daemon_opts o = { .ns_size = "256M" };
+	struct hx_daemon_opts o = {.ns_size = "256M"};
 	if (hx_daemon_start(&F.d, F.dir, &o) != 0)
 		return -1;
 	struct rdax_conn *c = NULL;
@@ -77,13 +77,13 @@ static int group_teardown(void **state)
 }
 
 /* expect -- @expr returns @code; on mismatch name both and the connection's message */
-#define expect(expr, code, conn)                                                           \
-	do {                                                                               \
-		int got_ = (expr);                                                         \
-		if (got_ != (code))                                                        \
-			fail_msg("%s: got %d (%s), expected %d (%s); last error: %s", #expr, \
-				 got_, rdax_strerror(got_), (int)(code), rdax_strerror(code), \
-				 (conn) ? rdax_conn_last_error(conn) : "");                 \
+#define expect(expr, code, conn)                                                                   \
+	do {                                                                                       \
+		int got_ = (expr);                                                                 \
+		if (got_ != (code))                                                                \
+			fail_msg("%s: got %d (%s), expected %d (%s); last error: %s", #expr, got_, \
+				 rdax_strerror(got_), (int)(code), rdax_strerror(code),            \
+				 (conn) ? rdax_conn_last_error(conn) : "");                        \
 	} while (0)
 
 static uint64_t align_4k(uint64_t v)
@@ -191,14 +191,18 @@ static void io__round_trips(void **state)
 		uint64_t off;
 		size_t len;
 	} cases[] = {
-		{ 0, 1 },	     { 1, 63 },	 { 63, 2 },	     { 4095, 4097 },
-		{ 10000, 123457 }, { 1 << 20, 1 << 20 },		{ (2 << 20) - 1, 3 },
-		{ 5 << 20, (9 << 20) + 17 }, /* several max_payload pieces */
-		{ (32 << 20) - 4096, 4096 },
+	    {0, 1},
+	    {1, 63},
+	    {63, 2},
+	    {4095, 4097},
+	    {10000, 123457},
+	    {1 << 20, 1 << 20},
+	    {(2 << 20) - 1, 3},
+	    {5 << 20, (9 << 20) + 17}, /* several max_payload pieces */
+	    {(32 << 20) - 4096, 4096},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		write_pattern(v, cases[i].off, cases[i].len, 200 + i,
-			      i % 2 ? RDAX_WRITE_FSYNC : 0);
+		write_pattern(v, cases[i].off, cases[i].len, 200 + i, i % 2 ? RDAX_WRITE_FSYNC : 0);
 		check_range(v, cases[i].off, cases[i].len, 200 + i);
 	}
 	/* exactly max_payload, and one more */
@@ -209,7 +213,7 @@ static void io__round_trips(void **state)
 	/* never written: zeros */
 	check_zeros(v, 28 << 20, 1 << 20);
 	/* client-side argument checks: nothing sent */
-	uint8_t b[16] = { 0 };
+	uint8_t b[16] = {0};
 	expect(rdax_write(v, 32 << 20, b, 1, 0), -ERANGE, F.conn);
 	expect(rdax_write(v, UINT64_MAX - 3, b, 16, 0), -EOVERFLOW, F.conn);
 	expect(rdax_read(v, (32 << 20) - 8, b, 16), -ERANGE, F.conn);
@@ -253,6 +257,20 @@ static void fsync__stat_and_discard(void **state)
 	expect(rdax_stat(v, &st), 0, F.conn);
 	assert_true(st.dirty_bytes >= 4096);
 	expect(rdax_fsync(v, 0, 4096, &wb), 0, F.conn);
+	expect(rdax_stat(v, &st), 0, F.conn);
+	assert_int_equal(st.dirty_bytes, 0);
+
+	/*
+	 * line-exact: 64 bytes at 100 touch lines 1 and 2 of their page, so
+	 * stat and fsync count 128 bytes; over RDMA a write notice carries
+	 * pages, so the whole page (docs/rdma.md)
+	 */
+	write_pattern(v, 5 * 4096 + 100, 64, 5, 0);
+	uint64_t touched = hx_rdma_addr() ? 4096 : 128;
+	expect(rdax_stat(v, &st), 0, F.conn);
+	assert_int_equal(st.dirty_bytes, touched);
+	expect(rdax_fsync(v, 0, 0, &wb), 0, F.conn);
+	assert_int_equal(wb, touched);
 	expect(rdax_stat(v, &st), 0, F.conn);
 	assert_int_equal(st.dirty_bytes, 0);
 
@@ -373,7 +391,8 @@ static void async__many_in_flight(void **state)
 	while (completed < rops) {
 		while (submitted < rops && rdax_inflight(c) < QD) {
 			expect(rdax_submit_read(v, (uint64_t)submitted * 4 * BS,
-						dst + (size_t)submitted * 4 * BS, 4 * BS, submitted),
+						dst + (size_t)submitted * 4 * BS, 4 * BS,
+						submitted),
 			       0, c);
 			submitted++;
 		}
@@ -489,7 +508,7 @@ static void clients__many_threads_at_once(void **state)
 	pthread_t th[N];
 	expect(rdax_volume_create(F.conn, "shared16", 16 << 20, RDAX_NAMESPACE_ANY), 0, F.conn);
 	for (int i = 0; i < N; i++) {
-		t[i] = (struct thr){ .idx = i, .d = &F.d, .rounds = 6 };
+		t[i] = (struct thr){.idx = i, .d = &F.d, .rounds = 6};
 		if (i < N / 2) {
 			snprintf(names[i], sizeof(names[i]), "thr%d", i);
 			expect(rdax_volume_create(F.conn, names[i], 4 << 20, RDAX_NAMESPACE_ANY), 0,
@@ -527,7 +546,7 @@ static void restart__data_intact_after_clean_stop(void **state)
 	char dir[256];
 	assert_int_equal(hx_tmpdir_make("client-restart", dir, sizeof(dir)), 0);
 	struct hx_daemon d;
-	struct hx_daemon_opts o = { .ns_size = "64M", .mode = "sim" };
+	struct hx_daemon_opts o = {.ns_size = "64M", .mode = "sim"};
 	assert_int_equal(hx_daemon_start(&d, dir, &o), 0);
 	struct rdax_conn *c = conn_new(&d, 0);
 	struct rdax_volume *v1 = vol_new(c, "r1", 8 << 20);
@@ -578,7 +597,7 @@ static void token__checked_on_connect(void **state)
 	snprintf(tok, sizeof(tok), "%s/token", dir);
 	assert_int_equal(hx_write_file(tok, "tok-123\n", 8), 0);
 	struct hx_daemon d;
-	struct hx_daemon_opts o = { .ns_size = "16M", .token_file = tok };
+	struct hx_daemon_opts o = {.ns_size = "16M", .token_file = tok};
 	assert_int_equal(hx_daemon_start(&d, dir, &o), 0);
 
 	struct rdax_conn *c = NULL;
@@ -610,12 +629,12 @@ static void conn__daemon_gone(void **state)
 	char dir[256];
 	assert_int_equal(hx_tmpdir_make("client-gone", dir, sizeof(dir)), 0);
 	struct hx_daemon d;
-	struct hx_daemon_opts o = { .ns_size = "16M" };
+	struct hx_daemon_opts o = {.ns_size = "16M"};
 	assert_int_equal(hx_daemon_start(&d, dir, &o), 0);
 	struct rdax_conn *c = conn_new(&d, 0);
 	struct rdax_volume *v = vol_new(c, "g", 1 << 20);
 	assert_int_equal(hx_daemon_kill(&d), 0);
-	uint8_t b[4096] = { 1 };
+	uint8_t b[4096] = {1};
 	int ret = rdax_write(v, 0, b, sizeof(b), RDAX_WRITE_FSYNC);
 	assert_true(ret < 0);
 	assert_true(rdax_conn_status(c) < 0);
@@ -629,15 +648,15 @@ static void conn__daemon_gone(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(volume__management),
-		cmocka_unit_test(io__round_trips),
-		cmocka_unit_test(fsync__stat_and_discard),
-		cmocka_unit_test(volume__delete_open_is_ebusy),
-		cmocka_unit_test(async__many_in_flight),
-		cmocka_unit_test(clients__many_threads_at_once),
-		cmocka_unit_test(restart__data_intact_after_clean_stop),
-		cmocka_unit_test(token__checked_on_connect),
-		cmocka_unit_test(conn__daemon_gone),
+	    cmocka_unit_test(volume__management),
+	    cmocka_unit_test(io__round_trips),
+	    cmocka_unit_test(fsync__stat_and_discard),
+	    cmocka_unit_test(volume__delete_open_is_ebusy),
+	    cmocka_unit_test(async__many_in_flight),
+	    cmocka_unit_test(clients__many_threads_at_once),
+	    cmocka_unit_test(restart__data_intact_after_clean_stop),
+	    cmocka_unit_test(token__checked_on_connect),
+	    cmocka_unit_test(conn__daemon_gone),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

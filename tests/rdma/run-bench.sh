@@ -3,13 +3,17 @@
 #
 # Boots the project's VM (tests/vm) with a devdax NVDIMM and, on the same
 # rxe device in that one boot, runs:
-#   ib_write_lat -s 4096, ib_send_lat -s 64  (perftest over rdma_cm)
+#   ib_write_lat -s 4096, ib_send_lat -s 64 (and -e)  (perftest over rdma_cm)
+#   ib_write_bw -s 65536, before and after rdax
 #   bench_rdma: rdax 4 KiB write+fsync latency, 4 KiB write latency,
-#               64 KiB write bandwidth (rdaxd serving /dev/dax0.0)
-#   ib_write_bw -s 65536
+#               64 KiB write bandwidth (rdaxd serving /dev/dax0.0), with the
+#               CPU both sides spent; with both sides' defaults (adaptive
+#               polling), both sleeping, and adaptive polling capped at 5 ms
+#   perf: where the daemon's and the client's CPU time goes (cpu-clock
+#         samples), and the daemon's context switches per request
 # and prints the numbers and their ratios. Under emulation (soft-RoCE in a
-# TCG VM, ~6 ms per round trip) the absolute numbers mean nothing; only the
-# ratios, measured in one run, do.
+# TCG VM, ~0.1-1 ms per round trip) the absolute numbers mean nothing; only
+# the ratios, measured in one run, do. BENCH_NO_PROFILE=1 skips perf.
 #
 # BUILD_DIR: an optimised build (default: build-release beside this checkout's
 # CMakeLists.txt; built if missing).

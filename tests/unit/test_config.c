@@ -367,6 +367,7 @@ static void config_finish__defaults(void **state)
 	assert_int_equal(c.listens[0].port, 7470);
 	assert_true(c.threads >= 1);
 	assert_int_equal(c.max_payload, FRAME_DEFAULT_MAX_PAYLOAD);
+	assert_int_equal(c.rdma_busy_poll_us, CONFIG_DEFAULT_BUSY_POLL_US); /* adaptive polling */
 	assert_int_equal(c.flush_mode, FLUSH_TRACKED);
 	assert_int_equal(c.log_level, LOG_LEVEL_INFO);
 	config_free(&c);

@@ -5,8 +5,9 @@
  * fsync_range_try() must never wait for another fsync of the volume (it
  * says -EBUSY, having changed nothing), and must make durable exactly what
  * fsync_range() would. vol_op_fsync_try_inline() is the one place that
- * decides which fsyncs a loop runs itself; vol_op_try_inline() is how
- * the native protocol's durable WRITE and FSYNC reach it.
+ * decides which fsyncs a loop runs itself (a short range, or any range
+ * while the volume's dirty set is small); vol_op_try_inline() is how the
+ * native protocol's durable WRITE and FSYNC reach it.
  *
  * Every test runs on a SIM-mode namespace: the namespace file holds exactly
  * what was written back, so pread() of it shows what an fsync made durable.
@@ -248,8 +249,8 @@ static void vol_op_fsync_try_inline__small_range_runs(void **state)
 			 0); /* unaligned: 17 pages */
 	int code = 1;
 	uint64_t written = 0;
-	assert_true(vol_op_fsync_try_inline(fx->v, 100, VOL_OP_INLINE_MAX, FLUSH_DEFAULT,
-					      &code, &written));
+	assert_true(
+	    vol_op_fsync_try_inline(fx->v, 100, VOL_OP_INLINE_MAX, FLUSH_DEFAULT, &code, &written));
 	assert_int_equal(code, 0);
 	/* the written lines: 100 is not a line boundary, so one line more than the bytes */
 	assert_int_equal(written, VOL_OP_INLINE_MAX + DTREE_LINE_SIZE);
@@ -261,10 +262,13 @@ static void vol_op_fsync_try_inline__refuses_what_belongs_in_the_pool(void **sta
 	struct fx *fx = *state;
 	int code = 12345;
 	assert_int_equal(pattern_write(fx->v, 0, 2 * VOL_OP_INLINE_MAX, 7), 0);
-	/* to the end of the volume, longer than the limit, hammer asked or configured */
+	/*
+	 * more than the limit dirty: to the end of the volume, longer than the
+	 * limit; hammer asked or configured
+	 */
 	assert_false(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
-	assert_false(vol_op_fsync_try_inline(fx->v, 0, VOL_OP_INLINE_MAX + 1,
-					       FLUSH_DEFAULT, &code, NULL));
+	assert_false(
+	    vol_op_fsync_try_inline(fx->v, 0, VOL_OP_INLINE_MAX + 1, FLUSH_DEFAULT, &code, NULL));
 	assert_false(vol_op_fsync_try_inline(fx->v, 0, PAGE, FLUSH_HAMMER, &code, NULL));
 	assert_int_equal(volume_set_flush_mode(fx->v, FLUSH_HAMMER), 0);
 	assert_false(vol_op_fsync_try_inline(fx->v, 0, PAGE, FLUSH_DEFAULT, &code, NULL));
@@ -278,6 +282,86 @@ static void vol_op_fsync_try_inline__refuses_what_belongs_in_the_pool(void **sta
 	holder_finish(&h); /* it wrote back everything, as a pool fsync would */
 	assert_int_equal(code, 12345);
 	assert_true(pattern_durable(fx->fd, fx->v, 0, 2 * VOL_OP_INLINE_MAX, 7));
+}
+
+/* sparse_write -- @len bytes of pattern @seed at each of @n places @stride bytes apart from @off */
+static void sparse_write(struct fx *fx, uint64_t off, uint64_t stride, unsigned n, uint64_t len,
+			 unsigned seed)
+{
+	for (unsigned i = 0; i < n; i++)
+		assert_int_equal(pattern_write(fx->v, off + i * stride, len, seed + i), 0);
+}
+
+static bool sparse_durable(struct fx *fx, uint64_t off, uint64_t stride, unsigned n, uint64_t len,
+			   unsigned seed)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!pattern_durable(fx->fd, fx->v, off + i * stride, len, seed + i))
+			return false;
+	return true;
+}
+
+/*
+ * A whole-volume fsync (NBD's FLUSH, an FSYNC to the end) or any long range
+ * runs on the loop while the volume's dirty set is small: at most
+ * VOL_OP_INLINE_MAX bytes in at most FSYNC_CLAIM_BATCH entries. It writes
+ * back exactly the written lines, wherever they are.
+ */
+static void vol_op_fsync_try_inline__whole_volume_small_dirty_set_runs(void **state)
+{
+	struct fx *fx = *state;
+	int code = 1;
+	uint64_t written = 0;
+	/* 64 B in 10 pages spread over the volume, and exactly the limit in one run */
+	sparse_write(fx, 3 * PAGE + 128, VOL_SIZE / 16, 10, 64, 20);
+	assert_true(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, &written));
+	assert_int_equal(code, 0);
+	assert_int_equal(written, 10 * 64);
+	assert_true(sparse_durable(fx, 3 * PAGE + 128, VOL_SIZE / 16, 10, 64, 20));
+
+	assert_int_equal(pattern_write(fx->v, 64 * PAGE, VOL_OP_INLINE_MAX, 31), 0);
+	assert_true(vol_op_fsync_try_inline(fx->v, 0, VOL_SIZE, FLUSH_DEFAULT, &code, &written));
+	assert_int_equal(code, 0);
+	assert_int_equal(written, VOL_OP_INLINE_MAX);
+	assert_true(pattern_durable(fx->fd, fx->v, 64 * PAGE, VOL_OP_INLINE_MAX, 31));
+	assert_false(page_dirty(fx, 64));
+}
+
+/* the bounds of "small": one line more than the limit, or one entry more than a claim batch */
+static void vol_op_fsync_try_inline__whole_volume_large_dirty_set_refused(void **state)
+{
+	struct fx *fx = *state;
+	int code = 12345;
+	assert_int_equal(pattern_write(fx->v, 64 * PAGE, VOL_OP_INLINE_MAX + DTREE_LINE_SIZE, 32),
+			 0);
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
+	assert_int_equal(fsync_range(fx->v, 0, 0, FLUSH_DEFAULT, NULL), 0);
+
+	/* 65 entries of one line each: 4,160 bytes, but more entries than one pass */
+	sparse_write(fx, 0, 2 * PAGE, FSYNC_CLAIM_BATCH + 1, 64, 40);
+	assert_false(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
+	assert_false(
+	    vol_op_fsync_try_inline(fx->v, 0, VOL_OP_INLINE_MAX + 1, FLUSH_DEFAULT, &code, NULL));
+	assert_int_equal(code, 12345);
+	assert_true(page_dirty(fx, 0)); /* nothing was done */
+	assert_false(sparse_durable(fx, 0, 2 * PAGE, 1, 64, 40));
+	/* one entry fewer: taken */
+	assert_int_equal(fsync_range(fx->v, 0, 2 * PAGE, FLUSH_DEFAULT, NULL), 0);
+	assert_true(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
+	assert_int_equal(code, 0);
+	assert_true(sparse_durable(fx, 0, 2 * PAGE, FSYNC_CLAIM_BATCH + 1, 64, 40));
+}
+
+/* the control: an inline whole-volume fsync with skip_writeback must lose data */
+static void vol_op_fsync_try_inline__whole_volume_control_skip_writeback(void **state)
+{
+	struct fx *fx = *state;
+	int code = 1;
+	sparse_write(fx, 5 * PAGE, 7 * PAGE, 1, 64, 50);
+	rdax_faults.skip_writeback = true;
+	assert_true(vol_op_fsync_try_inline(fx->v, 0, 0, FLUSH_DEFAULT, &code, NULL));
+	assert_int_equal(code, 0);
+	assert_false(sparse_durable(fx, 5 * PAGE, 7 * PAGE, 1, 64, 50)); /* lost */
 }
 
 /* ---- the native protocol: vol_op_try_inline ---- */
@@ -388,7 +472,7 @@ static uint64_t fsync_finish(struct fx *fx, struct dispatch_job *job)
 	return written;
 }
 
-static void vol_op_try_inline__fsync_range_inline_whole_volume_pool(void **state)
+static void vol_op_try_inline__fsync_range_inline_whole_volume_by_dirty_set(void **state)
 {
 	struct fx *fx = *state;
 	assert_int_equal(pattern_write(fx->v, 30 * PAGE, PAGE, 11), 0);
@@ -397,14 +481,21 @@ static void vol_op_try_inline__fsync_range_inline_whole_volume_pool(void **state
 	assert_int_equal(fsync_finish(fx, job), PAGE);
 	assert_true(pattern_durable(fx->fd, fx->v, 30 * PAGE, PAGE, 11));
 
-	/* length 0 (to the end) is a whole-volume fsync: never inline */
+	/* length 0 (to the end) is a whole-volume fsync: inline while little is dirty */
 	assert_int_equal(pattern_write(fx->v, 31 * PAGE, PAGE, 12), 0);
 	job = fsync_req(fx, 0, 0);
-	assert_false(vol_op_try_inline(&job->op));
-	assert_true(page_dirty(fx, 31)); /* untouched until the pool runs it */
-	vol_op_run(&job->op);
+	assert_true(vol_op_try_inline(&job->op));
 	assert_int_equal(fsync_finish(fx, job), PAGE);
 	assert_true(pattern_durable(fx->fd, fx->v, 31 * PAGE, PAGE, 12));
+
+	/* ... and in the pool when more is */
+	assert_int_equal(pattern_write(fx->v, 40 * PAGE, 2 * VOL_OP_INLINE_MAX, 14), 0);
+	job = fsync_req(fx, 0, 0);
+	assert_false(vol_op_try_inline(&job->op));
+	assert_true(page_dirty(fx, 40)); /* untouched until the pool runs it */
+	vol_op_run(&job->op);
+	assert_int_equal(fsync_finish(fx, job), 2 * VOL_OP_INLINE_MAX);
+	assert_true(pattern_durable(fx->fd, fx->v, 40 * PAGE, 2 * VOL_OP_INLINE_MAX, 14));
 
 	/* contended: the job goes to the pool, which waits for the other fsync */
 	assert_int_equal(pattern_write(fx->v, 32 * PAGE, PAGE, 13), 0);
@@ -430,9 +521,12 @@ int main(void)
 	    T(fsync_range_try__bad_input_changes_nothing),
 	    T(vol_op_fsync_try_inline__small_range_runs),
 	    T(vol_op_fsync_try_inline__refuses_what_belongs_in_the_pool),
+	    T(vol_op_fsync_try_inline__whole_volume_small_dirty_set_runs),
+	    T(vol_op_fsync_try_inline__whole_volume_large_dirty_set_refused),
+	    T(vol_op_fsync_try_inline__whole_volume_control_skip_writeback),
 	    T(vol_op_try_inline__durable_write_runs_inline),
 	    T(vol_op_try_inline__control_skip_writeback_loses_data),
-	    T(vol_op_try_inline__fsync_range_inline_whole_volume_pool),
+	    T(vol_op_try_inline__fsync_range_inline_whole_volume_by_dirty_set),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -122,12 +122,14 @@ echo "callgrind-native: clients under callgrind ..." >&2
 start_rdaxd
 for shape in "${shape_list[@]}"; do
 	taskset -c "$client_cpu" valgrind --tool=callgrind --callgrind-out-file="$work/cli_native_$shape" \
-		--collect-atstart=no --toggle-collect=n_write --toggle-collect=n_submit \
+		--collect-atstart=no --toggle-collect=n_write --toggle-collect=n_submit --toggle-collect=n_read \
+		--toggle-collect=n_submit_read \
 		--toggle-collect=n_reap "$helpers/cmp_native" $(native) --ops "$ops" \
 		--shapes "$shape" --no-flush >/dev/null 2>"$work/cg.log"
 	cli[native,$shape]=$(ir_total "$work/cli_native_$shape")
 	taskset -c "$client_cpu" valgrind --tool=callgrind --callgrind-out-file="$work/cli_nbd_$shape" \
-		--collect-atstart=no --toggle-collect=b_write --toggle-collect=b_submit \
+		--collect-atstart=no --toggle-collect=b_write --toggle-collect=b_submit --toggle-collect=b_read \
+		--toggle-collect=b_submit_read \
 		--toggle-collect=b_reap "$helpers/cmp_nbd" $(nbd) --ops "$ops" \
 		--shapes "$shape" --no-flush >/dev/null 2>"$work/cg.log"
 	cli[nbd,$shape]=$(ir_total "$work/cli_nbd_$shape")

@@ -2,14 +2,18 @@
 /*
  * cmp_floor.c -- the TCP floors of the comparison: what loopback itself costs
  *
- *   cmp_floor pingpong [--seconds S] [--client-cpu C] [--server-cpu D]
+ *   cmp_floor pingpong [--size BYTES] [--reply BYTES] [--seconds S] [--client-cpu C]
+ *                      [--server-cpu D]
  *   cmp_floor pipeline [--size BYTES] [--depth N] [--seconds S] [--client-cpu C] [--server-cpu D]
  *
  * A server process (forked, pinned to the server CPU) and this process
  * (pinned to the client CPU) talk over 127.0.0.1 with TCP_NODELAY, like the
  * block servers being compared:
  *  - pingpong: 64-byte messages echoed one at a time: the round trip that
- *    every QD1 request/reply protocol pays at least once per request;
+ *    every QD1 request/reply protocol pays at least once per request; with
+ *    --size (the request, default 64) and --reply (the answer, default 64)
+ *    the round trip of a 4 KiB write (--size 4K: 4 KiB there, 64 B back) or
+ *    a 4 KiB read (--reply 4K) without any server behind it;
  *  - pipeline: messages of --size bytes (default 4 KiB), at most --depth
  *    (default 32) unacknowledged, each acknowledged by the server with 64
  *    bytes once it has read all of it, the acks of everything one read
@@ -39,6 +43,7 @@ struct opts {
 	const char *mode;
 	double seconds;
 	size_t size;
+	size_t reply; /* pingpong: bytes of the answer */
 	unsigned depth;
 	int client_cpu, server_cpu;
 };
@@ -125,8 +130,10 @@ static void serve(int lfd, const struct opts *o)
 	set_nodelay(fd);
 	if (strcmp(o->mode, "pingpong") != 0)
 		serve_acks(fd, o->size);
-	uint8_t buf[MSG_SMALL];
-	while (read_full(fd, buf, sizeof(buf)) == 0 && write_full(fd, buf, sizeof(buf)) == 0)
+	uint8_t *req = calloc(1, o->size), *rep = calloc(1, o->reply);
+	if (!req || !rep)
+		_exit(1);
+	while (read_full(fd, req, o->size) == 0 && write_full(fd, rep, o->reply) == 0)
 		;
 	_exit(0);
 }
@@ -153,17 +160,19 @@ static int start_server(const struct opts *o, pid_t *pid)
 	return fd;
 }
 
-/* pingpong -- 64-byte round trips for o->seconds after a warm-up of a tenth of that */
+/* pingpong -- round trips of o->size bytes there, o->reply back, for o->seconds after a warm-up */
 static void pingpong(int fd, const struct opts *o, struct cmp_lat *lat, double *rate)
 {
-	char b[MSG_SMALL] = {0};
+	uint8_t *req = calloc(1, o->size), *rep = calloc(1, o->reply);
+	if (!req || !rep)
+		die("allocation");
 	uint64_t warm = cmp_now_ns() + (uint64_t)(o->seconds * 1e8);
 	while (cmp_now_ns() < warm)
-		if (write_full(fd, b, sizeof(b)) || read_full(fd, b, sizeof(b)))
+		if (write_full(fd, req, o->size) || read_full(fd, rep, o->reply))
 			die("ping-pong");
 	uint64_t t0 = cmp_now_ns(), end = t0 + (uint64_t)(o->seconds * 1e9), n = 0, t = t0;
 	while (t < end) {
-		if (write_full(fd, b, sizeof(b)) || read_full(fd, b, sizeof(b)))
+		if (write_full(fd, req, o->size) || read_full(fd, rep, o->reply))
 			die("ping-pong");
 		uint64_t t1 = cmp_now_ns();
 		cmp_lat_add(lat, t1 - t);
@@ -171,6 +180,8 @@ static void pingpong(int fd, const struct opts *o, struct cmp_lat *lat, double *
 		n++;
 	}
 	*rate = (double)n / ((double)(t - t0) / 1e9);
+	free(req);
+	free(rep);
 }
 
 /*
@@ -231,7 +242,7 @@ static double pipeline(int fd, const struct opts *o)
 static void usage(void)
 {
 	fprintf(stderr, "usage: cmp_floor pingpong|pipeline [--seconds S] [--size BYTES] "
-			"[--depth N] [--client-cpu C] [--server-cpu D]\n");
+			"[--reply BYTES] [--depth N] [--client-cpu C] [--server-cpu D]\n");
 	exit(2);
 }
 
@@ -240,13 +251,18 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 	    {"seconds", required_argument, NULL, 's'},
 	    {"size", required_argument, NULL, 'b'},
+	    {"reply", required_argument, NULL, 'r'},
 	    {"depth", required_argument, NULL, 'q'},
 	    {"client-cpu", required_argument, NULL, 'c'},
 	    {"server-cpu", required_argument, NULL, 'd'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct opts o = {
-	    .seconds = 3, .size = 4096, .depth = 32, .client_cpu = -1, .server_cpu = -1};
+	struct opts o = {.seconds = 3,
+			 .size = 0,
+			 .reply = MSG_SMALL,
+			 .depth = 32,
+			 .client_cpu = -1,
+			 .server_cpu = -1};
 	int c;
 	if (argc < 2)
 		usage();
@@ -259,6 +275,9 @@ int main(int argc, char **argv)
 			break;
 		case 'b':
 			o.size = (size_t)cmp_parse_size(optarg);
+			break;
+		case 'r':
+			o.reply = (size_t)cmp_parse_size(optarg);
 			break;
 		case 'q':
 			o.depth = (unsigned)strtoul(optarg, NULL, 0);
@@ -274,8 +293,11 @@ int main(int argc, char **argv)
 		}
 	}
 	bool ping = strcmp(o.mode, "pingpong") == 0;
+	if (!o.size)
+		o.size = ping ? MSG_SMALL : 4096;
 	if ((!ping && strcmp(o.mode, "pipeline")) || o.seconds <= 0 || o.size < MSG_SMALL ||
-	    o.size > (256u << 20) || o.depth == 0 || o.depth > 4096)
+	    o.size > (256u << 20) || o.reply < 1 || o.reply > (256u << 20) || o.depth == 0 ||
+	    o.depth > 4096)
 		usage();
 
 	signal(SIGPIPE, SIG_IGN);
@@ -295,6 +317,8 @@ int main(int argc, char **argv)
 		pingpong(fd, &o, &lat, &rate);
 		cmp_json_lat(stdout, "rtt", &lat, true);
 		cmp_json_num(stdout, "ops_per_s", rate, true);
+		cmp_json_num(stdout, "size", (double)o.size, true);
+		cmp_json_num(stdout, "reply", (double)o.reply, true);
 		cmp_lat_free(&lat);
 	} else {
 		double rate = pipeline(fd, &o);

@@ -3,7 +3,8 @@
  * cmp_native.c -- the comparison's shapes through rdax's own protocol (librdax)
  *
  *   cmp_native --url tcp://HOST:PORT --volume NAME [--size SIZE] [--seconds S]
- *              [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *              [--shapes write,wflush,durable,qd32,seq1m,read,rqd32,rseq1m]
+ *              [--cpu C] [--prefill]
  *              [--ops N] [--server-pid PID] [--no-flush]
  *
  * Connects to a running rdaxd, creates the volume if it does not exist
@@ -11,8 +12,8 @@
  * write = rdax_write (one request, not durable); wflush = rdax_write +
  * rdax_fsync of the whole volume (two requests, like an NBD WRITE + FLUSH);
  * durable = rdax_write with RDAX_WRITE_FSYNC (one request, like an NBD
- * WRITE with FUA); qd32 and seq1m through the asynchronous API on one
- * connection. --prefill writes the whole volume once before anything is
+ * WRITE with FUA); read = rdax_read; qd32, seq1m, rqd32 and rseq1m through
+ * the asynchronous API on one connection. --prefill writes the whole volume once before anything is
  * timed; --ops N counts operations instead of time (for instruction and
  * system-call counts per operation); --server-pid adds the server's CPU use
  * per shape (from its /proc stat) beside this client's; --no-flush skips
@@ -51,6 +52,18 @@ static int n_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint
 {
 	struct native *n = ctx;
 	return rdax_submit_write(n->vol, off, buf, len, 0, tag);
+}
+
+static int n_read(void *ctx, uint64_t off, void *buf, uint32_t len)
+{
+	struct native *n = ctx;
+	return rdax_read(n->vol, off, buf, len);
+}
+
+static int n_submit_read(void *ctx, uint64_t off, void *buf, uint32_t len, uint64_t tag)
+{
+	struct native *n = ctx;
+	return rdax_submit_read(n->vol, off, buf, len, tag);
 }
 
 static int n_reap(void *ctx, uint64_t *tags, unsigned max)
@@ -115,7 +128,7 @@ int main(int argc, char **argv)
 	};
 	const char *url = NULL, *name = NULL;
 	uint64_t size = 1ULL << 30;
-	struct cmp_shape_opts so = {.seconds = 3, .shapes = "write,wflush,durable,qd32,seq1m"};
+	struct cmp_shape_opts so = {.seconds = 3, .shapes = CMP_ALL_SHAPES};
 	bool prefill = false;
 	int cpu = -1, c, ret;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -196,6 +209,8 @@ int main(int argc, char **argv)
 			       .write = n_write,
 			       .flush = n_flush,
 			       .submit = n_submit,
+			       .read = n_read,
+			       .submit_read = n_submit_read,
 			       .reap = n_reap,
 			       .error = n_error};
 	if (prefill) {

@@ -3,14 +3,15 @@
  * cmp_nbd.c -- the comparison's shapes against any NBD server (libnbd)
  *
  *   cmp_nbd --uri nbd://HOST:PORT/EXPORT [--seconds S]
- *           [--shapes write,wflush,durable,qd32,seq1m] [--cpu C] [--prefill]
+ *           [--shapes write,wflush,durable,qd32,seq1m,read,rqd32,rseq1m] [--cpu C] [--prefill]
  *           [--ops N] [--server-pid PID] [--no-flush]
  *
  * Why not fio for everything: fio's nbd engine passes no flags to
  * nbd_aio_pwrite(), so it cannot send a write with FUA. This helper runs
  * the shapes of cmp_shapes.h through libnbd on one connection: write =
  * NBD_CMD_WRITE; wflush = NBD_CMD_WRITE then NBD_CMD_FLUSH; durable =
- * NBD_CMD_WRITE with NBD_CMD_FLAG_FUA; qd32 and seq1m with nbd_aio_pwrite.
+ * NBD_CMD_WRITE with NBD_CMD_FLAG_FUA; qd32 and seq1m with nbd_aio_pwrite;
+ * read = NBD_CMD_READ; rqd32 and rseq1m with nbd_aio_pread.
  * The same loop times rdax's NBD export and nbdkit, so their figures
  * compare directly. "durable" is skipped where the server does not
  * advertise FUA (can_fua in the JSON says so). --ops N counts operations
@@ -71,16 +72,40 @@ static int completed(void *user_data, int *error)
 	return 1;
 }
 
-static int b_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint64_t tag)
+/* on_done -- a completion callback that queues @tag (libnbd frees its argument); 0 or -ENOMEM */
+static int on_done(struct nbdc *n, uint64_t tag, nbd_completion_callback *cb)
 {
-	struct nbdc *n = ctx;
 	struct cb_arg *a = malloc(sizeof(*a));
 	if (!a)
 		return -ENOMEM;
 	a->n = n;
 	a->tag = tag;
-	nbd_completion_callback cb = {.callback = completed, .user_data = a, .free = free};
+	*cb = (nbd_completion_callback){.callback = completed, .user_data = a, .free = free};
+	return 0;
+}
+
+static int b_submit(void *ctx, uint64_t off, const void *buf, uint32_t len, uint64_t tag)
+{
+	struct nbdc *n = ctx;
+	nbd_completion_callback cb;
+	if (on_done(n, tag, &cb))
+		return -ENOMEM;
 	return nbd_aio_pwrite(n->h, buf, len, off, cb, 0) < 0 ? nerr() : 0;
+}
+
+static int b_read(void *ctx, uint64_t off, void *buf, uint32_t len)
+{
+	struct nbdc *n = ctx;
+	return nbd_pread(n->h, buf, len, off, 0) ? nerr() : 0;
+}
+
+static int b_submit_read(void *ctx, uint64_t off, void *buf, uint32_t len, uint64_t tag)
+{
+	struct nbdc *n = ctx;
+	nbd_completion_callback cb;
+	if (on_done(n, tag, &cb))
+		return -ENOMEM;
+	return nbd_aio_pread(n->h, buf, len, off, cb, 0) < 0 ? nerr() : 0;
 }
 
 static int b_reap(void *ctx, uint64_t *tags, unsigned max)
@@ -127,7 +152,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *uri = NULL;
-	struct cmp_shape_opts so = {.seconds = 3, .shapes = "write,wflush,durable,qd32,seq1m"};
+	struct cmp_shape_opts so = {.seconds = 3, .shapes = CMP_ALL_SHAPES};
 	bool prefill = false;
 	int cpu = -1, c;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -191,6 +216,8 @@ int main(int argc, char **argv)
 			       .write = b_write,
 			       .flush = b_flush,
 			       .submit = b_submit,
+			       .read = b_read,
+			       .submit_read = b_submit_read,
 			       .reap = b_reap,
 			       .error = b_error};
 	if (prefill) {

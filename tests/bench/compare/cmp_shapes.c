@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cmp_shapes.c -- the timing loops of the four shapes (cmp_shapes.h)
+ * cmp_shapes.c -- the timing loops of the shapes (cmp_shapes.h)
  */
 #include "cmp_shapes.h"
 
@@ -31,7 +31,7 @@ static int report(struct cmp_target *t, const char *what, int ret)
 	return ret;
 }
 
-enum qd1_kind { QD1_WRITE, QD1_WFLUSH, QD1_DURABLE };
+enum qd1_kind { QD1_WRITE, QD1_WFLUSH, QD1_DURABLE, QD1_READ };
 
 /*
  * What the measured window (warm-up excluded) cost: wall time, operations,
@@ -67,8 +67,8 @@ static void win_close(struct window *w, uint64_t now, uint64_t ops)
 }
 
 /*
- * run_qd1 -- QD1 4 KiB random writes (plain or durable) or write+flush
- * pairs; latency per write or pair. @ops > 0: exactly that many after
+ * run_qd1 -- QD1 4 KiB random writes (plain or durable), write+flush
+ * pairs or reads; latency per write, pair or read. @ops > 0: exactly that many after
  * ops / 10 of warm-up, else by time.
  */
 static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_kind kind,
@@ -93,9 +93,16 @@ static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_
 		}
 		if (measuring && (ops ? n >= ops : a >= end))
 			break;
-		ret = t->write(t->ctx, off, buf, CMP_SMALL, durable);
+		if (kind == QD1_READ)
+			ret = t->read(t->ctx, off, buf, CMP_SMALL);
+		else
+			ret = t->write(t->ctx, off, buf, CMP_SMALL, durable);
 		if (ret) {
-			report(t, durable ? "durable write" : "write", ret);
+			report(t,
+			       kind == QD1_READ ? "read"
+			       : durable	? "durable write"
+						: "write",
+			       ret);
 			break;
 		}
 		if (kind == QD1_WFLUSH && (ret = t->flush(t->ctx))) {
@@ -114,16 +121,18 @@ static int run_qd1(struct cmp_target *t, double seconds, uint64_t ops, enum qd1_
 }
 
 /*
- * run_async -- writes of @bs bytes with @depth in flight for @seconds after a
- * warm-up: completions per second of the measured window, latency per write
- * from submission to the completion being seen. @sequential: offsets in
- * order (wrapping), else uniformly random. @ops > 0: count completions
- * instead of time (ops / 10 of warm-up, then ops).
+ * run_async -- writes (@read: reads) of @bs bytes with @depth in flight for
+ * @seconds after a warm-up: completions per second of the measured window,
+ * latency per operation from submission to the completion being seen.
+ * @sequential: offsets in order (wrapping), else uniformly random. @ops > 0:
+ * count completions instead of time (ops / 10 of warm-up, then ops). Writes
+ * share one buffer; each read in flight has its own.
  */
 static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_t bs,
-		     unsigned depth, bool sequential, struct cmp_lat *lat, struct window *w)
+		     unsigned depth, bool sequential, bool read, struct cmp_lat *lat,
+		     struct window *w)
 {
-	uint8_t *buf = aligned_alloc(CMP_SMALL, bs);
+	uint8_t *buf = aligned_alloc(CMP_SMALL, (size_t)bs * (read ? depth : 1));
 	uint64_t *submitted = calloc(depth, sizeof(*submitted));
 	uint64_t *free_tags = calloc(depth, sizeof(*free_tags));
 	uint64_t *done = calloc(depth, sizeof(*done));
@@ -134,7 +143,7 @@ static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	memset(buf, 0x3c, bs);
+	memset(buf, 0x3c, (size_t)bs * (read ? depth : 1));
 	for (unsigned i = 0; i < depth; i++)
 		free_tags[i] = depth - 1 - i;
 
@@ -146,9 +155,13 @@ static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_
 			uint64_t slot = sequential ? next++ % slots : cmp_rng(&rng) % slots;
 			uint64_t tag = free_tags[--nfree];
 			submitted[tag] = cmp_now_ns();
-			ret = t->submit(t->ctx, slot * bs, buf, bs, tag);
+			if (read)
+				ret = t->submit_read(t->ctx, slot * bs, buf + (size_t)tag * bs, bs,
+						     tag);
+			else
+				ret = t->submit(t->ctx, slot * bs, buf, bs, tag);
 			if (ret) {
-				report(t, "submit write", ret);
+				report(t, read ? "submit read" : "submit write", ret);
 				stop = true;
 				nfree++;
 				break;
@@ -158,7 +171,7 @@ static int run_async(struct cmp_target *t, double seconds, uint64_t ops, uint32_
 			break;
 		int n = t->reap(t->ctx, done, depth);
 		if (n < 0) {
-			ret = report(t, "write completion", n);
+			ret = report(t, read ? "read completion" : "write completion", n);
 			goto out_free;
 		}
 		now = cmp_now_ns();
@@ -223,16 +236,19 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 {
 	static const struct {
 		const char *name;
-		bool async, sequential;
+		bool async, sequential, read;
 		enum qd1_kind kind;
 		uint32_t bs;
 		unsigned depth;
 	} shapes[] = {
-	    {"write", false, false, QD1_WRITE, CMP_SMALL, 1},
-	    {"wflush", false, false, QD1_WFLUSH, CMP_SMALL, 1},
-	    {"durable", false, false, QD1_DURABLE, CMP_SMALL, 1},
-	    {"qd32", true, false, QD1_WRITE, CMP_SMALL, 32},
-	    {"seq1m", true, true, QD1_WRITE, CMP_BIG, 8},
+	    {"write", false, false, false, QD1_WRITE, CMP_SMALL, 1},
+	    {"wflush", false, false, false, QD1_WFLUSH, CMP_SMALL, 1},
+	    {"durable", false, false, false, QD1_DURABLE, CMP_SMALL, 1},
+	    {"qd32", true, false, false, QD1_WRITE, CMP_SMALL, 32},
+	    {"seq1m", true, true, false, QD1_WRITE, CMP_BIG, 8},
+	    {"read", false, false, true, QD1_READ, CMP_SMALL, 1},
+	    {"rqd32", true, false, true, QD1_WRITE, CMP_SMALL, 32},
+	    {"rseq1m", true, true, true, QD1_WRITE, CMP_BIG, 8},
 	};
 	for (unsigned i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
 		if (!shape_selected(o->shapes, shapes[i].name))
@@ -249,11 +265,11 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 			fprintf(stderr, "cmp: %s for %.1f s ...\n", shapes[i].name, o->seconds);
 		if (shapes[i].async)
 			ret = run_async(t, o->seconds, o->ops, shapes[i].bs, shapes[i].depth,
-					shapes[i].sequential, &lat, &w);
+					shapes[i].sequential, shapes[i].read, &lat, &w);
 		else
 			ret = run_qd1(t, o->seconds, o->ops, shapes[i].kind, &lat, &w);
 		/* leave nothing dirty for the next shape (not timed) */
-		if (!ret && !o->no_flush && (ret = t->flush(t->ctx)))
+		if (!ret && !o->no_flush && !shapes[i].read && (ret = t->flush(t->ctx)))
 			report(t, "flush", ret);
 		if (!ret && (w.t1 <= w.t0 || w.ops == 0)) {
 			fprintf(stderr, "cmp: %s: nothing measured\n", shapes[i].name);
@@ -267,9 +283,11 @@ int cmp_run_shapes(struct cmp_target *t, const struct cmp_shape_opts *o, FILE *o
 		double rate = ops / (wall / 1e9);
 		fprintf(out,
 			", \"%s\": {\"block_bytes\": %u, \"depth\": %u, \"ops_per_s\": %.6g, "
-			"\"mib_per_s\": %.6g, \"ops\": %llu",
+			"\"mib_per_s\": %.6g, \"ops\": %llu, \"window_start_ns\": %llu, "
+			"\"window_end_ns\": %llu",
 			shapes[i].name, shapes[i].bs, shapes[i].depth, rate,
-			rate * shapes[i].bs / 1048576.0, (unsigned long long)w.ops);
+			rate * shapes[i].bs / 1048576.0, (unsigned long long)w.ops,
+			(unsigned long long)w.t0, (unsigned long long)w.t1);
 		/* CPU busy per wall second (100% on one side: that side is the bottleneck) */
 		cmp_json_num(out, "client_cpu_util", (double)(w.client_cpu1 - w.client_cpu0) / wall,
 			     true);

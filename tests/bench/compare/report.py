@@ -311,7 +311,7 @@ def fig_from_fio(doc, label, shape, mib=False):
     if not doc:
         return None
     job = doc["jobs"][0]
-    w = job["write"]
+    w = job["read" if shape in READ_SHAPES else "write"]
     pct = {}
     keys = {"p50": 50, "p90": 90, "p99": 99, "p99.9": 99.9}
     for name, key in keys.items():
@@ -335,10 +335,13 @@ SYSTEMS = [
 ]
 
 
-ROUND_DOCS = ["floor_ping", "floor_pipe4k", "floor_pipe1m", "floor_iperf3", "rdax_native",
+ROUND_DOCS = ["floor_ping", "floor_ping4kw", "floor_ping4kr", "floor_pipe4k", "floor_pipe1m", "floor_iperf3", "rdax_native",
               "rdax_nbd_cmp", "nbdkit_memory_cmp", "nbdkit_file_cmp"] + [
     "%s_fio_%s" % (s, j) for s in ("rdax_nbd", "nbdkit_memory", "nbdkit_file")
-    for j in ("wflush", "qd32", "seq1m")]
+    for j in ("wflush", "qd32", "seq1m", "read", "rqd32", "rseq1m")]
+
+READ_SHAPES = ("read", "rqd32", "rseq1m")
+MIB_SHAPES = ("seq1m", "rseq1m")
 
 
 def collect(raw):
@@ -367,6 +370,10 @@ def round_floors(rd):
     if ping:
         f["rtt"] = {k: us(ping["rtt"].get(k + "_ns")) for k in ("p50", "p90", "p99", "p99.9")}
         f["ping_rate"] = ping["ops_per_s"]
+    for name in ("ping4kw", "ping4kr"):
+        doc = rd.get("floor_" + name)
+        if doc:
+            f[name] = us(doc["rtt"].get("p50_ns"))
     if rd.get("floor_pipe4k"):
         f["pipe4k"] = rd["floor_pipe4k"]["ops_per_s"]
     if rd.get("floor_pipe1m"):
@@ -395,12 +402,17 @@ def floors(d):
         f["rtt"] = {k: min(r[k] for r in rtts if r.get(k) is not None) for k in rtts[0]}
         vals = [r["p50"] for r in rtts]
         f["spread"]["rtt"] = (min(vals), max(vals))
+    for key in ("ping4kw", "ping4kr"):
+        vals = [p[key] for p in per if p.get(key) is not None]
+        if vals:
+            f[key] = min(vals)
+            f["spread"][key] = (min(vals), max(vals))
     return f
 
 
 def round_shape_figs(rd, shape):
     """Figs of one shape in one round: cmp helpers first (same loop everywhere), then fio."""
-    mib = shape == "seq1m"
+    mib = shape in MIB_SHAPES
     figs = []
     src = {"rdax_native": rd.get("rdax_native"), "rdax_nbd": rd.get("rdax_nbd_cmp"),
            "nbdkit_memory": rd.get("nbdkit_memory_cmp"),
@@ -474,6 +486,10 @@ SHAPES = {
                 "latency"),
     "qd32": ("4 KiB random write, QD32", "32 writes in flight on one connection", "IOPS"),
     "seq1m": ("1 MiB sequential write, QD8", "8 writes in flight on one connection", "MiB/s"),
+    "read": ("4 KiB random read, QD1", "one read at a time of the prefilled export; latency "
+             "per read", "latency"),
+    "rqd32": ("4 KiB random read, QD32", "32 reads in flight on one connection", "IOPS"),
+    "rseq1m": ("1 MiB sequential read, QD8", "8 reads in flight on one connection", "MiB/s"),
 }
 
 
@@ -482,9 +498,9 @@ def floor_for(shape, fl):
     rtt = fl.get("rtt", {}).get("p50")
     if shape == "wflush":
         return ("two 64 B TCP round trips (p50)", None if rtt is None else 2 * rtt, "lat")
-    if shape in ("durable", "write"):
+    if shape in ("durable", "write", "read"):
         return ("one 64 B TCP round trip (p50)", rtt, "lat")
-    if shape == "qd32":
+    if shape in ("qd32", "rqd32"):
         return ("TCP 4 KiB messages, 32 in flight, 64 B acks", fl.get("pipe4k"), "rate")
     return ("iperf3 -l 1M", fl.get("iperf3"), "rate")
 
@@ -508,7 +524,7 @@ def shape_table(lines, d, shape, fl):
     title, what, kind = SHAPES[shape]
     figs = shape_figs(d, shape)
     flabel, fval, fkind = floor_for(shape, fl)
-    unit = "MiB/s" if shape == "seq1m" else "IOPS"
+    unit = "MiB/s" if shape in MIB_SHAPES else "IOPS"
     lines.append("### %s" % title)
     lines.append("")
     lines.append("%s. Floor: %s = %s." % (what, flabel, fmt_us(fval) if fkind == "lat"
@@ -521,7 +537,8 @@ def shape_table(lines, d, shape, fl):
     if kind == "latency":
         lines.append("| system | client | p50 | p99 | %s/s | p50 over rounds | CPU client / "
                      "server | p50 vs nbdkit memory | p50 vs floor |" % (
-                         "pairs" if shape == "wflush" else "writes"))
+                         "pairs" if shape == "wflush" else "reads" if shape == "read"
+                         else "writes"))
         lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for fg in figs:
             peer = peer_of(figs, fg)
@@ -531,7 +548,7 @@ def shape_table(lines, d, shape, fl):
                 fmt_cpu(fg), fmt_ratio(ratio(fg.p("p50"), peer.p("p50") if peer else None)),
                 fmt_ratio(ratio(fg.p("p50"), fval))))
     else:
-        extra = " vs TCP 1 MiB x 8 in flight |" if shape == "seq1m" else ""
+        extra = " vs TCP 1 MiB x 8 in flight |" if shape in MIB_SHAPES else ""
         lines.append("| system | client | %s | over rounds | latency p50 | latency p99 "
                      "| CPU client / server | vs nbdkit memory | vs floor |%s" % (unit, extra))
         lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else ""))
@@ -562,7 +579,7 @@ def cost_table(lines, by_shape):
                  "switches / op | vs nbdkit memory | client CPU / op | vs nbdkit memory's "
                  "client |")
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
-    for shape in ("write", "durable", "wflush", "qd32", "seq1m"):
+    for shape in ("write", "durable", "wflush", "qd32", "seq1m") + READ_SHAPES:
         figs = [fg for fg in by_shape.get(shape, []) if fg.tool != "fio"]
         peer = next((fg for fg in figs if fg.key == "nbdkit_memory"), None)
         for fg in figs:
@@ -579,6 +596,76 @@ def cost_table(lines, by_shape):
                 fmt_us(c["client_cpu_ns"] / 1e3) if "client_cpu_ns" in c else "n/a",
                 fmt_ratio(ratio(c.get("client_cpu_ns"), pc.get("client_cpu_ns")))))
     lines.append("")
+
+
+MULTI_SYSTEMS = [("rdax_native", "rdax native"), ("rdax_nbd", "rdax NBD"),
+                 ("nbdkit_memory", "nbdkit memory")]
+
+
+def multi_section(lines, raw):
+    """Many clients at once: raw/multi/SYSTEM_SHAPE_N_I.json, one per client process."""
+    mdir = os.path.join(raw, "multi")
+    if not os.path.isdir(mdir):
+        return
+    runs = {}
+    for name in os.listdir(mdir):
+        m = re.fullmatch(r"(\w+?)_(qd32|rqd32)_(\d+)_(\d+)\.json", name)
+        if not m:
+            continue
+        doc = load(mdir, name[:-5])
+        if doc and "window_start_ns" in doc.get(m.group(2), {}):
+            runs.setdefault((m.group(1), m.group(2), int(m.group(3))), []).append(doc[m.group(2)])
+    if not runs:
+        return
+    la = "?"
+    try:
+        with open(os.path.join(mdir, "loadavg.txt")) as f:
+            la = f.read().split()[0]
+    except (OSError, IndexError):
+        pass
+    lines.append("## Many clients: aggregate IOPS")
+    lines.append("")
+    lines.append("N client processes at once, each with one connection and 32 4 KiB requests in "
+                 "flight (random writes, then random reads); rdax gives each connection its own "
+                 "64 MiB volume, nbdkit memory serves its one export to all. Aggregate: every "
+                 "client's completions in its measured window, over the time from the first "
+                 "window's start to the last one's end (CLOCK_MONOTONIC, shared by the "
+                 "processes) -- a lower bound where the windows do not overlap fully; "
+                 "'overlap' is the share of that time all windows were open. All clients share "
+                 "the client CPU, the server has the other: CPU columns say which side is the "
+                 "limit (client: the sum of the clients' shares of a CPU; server: the median of "
+                 "what each client saw it use). Load average after these runs: %s." % la)
+    lines.append("")
+    ns = sorted({k[2] for k in runs})
+    for shape, title in (("qd32", "writes"), ("rqd32", "reads")):
+        lines.append("| %s: connections | %s | rdax native / nbdkit memory | rdax NBD / nbdkit "
+                     "memory |" % (title, " | ".join("%s IOPS (CPU client / server)" % label
+                                                     for _, label in MULTI_SYSTEMS)))
+        lines.append("|---:|" + "---:|" * (len(MULTI_SYSTEMS) + 2))
+        for n in ns:
+            agg = {}
+            cells = []
+            for key, _ in MULTI_SYSTEMS:
+                docs = runs.get((key, shape, n))
+                if not docs or len(docs) != n:
+                    cells.append("n/a" if not docs else "%d of %d clients ran" % (len(docs), n))
+                    continue
+                t0 = min(x["window_start_ns"] for x in docs)
+                t1 = max(x["window_end_ns"] for x in docs)
+                both = (min(x["window_end_ns"] for x in docs)
+                        - max(x["window_start_ns"] for x in docs))
+                agg[key] = sum(x["ops"] for x in docs) / ((t1 - t0) / 1e9)
+                cc = sum(x.get("client_cpu_util") or 0 for x in docs)
+                sc = median([x.get("server_cpu_util") for x in docs])
+                cells.append("%s (%.0f%% / %s; overlap %.0f%%)" % (
+                    "{:,.0f}".format(agg[key]), 100 * cc,
+                    "%.0f%%" % (100 * sc) if sc is not None else "-",
+                    100.0 * max(both, 0) / (t1 - t0)))
+            lines.append("| %d | %s | %s | %s |" % (
+                n, " | ".join(cells),
+                fmt_ratio(ratio(agg.get("rdax_native"), agg.get("nbdkit_memory"))),
+                fmt_ratio(ratio(agg.get("rdax_nbd"), agg.get("nbdkit_memory")))))
+        lines.append("")
 
 
 def callgrind_section(lines, cg):
@@ -660,23 +747,50 @@ def targets(d, fl, by_shape, eng):
                     "%s (%s)" % (a.label, a.tool), "%s FUA (%s)" % (b.label, b.tool),
                     fmt_us(a.p("p50")), fmt_us(b.p("p50")), r, "<= 0.35x",
                     r is not None and r <= 0.35, ratio(rtt, b.p("p50")))
-    q = by_shape.get("qd32", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(q, key, fio)
-        b = find(q, "nbdkit_memory", fio)
-        if a and b:
-            r = ratio(a.rate, b.rate)
-            add("QD32 4 KiB IOPS >= 1.5x nbdkit memory", "%s (%s)" % (a.label, a.tool),
-                "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
-                fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
-    s = by_shape.get("seq1m", [])
-    for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
-        a = find(s, key, fio)
-        if a and fl.get("iperf3"):
-            r = ratio(a.rate, fl["iperf3"])
-            add("1 MiB QD8 >= 0.9x iperf3's rate", "%s (%s)" % (a.label, a.tool),
-                "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"), r,
-                ">= 0.90x", r is not None and r >= 0.9, None)
+    for shape, what in (("qd32", "QD32 4 KiB IOPS"), ("rqd32", "QD32 4 KiB read IOPS")):
+        for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
+            a = find(by_shape.get(shape, []), key, fio)
+            b = find(by_shape.get(shape, []), "nbdkit_memory", fio)
+            if a and b:
+                r = ratio(a.rate, b.rate)
+                add("%s >= 1.5x nbdkit memory" % what, "%s (%s)" % (a.label, a.tool),
+                    "nbdkit memory (%s)" % b.tool, fmt_rate(a.rate, "IOPS"),
+                    fmt_rate(b.rate, "IOPS"), r, ">= 1.50x", r is not None and r >= 1.5, None)
+    for shape, what in (("seq1m", "1 MiB QD8"), ("rseq1m", "1 MiB read QD8")):
+        for key, fio in (("rdax_nbd", True), ("rdax_nbd", False), ("rdax_native", False)):
+            a = find(by_shape.get(shape, []), key, fio)
+            if a and fl.get("iperf3"):
+                r = ratio(a.rate, fl["iperf3"])
+                add("%s >= 0.9x iperf3's rate" % what, "%s (%s)" % (a.label, a.tool),
+                    "iperf3 -l 1M", fmt_rate(a.rate, "MiB/s"), fmt_rate(fl["iperf3"], "MiB/s"),
+                    r, ">= 0.90x", r is not None and r >= 0.9, None)
+    # against the floors themselves (1.15x of a round trip, 0.7x of the pipelined floor),
+    # reads at the writes' ratios
+    # the floor bound: the same round trips carrying the 4 KiB (ping4kw: a write's
+    # 4 KiB there, ping4kr: a read's 4 KiB back), which no server can avoid
+    w4, r4 = fl.get("ping4kw"), fl.get("ping4kr")
+    for shape, what, mult, carried in (("durable", "durable write in one request", 1, w4),
+                                       ("wflush", "write+fsync pair", 2,
+                                        None if w4 is None or rtt is None else w4 + rtt),
+                                       ("read", "4 KiB read QD1", 1, r4)):
+        for key in ("rdax_native", "rdax_nbd"):
+            a = find(by_shape.get(shape, []), key, False)
+            if a and rtt:
+                r = ratio(a.p("p50"), mult * rtt)
+                add("%s p50 <= 1.15x %s" % (what, "the 64 B round trip" if mult == 1
+                                             else "two 64 B round trips"),
+                    "%s (%s)" % (a.label, a.tool), "TCP ping-pong" + (" x 2" if mult > 1 else ""),
+                    fmt_us(a.p("p50")), fmt_us(mult * rtt), r, "<= 1.15x",
+                    r is not None and r <= 1.15, ratio(carried, mult * rtt) or 1.0)
+    for shape, what in (("qd32", "QD32 4 KiB write"), ("rqd32", "QD32 4 KiB read")):
+        for key in ("rdax_native", "rdax_nbd"):
+            a = find(by_shape.get(shape, []), key, False)
+            if a and fl.get("pipe4k"):
+                r = ratio(a.rate, fl["pipe4k"])
+                add("%s IOPS >= 0.7x the pipelined floor" % what, "%s (%s)" % (a.label, a.tool),
+                    "TCP 4 KiB x 32 in flight", fmt_rate(a.rate, "IOPS"),
+                    fmt_rate(fl["pipe4k"], "IOPS"), r, ">= 0.70x", r is not None and r >= 0.7,
+                    None)
     if eng:
         for vol in eng["volumes"]:
             if vol["volume_bytes"] == 1 << 30:
@@ -900,6 +1014,9 @@ def cmd_report(a):
     if "rtt" in fl.get("spread", {}) and len(d["rounds"]) > 1:
         lo, hi = fl["spread"]["rtt"]
         lines.append("| (round trip p50 over the rounds) | %s - %s |" % (fmt_us(lo), fmt_us(hi)))
+    for key, what in (("ping4kw", "4 KiB there, 64 B back (a 4 KiB write's round trip)"),
+                      ("ping4kr", "64 B there, 4 KiB back (a 4 KiB read's round trip)")):
+        lines.append("| TCP round trip p50, %s | %s |" % (what, fmt_us(fl.get(key))))
     lines.append("| TCP 64 B ping-pongs per second (QD1) | %s |" % (
         "{:,.0f}".format(fl["ping_rate"]) if "ping_rate" in fl else "n/a"))
     lines.append("| TCP 4 KiB messages, 32 in flight, 64 B acks | %s |" % fmt_rate(
@@ -926,6 +1043,15 @@ def cmd_report(a):
                 "means that side is the bottleneck (fio rows: the client only).")
     body.append("")
     for shape in ("wflush", "durable", "qd32", "seq1m", "write"):
+        by_shape[shape] = shape_table(body, d, shape, fl)
+    body.append("## Reads")
+    body.append("")
+    body.append("The same clients read the prefilled exports: rdax sends a READ reply straight "
+                "from the mapping (writev of the header and the mapped bytes). The floors are "
+                "the write shapes' own: loopback is symmetric, so a 4 KiB message pipelined "
+                "or a 1 MiB stream costs the same in either direction.")
+    body.append("")
+    for shape in READ_SHAPES:
         by_shape[shape] = shape_table(body, d, shape, fl)
 
     rows = targets(d, fl, by_shape, eng)
@@ -957,6 +1083,7 @@ def cmd_report(a):
     lines.append("")
     lines.extend(body)
     cost_table(lines, by_shape)
+    multi_section(lines, raw)
     cg = load(raw, "callgrind")
     if cg:
         callgrind_section(lines, cg)

@@ -10,7 +10,11 @@
 # once; then ROUNDS rounds each measure the floors and every system, the
 # order of the systems rotated per round so drift of a shared machine falls
 # on all of them alike; the report takes the median of the rounds and shows
-# their spread. With --callgrind (and in --full), rdaxd and nbdkit memory
+# their spread. Every round measures writes and reads (the exports were
+# written over first). Then many clients at once: 1, 4 and 16 connections
+# (MULTI_CONNS), each client its own process with QD32 of 4 KiB random
+# writes, then reads; rdax serves each connection its own 64 MiB volume,
+# nbdkit memory its one export to all of them. With --callgrind (and in --full), rdaxd and nbdkit memory
 # then run under valgrind's callgrind for instructions per operation and
 # where they go. Then the fsync engine alone (tracked vs hammer).
 # Every server (rdaxd, nbdkit, the floor servers, iperf3 -s) is pinned with
@@ -128,10 +132,11 @@ listening() {
 	[ -n "$(ss -Hltn "sport = :$1")" ]
 }
 
-# wait_for_port PORT -- until something listens on PORT (bounded)
+# wait_for_port PORT -- until something listens on PORT (bounded: 30 s, a loaded machine
+# has taken more than 10 s to start iperf3)
 wait_for_port() {
 	local i
-	for i in $(seq 200); do
+	for i in $(seq 600); do
 		listening "$1" && return 0
 		sleep 0.05
 	done
@@ -157,7 +162,7 @@ client() { taskset -c "$client_cpu" "$@"; }
 # fio_jobs DIR NAME URI -- the fio jobs of fio/shapes.fio against one NBD export
 fio_jobs() {
 	local dir=$1 name=$2 uri=$3 job
-	for job in wflush qd32 seq1m; do
+	for job in wflush qd32 seq1m read rqd32 rseq1m; do
 		log "round $r: $name: fio $job"
 		NBD_URI=$uri SIZE=$size RUNTIME=$secs RAMP=$((secs * 100))ms \
 			client fio --section="$job" --output-format=json \
@@ -175,7 +180,13 @@ head -1 /proc/stat >"$raw/stat_start.txt"
 # --- servers: all started, pinned and prefilled before any round --------------------
 log "rdax: starting rdaxd on $work/ns0 (mode=auto, PMEM_IS_PMEM_FORCE=1)"
 tcp_port=$(free_port)
-rdax_args=(--namespace "$work/ns0,size=$(python3 "$here/report.py" nssize "$size"),mode=auto"
+# the volume "cmp" of SIZE and MULTI_MAX volumes of MULTI_VOL for the many-clients runs
+multi_conns=${MULTI_CONNS:-1 4 16}
+multi_max=$(printf '%s\n' $multi_conns | sort -n | tail -1)
+multi_vol=64M
+ns_size=$(python3 "$here/report.py" nssize "$size")
+ns_size=$((${ns_size%M} + multi_max * 64))M
+rdax_args=(--namespace "$work/ns0,size=$ns_size,mode=auto"
 	--listen "tcp://127.0.0.1:$tcp_port" --threads 1 --log-level warn)
 nbd_port=""
 if "$rdaxd" --help 2>&1 | grep -q 'nbd://'; then
@@ -203,6 +214,10 @@ fi
 log "rdax: creating and prefilling the volume"
 client "$helpers/cmp_native" --url "tcp://127.0.0.1:$tcp_port" --volume cmp --size "$size" \
 	--shapes none --prefill >/dev/null
+for i in $(seq 0 $((multi_max - 1))); do
+	client "$helpers/cmp_native" --url "tcp://127.0.0.1:$tcp_port" --volume "mc$i" \
+		--size "$multi_vol" --shapes none --prefill >/dev/null
+done
 
 declare -A nbdkit_port nbdkit_pid
 for plugin in memory file; do
@@ -229,6 +244,11 @@ floors() {
 	log "round $r: floors (ping-pong, pipelines, iperf3)"
 	"$helpers/cmp_floor" pingpong --seconds "$secs" --client-cpu "$client_cpu" \
 		--server-cpu "$server_cpu" >"$dir/floor_ping.json"
+	# the same round trip carrying a 4 KiB write (4 KiB there) or read (4 KiB back)
+	"$helpers/cmp_floor" pingpong --size 4K --seconds "$secs" --client-cpu "$client_cpu" \
+		--server-cpu "$server_cpu" >"$dir/floor_ping4kw.json"
+	"$helpers/cmp_floor" pingpong --reply 4K --seconds "$secs" --client-cpu "$client_cpu" \
+		--server-cpu "$server_cpu" >"$dir/floor_ping4kr.json"
 	"$helpers/cmp_floor" pipeline --size 4K --depth 32 --seconds "$secs" \
 		--client-cpu "$client_cpu" --server-cpu "$server_cpu" >"$dir/floor_pipe4k.json"
 	"$helpers/cmp_floor" pipeline --size 1M --depth 8 --seconds "$secs" \
@@ -275,6 +295,51 @@ for r in $(seq "$rounds"); do
 		measure "$dir" "${systems[$(((i + r - 1) % n))]}"
 	done
 done
+
+# --- many clients: N connections at once, each a client process of its own ------------
+# multi SYSTEM N SHAPE -- N clients of SYSTEM run SHAPE together; one JSON each
+multi() {
+	local system=$1 n=$2 shape=$3 i cpids=()
+	for i in $(seq 0 $((n - 1))); do
+		case $system in
+		rdax_native)
+			client "$helpers/cmp_native" --url "tcp://127.0.0.1:$tcp_port" --volume "mc$i" \
+				--seconds "$msecs" --shapes "$shape" --cpu "$client_cpu" \
+				--server-pid "$rpid" >"$raw/multi/${system}_${shape}_${n}_$i.json" & ;;
+		rdax_nbd)
+			client "$helpers/cmp_nbd" --uri "nbd://127.0.0.1:$nbd_port/mc$i" \
+				--seconds "$msecs" --shapes "$shape" --cpu "$client_cpu" \
+				--server-pid "$rpid" >"$raw/multi/${system}_${shape}_${n}_$i.json" & ;;
+		nbdkit_memory)
+			client "$helpers/cmp_nbd" --uri "nbd://127.0.0.1:${nbdkit_port[memory]}" \
+				--seconds "$msecs" --shapes "$shape" --cpu "$client_cpu" \
+				--server-pid "${nbdkit_pid[memory]}" \
+				>"$raw/multi/${system}_${shape}_${n}_$i.json" & ;;
+		esac
+		cpids+=("$!")
+	done
+	# a client that measured nothing (16 processes sharing one loaded CPU) fails
+	# alone: the report counts the clients that ran
+	for i in "${cpids[@]}"; do
+		wait "$i" || log "many clients: $system, $n connections, $shape: a client failed"
+	done
+}
+# each client's own measured window: longer than one client's, so that with 16 of
+# them on one CPU every one completes requests inside it
+msecs=$((secs + 2))
+mkdir -p "$raw/multi"
+head -1 /proc/stat >"$raw/multi/stat_start.txt"
+for n in $multi_conns; do
+	for system in rdax_native rdax_nbd nbdkit_memory; do
+		[ "$system" != rdax_nbd ] || [ -n "$nbd_port" ] || continue
+		for shape in qd32 rqd32; do
+			log "many clients: $system, $n connections, $shape"
+			multi "$system" "$n" "$shape"
+		done
+	done
+done
+head -1 /proc/stat >"$raw/multi/stat_end.txt"
+cat /proc/loadavg >"$raw/multi/loadavg.txt"
 
 placement "$rpid" rdaxd
 placement "${nbdkit_pid[memory]}" nbdkit_memory

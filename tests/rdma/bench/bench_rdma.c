@@ -3,6 +3,8 @@
  * bench_rdma.c -- rdax over rdma:// as the application sees it (librdax)
  *
  *   bench_rdma --url rdma://ADDR:PORT [--lat-iters N] [--bw-mib M] [--depth D]
+ *              [--busy-poll USEC] [--tag NAME] [--daemon-pid PID] [--latency-only]
+ *              [--keep-volume] [--reuse]
  *
  * Measures, on a fresh volume:
  *  - 4 KiB write + fsync: rdax_write(RDAX_WRITE_FSYNC) of one page, i.e. a
@@ -13,11 +15,18 @@
  *    answered on the daemon's event loop) and an fsync of a clean page (the
  *    same plus the daemon's fsync path with nothing to write back);
  *  - 64 KiB write bandwidth: D asynchronous one-sided writes in flight, M MiB
- *    in all, then one fsync (MiB/s, the fsync included);
- *  - the write+fsync and the STAT again on a connection that busy-polls
- *    (rdax_conn_opts_set_busy_poll): what the client's sleep and wake-up
- *    cost, since perftest polls. --only-poll: only these (run.sh's second
- *    daemon, whose loops busy-poll too).
+ *    in all, then one fsync (MiB/s, the fsync included).
+ * With each latency, what it cost in CPU: the client's own CPU time per
+ * operation (getrusage) and, given --daemon-pid, the daemon's (its utime +
+ * stime from /proc), and each as a share of the elapsed time -- what
+ * polling instead of sleeping costs.
+ * --busy-poll USEC: the client's spin cap (rdax_conn_opts_set_busy_poll;
+ * without it the library's default, adaptive polling); --tag NAME is
+ * appended to every name ("rdax_write_fsync_4k_NAME_median_us");
+ * --latency-only skips the write-alone latency and the bandwidth.
+ * --keep-volume leaves the volume "bench" behind; --reuse opens it instead of
+ * creating it: a profile of the daemon then sees no volume creation (which
+ * zeroes the whole volume on a registered namespace).
  * Prints "name value" lines for tests/rdma/run-bench.sh, which runs perftest
  * beside it in the same VM boot and prints the ratios. Under emulation
  * (soft-RoCE in a TCG VM) only such ratios mean anything.
@@ -29,7 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "librdax.h"
 
@@ -46,6 +57,39 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static const char *tag = ""; /* "_NAME" of --tag */
+static int daemon_pid;	     /* --daemon-pid; 0: the daemon's CPU is not measured */
+
+/* self_cpu_us -- this process's user + system CPU time, microseconds */
+static double self_cpu_us(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_sec * 1e6 +
+	       ru.ru_stime.tv_usec;
+}
+
+/* daemon_cpu_us -- the daemon's utime + stime (fields 14 and 15 of /proc/PID/stat); -1: unknown */
+static double daemon_cpu_us(void)
+{
+	if (!daemon_pid)
+		return -1;
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", daemon_pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+	unsigned long long ut, st;
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* report -- median and mean of @n samples */
 static void report(const char *name, double *s, unsigned n)
 {
@@ -53,7 +97,17 @@ static void report(const char *name, double *s, unsigned n)
 	for (unsigned i = 0; i < n; i++)
 		sum += s[i];
 	qsort(s, n, sizeof(*s), cmp_double);
-	printf("%s_median_us %.1f\n%s_mean_us %.1f\n", name, s[n / 2], name, sum / n);
+	printf("%s%s_median_us %.1f\n%s%s_mean_us %.1f\n", name, tag, s[n / 2], name, tag, sum / n);
+}
+
+/* report_cpu -- CPU per operation of the client and the daemon over @wall us of @n operations */
+static void report_cpu(const char *name, double client, double daemon, double wall, unsigned n)
+{
+	printf("%s%s_client_cpu_us %.1f\n%s%s_client_cpu_share %.2f\n", name, tag, client / n, name,
+	       tag, client / wall);
+	if (daemon >= 0)
+		printf("%s%s_daemon_cpu_us %.1f\n%s%s_daemon_cpu_share %.2f\n", name, tag,
+		       daemon / n, name, tag, daemon / wall);
 }
 
 static int die(const char *what, int ret, struct rdax_conn *c)
@@ -72,6 +126,7 @@ static int latency(struct rdax_conn *c, struct rdax_volume *v, enum lat_op op, c
 	static uint8_t page[4096];
 	memset(page, 0xa5, sizeof(page));
 	struct rdax_volume_stat st;
+	double w0 = now_us(), c0 = self_cpu_us(), d0 = daemon_cpu_us();
 	for (unsigned i = 0; i < iters; i++) {
 		uint64_t off = (uint64_t)(i % 4096) * 4096;
 		double t0 = now_us();
@@ -94,6 +149,9 @@ static int latency(struct rdax_conn *c, struct rdax_volume *v, enum lat_op op, c
 		if (ret)
 			return die(name, ret, c);
 	}
+	double d1 = daemon_cpu_us();
+	report_cpu(name, self_cpu_us() - c0, d0 >= 0 && d1 >= 0 ? d1 - d0 : -1, now_us() - w0,
+		   iters);
 	report(name, s, iters);
 	return 0;
 }
@@ -135,18 +193,22 @@ static int bandwidth(struct rdax_conn *c, struct rdax_volume *v, uint64_t size, 
 		goto out;
 	double secs = (now_us() - t0) / 1e6;
 	/* MiB/s: perftest's "MB/sec" are 2^20 bytes */
-	printf("rdax_write_64k_bw_MiBps %.1f\n", total / secs / 1048576.0);
+	printf("rdax_write_64k_bw%s_MiBps %.1f\n", tag, total / secs / 1048576.0);
 out:
 	free(buf);
 	return ret ? die("bandwidth", ret, c) : 0;
 }
 
-/* open_bench -- connect (@busy_poll_us as rdax_conn_opts_set_busy_poll) and open "bench" */
-static int open_bench(const char *url, unsigned busy_poll_us, uint64_t create_size,
+/*
+ * open_bench -- connect (@busy_poll_us as rdax_conn_opts_set_busy_poll; < 0: the
+ * library's default) and open "bench"
+ */
+static int open_bench(const char *url, long busy_poll_us, uint64_t create_size,
 		      struct rdax_conn **c, struct rdax_volume **v)
 {
 	struct rdax_conn_opts *o;
-	if (rdax_conn_opts_new(&o) || rdax_conn_opts_set_busy_poll(o, busy_poll_us))
+	if (rdax_conn_opts_new(&o) ||
+	    (busy_poll_us >= 0 && rdax_conn_opts_set_busy_poll(o, (unsigned)busy_poll_us)))
 		return 1;
 	int ret = rdax_connect(url, o, c);
 	rdax_conn_opts_delete(&o);
@@ -170,11 +232,20 @@ int main(int argc, char **argv)
 {
 	const char *url = NULL;
 	unsigned iters = 200, bw_mib = 64, depth = 16;
-	bool only_poll = false;
-	static const struct option opts[] = {
-	    {"url", required_argument, NULL, 'u'},    {"lat-iters", required_argument, NULL, 'n'},
-	    {"bw-mib", required_argument, NULL, 'b'}, {"depth", required_argument, NULL, 'd'},
-	    {"only-poll", no_argument, NULL, 'p'},    {NULL, 0, NULL, 0}};
+	long busy_poll = -1;
+	bool latency_only = false, keep = false, reuse = false;
+	static char tagbuf[64];
+	static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
+					     {"lat-iters", required_argument, NULL, 'n'},
+					     {"bw-mib", required_argument, NULL, 'b'},
+					     {"depth", required_argument, NULL, 'd'},
+					     {"busy-poll", required_argument, NULL, 'p'},
+					     {"tag", required_argument, NULL, 't'},
+					     {"daemon-pid", required_argument, NULL, 'P'},
+					     {"latency-only", no_argument, NULL, 'l'},
+					     {"keep-volume", no_argument, NULL, 'k'},
+					     {"reuse", no_argument, NULL, 'r'},
+					     {NULL, 0, NULL, 0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
@@ -191,15 +262,33 @@ int main(int argc, char **argv)
 			depth = (unsigned)atoi(optarg);
 			break;
 		case 'p':
-			only_poll = true;
+			busy_poll = atol(optarg);
+			break;
+		case 't':
+			snprintf(tagbuf, sizeof(tagbuf), "_%s", optarg);
+			tag = tagbuf;
+			break;
+		case 'P':
+			daemon_pid = atoi(optarg);
+			break;
+		case 'l':
+			latency_only = true;
+			break;
+		case 'k':
+			keep = true;
+			break;
+		case 'r':
+			reuse = true;
 			break;
 		default:
 			return 2;
 		}
 	}
-	if (!url || iters == 0 || bw_mib == 0 || depth == 0 || depth > 64) {
+	if (!url || iters == 0 || bw_mib == 0 || depth == 0 || depth > 64 || busy_poll < -1 ||
+	    busy_poll > (long)RDAX_MAX_BUSY_POLL_US) {
 		fprintf(stderr, "usage: bench_rdma --url rdma://ADDR:PORT [--lat-iters N] "
-				"[--bw-mib M] [--depth D<=64] [--only-poll]\n");
+				"[--bw-mib M] [--depth D<=64] [--busy-poll USEC] [--tag NAME] "
+				"[--daemon-pid PID] [--latency-only] [--keep-volume] [--reuse]\n");
 		return 2;
 	}
 	double *s = calloc(iters, sizeof(*s));
@@ -210,24 +299,16 @@ int main(int argc, char **argv)
 		size = 64ULL << 20;
 	struct rdax_conn *c;
 	struct rdax_volume *v;
-	if (!only_poll) {
-		if (open_bench(url, 0, size, &c, &v) ||
-		    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters) ||
-		    latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters) ||
-		    latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters) ||
-		    latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters) ||
-		    bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth))
-			return 1;
-		rdax_volume_close(&v);
-		rdax_disconnect(&c);
-	}
-	/* the latencies again with a client that spins instead of sleeping */
-	if (open_bench(url, 20000, only_poll ? size : 0, &c, &v) ||
-	    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k_poll", s, iters) ||
-	    latency(c, v, LAT_STAT, "rdax_stat_rpc_poll", s, iters))
+	if (open_bench(url, busy_poll, reuse ? 0 : size, &c, &v) ||
+	    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters) ||
+	    (!latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||
+	    latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters) ||
+	    latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters) ||
+	    (!latency_only && bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth)))
 		return 1;
 	rdax_volume_close(&v);
-	rdax_volume_delete(c, "bench");
+	if (!keep)
+		rdax_volume_delete(c, "bench");
 	rdax_disconnect(&c);
 	free(s);
 	return 0;

@@ -44,54 +44,97 @@ echo "ib_send_lat 64 B:    t_typical $sl us (half a round trip)"
 echo "ib_send_lat -e 64 B: t_typical $se us (half a round trip, sleeping on events)"
 echo "ib_write_bw 65536 B: $wb MiB/s"
 
-echo "== rdax over rdma:// (rdaxd on /dev/dax0.0)"
+# rdax_run TAG RDAXD_ARGS BENCH_ARGS -- rdaxd on /dev/dax0.0 with RDAXD_ARGS, bench_rdma
+# with BENCH_ARGS against it, names tagged TAG, the daemon's CPU measured too
+rdax_run() {
+	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $2 \
+		--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
+	d=$!
+	for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+	grep "rdaxd: ready" /tmp/rdaxd.out
+	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+		--bw-mib "${BENCH_BW_MIB:-48}" --depth 16 --daemon-pid $d --tag "$1" $3 |
+		tee -a /tmp/bench.out
+	kill -TERM $d && wait $d
+}
+
 "$build/daemon/rdaxd" --format /dev/dax0.0 --force >/dev/null
-"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
-	--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
-d=$!
-for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
-grep "rdaxd: ready" /tmp/rdaxd.out
-"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
-	--bw-mib "${BENCH_BW_MIB:-48}" --depth 16 | tee /tmp/bench.out
-kill -TERM $d && wait $d
+: >/tmp/bench.out
+echo "== rdax over rdma:// (rdaxd on /dev/dax0.0), both sides' defaults: adaptive polling"
+rdax_run default "" ""
+echo "== the same, both sides sleeping at once (--rdma-busy-poll 0, client 0)"
+rdax_run sleep "--rdma-busy-poll 0" "--busy-poll 0 --latency-only"
+echo "== the same, adaptive polling with a 5 ms cap on both sides (round trips here are ~0.1-1 ms)"
+rdax_run cap5ms "--rdma-busy-poll 5000" "--busy-poll 5000 --latency-only"
+wb2=$(pair "ib_write_bw -d rxe0 -R -s 65536 -n $bw_iters" \
+	"ib_write_bw -d rxe0 -R -s 65536 -n $bw_iters $ip" | col 4)
+echo "ib_write_bw 65536 B, again after rdax: $wb2 MiB/s"
 
-echo "== the same, rdaxd --rdma-busy-poll 20000 and a busy-polling client"
-"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
-	--rdma-busy-poll 20000 --log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
-d=$!
-for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
-grep "rdaxd: ready" /tmp/rdaxd.out
-"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" --only-poll |
-	sed 's/_poll_/_spin_both_/' | tee -a /tmp/bench.out
-kill -TERM $d && wait $d
+# where the time goes: perf in this VM (no hardware counters under TCG: cpu-clock
+# samples), the daemon and the client sleeping (what they execute per request, not
+# their spinning) and both spinning (what is left); context switches per operation
+if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
+	for mode in sleep cap5ms; do
+		case $mode in
+		sleep) da="--rdma-busy-poll 0" ca="--busy-poll 0" ;;
+		cap5ms) da="--rdma-busy-poll 5000" ca="--busy-poll 5000" ;;
+		esac
+		"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $da \
+			--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
+		d=$!
+		for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+		# the volume first: creating it zeroes it all, which is no request's cost
+		"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters 5 --latency-only \
+			--keep-volume $ca >/dev/null
+		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-daemon-$mode.data -p $d \
+			2>/tmp/perf-rec.log &
+		pr=$!
+		perf stat -e context-switches,cpu-clock -p $d -o /tmp/perf-stat-$mode.txt &
+		ps_=$!
+		sleep 1
+		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-client-$mode.data \
+			"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+			--latency-only --reuse --tag "prof_$mode" $ca >/tmp/bench-prof.out 2>&1 || true
+		kill -INT $pr $ps_ 2>/dev/null || true
+		wait $pr $ps_ 2>/dev/null || true
+		kill -TERM $d && wait $d
+		ops=$((3 * lat_iters + 20))
+		echo "== profile, $mode: rdaxd ($ops requests; perf stat of the daemon)"
+		grep -E "context-switches|cpu-clock" /tmp/perf-stat-$mode.txt |
+			awk -v n=$ops '{ gsub(",", "", $1); printf "   %s: %s (%.2f per request)\n", $2, $1, $1 / n }'
+		perf report -i /tmp/perf-daemon-$mode.data --stdio --no-children --sort dso,symbol \
+			-g none --percent-limit 1.5 2>/dev/null | grep -E "^ +[0-9]" | head -25
+		echo "== profile, $mode: bench_rdma (the client)"
+		perf report -i /tmp/perf-client-$mode.data --stdio --no-children --sort dso,symbol \
+			-g none --percent-limit 1.5 2>/dev/null | grep -E "^ +[0-9]" | head -25
+		cp /tmp/perf-*-$mode.data "$PWD/" 2>/dev/null || true
+	done
+fi
+
 val() { awk -v k="$1" '$1 == k { print $2 }' /tmp/bench.out; }
-rl=$(val rdax_write_fsync_4k_median_us)
-rw=$(val rdax_write_4k_median_us)
-rb=$(val rdax_write_64k_bw_MiBps)
-rs=$(val rdax_stat_rpc_median_us)
-rf=$(val rdax_fsync_clean_median_us)
-rlp=$(val rdax_write_fsync_4k_poll_median_us)
-rsp=$(val rdax_stat_rpc_poll_median_us)
-rlb=$(val rdax_write_fsync_4k_spin_both_median_us)
-rsb=$(val rdax_stat_rpc_spin_both_median_us)
-
 echo "== ratios (under emulation only these mean anything)"
-awk -v rl="$rl" -v rw="$rw" -v rb="$rb" -v wl="$wl" -v sl="$sl" -v wb="$wb" -v se="$se" \
-	-v rs="$rs" -v rf="$rf" -v rlp="$rlp" -v rsp="$rsp" -v rlb="$rlb" -v rsb="$rsb" 'BEGIN {
+for t in default sleep cap5ms; do
+	rl=$(val rdax_write_fsync_4k_${t}_median_us)
+	rs=$(val rdax_stat_rpc_${t}_median_us)
+	rf=$(val rdax_fsync_clean_${t}_median_us)
+	cc=$(val rdax_write_fsync_4k_${t}_client_cpu_share)
+	dc=$(val rdax_write_fsync_4k_${t}_daemon_cpu_share)
+	ccu=$(val rdax_write_fsync_4k_${t}_client_cpu_us)
+	dcu=$(val rdax_write_fsync_4k_${t}_daemon_cpu_us)
+	awk -v t="$t" -v rl="$rl" -v rs="$rs" -v rf="$rf" -v wl="$wl" -v sl="$sl" -v se="$se" \
+		-v cc="$cc" -v dc="$dc" -v ccu="$ccu" -v dcu="$dcu" 'BEGIN {
+	printf "%s:\n", t
 	# perftest latencies are half round trips: one way. A write+fsync is the 4 KiB
 	# write and the FSYNC request going one way, the reply coming back.
-	printf "4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rl, wl + sl, rl / (wl + sl)
-	printf "   (its structural floor, ib_write_lat + 2 x ib_send_lat = %.0f us: ratio %.2f)\n", wl + 2 * sl, rl / (wl + 2 * sl)
-	printf "4 KiB write alone: rdax %.0f us vs 2 x ib_write_lat %.0f us: ratio %.2f\n", rw, 2 * wl, rw / (2 * wl)
-	printf "where a write+fsync goes (medians, us):\n"
-	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f), vs ib_send_lat -e x 2 = %.0f (ratio %.2f)\n", rs, 2 * sl, rs / (2 * sl), 2 * se, rs / (2 * se)
-	printf "   fsync with nothing to write back: %.0f (the round trip + %.0f)\n", rf, rf - rs
-	printf "   write+fsync: %.0f (the clean fsync + %.0f)\n", rl, rl - rf
-	printf "with a busy-polling client (rdax_conn_opts_set_busy_poll; the daemon still sleeps):\n"
-	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rlp, wl + sl, rlp / (wl + sl)
-	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f)\n", rsp, 2 * sl, rsp / (2 * sl)
-	printf "with the daemon busy-polling too (--rdma-busy-poll), as perftest does:\n"
-	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f\n", rlb, wl + sl, rlb / (wl + sl)
-	printf "   request round trip (STAT): rdax %.0f vs ib_send_lat x 2 = %.0f (ratio %.2f)\n", rsb, 2 * sl, rsb / (2 * sl)
-	printf "64 KiB write bandwidth: rdax %.1f MiB/s vs ib_write_bw %.1f MiB/s: ratio %.2f\n", rb, wb, rb / wb
+	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f (structural floor ib_write_lat + 2 x ib_send_lat = %.0f us: ratio %.2f)\n", rl, wl + sl, rl / (wl + sl), wl + 2 * sl, rl / (wl + 2 * sl)
+	printf "   its CPU: client %.0f us per write+fsync (%.0f%% of a CPU), daemon %.0f us (%.0f%%)\n", ccu, 100 * cc, dcu, 100 * dc
+	printf "   request round trip (STAT): rdax %.0f vs 2 x ib_send_lat = %.0f (ratio %.2f), vs 2 x ib_send_lat -e = %.0f (ratio %.2f)\n", rs, 2 * sl, rs / (2 * sl), 2 * se, rs / (2 * se)
+	printf "   fsync with nothing to write back: %.0f (the round trip + %.0f); write+fsync: the clean fsync + %.0f\n", rf, rf - rs, rl - rf
+	}'
+done
+rw=$(val rdax_write_4k_default_median_us)
+rb=$(val rdax_write_64k_bw_default_MiBps)
+awk -v rw="$rw" -v rb="$rb" -v wl="$wl" -v wb="$wb" -v wb2="$wb2" 'BEGIN {
+	printf "4 KiB write alone (default): rdax %.0f us vs 2 x ib_write_lat %.0f us: ratio %.2f\n", rw, 2 * wl, rw / (2 * wl)
+	printf "64 KiB write bandwidth (default): rdax %.1f MiB/s vs ib_write_bw %.1f (before) and %.1f MiB/s (after): ratios %.2f and %.2f\n", rb, wb, wb2, rb / wb, rb / wb2
 }'

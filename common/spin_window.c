@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* spin_window.c -- adaptive polling window: spin twice the recent gaps, at most the cap */
+#include "spin_window.h"
+
+#include <stddef.h>
+
+void spin_window_init(struct spin_window *sw, unsigned cap_us)
+{
+	sw->cap_us = cap_us;
+	sw->expected_us = 0;
+	sw->idle_from_us = 0;
+}
+
+unsigned spin_window_idle(struct spin_window *sw, int64_t now_us)
+{
+	if (!sw->cap_us)
+		return 0;
+	if (!sw->idle_from_us)
+		sw->idle_from_us = now_us ? now_us : 1;
+	if (sw->expected_us > (int64_t)sw->cap_us)
+		return 0; /* the peer is slower than the cap: sleeping costs little */
+	/* the first wait (expected 0) spins the whole cap, to learn the gap */
+	int64_t w = sw->expected_us ? 2 * sw->expected_us + 1 : (int64_t)sw->cap_us;
+	return w > (int64_t)sw->cap_us ? sw->cap_us : (unsigned)w;
+}
+
+void spin_window_activity(struct spin_window *sw, int64_t now_us)
+{
+	if (!sw->idle_from_us)
+		return;
+	int64_t gap = now_us - sw->idle_from_us;
+	int64_t most = 4 * (int64_t)sw->cap_us;
+	sw->idle_from_us = 0;
+	if (gap < 0)
+		gap = 0;
+	if (gap > most)
+		gap = most;
+	/* up at once, down by 1/8 of the difference (spin_window.h) */
+	if (gap >= sw->expected_us)
+		sw->expected_us = gap;
+	else
+		sw->expected_us -= (sw->expected_us - gap + 7) / 8;
+	if (!sw->expected_us)
+		sw->expected_us = 1; /* 0 means "nothing learnt yet" */
+}
+
+int64_t spin_window_expected(const struct spin_window *sw)
+{
+	return sw->expected_us;
+}

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * spin_window.h -- adaptive polling: how long to spin on a completion queue before sleeping
+ *
+ * An RDMA peer that sleeps on its completion channel is woken per message:
+ * a system call and a scheduler wake-up, which is most of a small request's
+ * round trip (docs/rdma.md, "Sleeping or spinning"). Spinning on the CQ
+ * saves that, at the price of a CPU. Both sides of rdax (rdaxd's
+ * connection loops, librdax's waiting calls) spin for a bounded window
+ * after activity and then sleep, and the window follows what the peer
+ * does:
+ *
+ *   gap      time from the moment a side would go to sleep (it has nothing
+ *            left to do) to the next completion, whether it came while
+ *            spinning or woke it from sleep;
+ *   expected follows the longest recent gaps: a longer gap is taken at
+ *            once, a shorter one pulls it down by 1/8 of the difference.
+ *            A peer's gaps alternate: between a request's two messages, or
+ *            a reply and its send completion, a few microseconds; between
+ *            a reply and the next request, a round trip. An average would
+ *            sit between the two and the window end just before the
+ *            request that spinning is for. A gap counts at most 4 x cap,
+ *            so a long idle period is forgotten after about eight quick
+ *            gaps;
+ *   window   2 x expected, at most cap; 0 (sleep at once) while expected
+ *            exceeds cap: spinning would only burn the CPU before the sleep.
+ *
+ * So a connection in a request/reply rhythm spins through its round trips
+ * as perftest does, and an idle or slow one sleeps at once; the cost is at
+ * most cap of CPU per gap, and nothing for a peer whose gaps exceed cap.
+ * cap 0 turns spinning off.
+ *
+ * Thread safety: none; one spin_window belongs to one connection, used by
+ * the thread that polls that connection.
+ */
+#ifndef RDAX_SPIN_WINDOW_H
+#define RDAX_SPIN_WINDOW_H
+
+#include <stdint.h>
+
+/*
+ * The default cap of both sides (rdaxd --rdma-busy-poll, librdax's
+ * rdax_conn_opts_set_busy_poll): a wake-up from the completion channel
+ * costs 5-20 us on a real host and ~150 us in the project's emulated VM
+ * (docs/rdma.md); waits longer than 200 us lose little by sleeping.
+ */
+#define SPIN_WINDOW_DEFAULT_CAP_US 200U
+
+struct spin_window {
+	unsigned cap_us;      /* 0: never spin */
+	int64_t expected_us;  /* recent gaps (above); 0: nothing learnt, the first wait spins */
+	int64_t idle_from_us; /* when the current gap began; 0: none open */
+};
+
+/* spin_window_init -- a window of at most @cap_us microseconds (0: never spin) */
+void spin_window_init(struct spin_window *sw, unsigned cap_us);
+
+/*
+ * spin_window_idle -- the caller has nothing left to do at @now_us and is
+ * about to spin or sleep: a gap opens (an open one is kept). Returns how
+ * many microseconds to spin from now before sleeping (0: sleep at once).
+ */
+unsigned spin_window_idle(struct spin_window *sw, int64_t now_us);
+
+/*
+ * spin_window_activity -- a completion (or input) arrived at @now_us: the
+ * open gap, if any, closes and is averaged in. Idempotent while no new gap
+ * opens.
+ */
+void spin_window_activity(struct spin_window *sw, int64_t now_us);
+
+/* spin_window_expected -- the gap expected now, in microseconds (tests, logs) */
+int64_t spin_window_expected(const struct spin_window *sw);
+
+#endif
