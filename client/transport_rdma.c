@@ -588,6 +588,13 @@ static int expect_event(struct rdma_tp *tp, enum rdma_cm_event_type want, int ti
 	if (got == want && peer)
 		ret = rdma_cm_data_decode(e->param.conn.private_data,
 					  e->param.conn.private_data_len, peer);
+	/* a daemon that refuses with a reason (a connection limit) says it in the rejection */
+	char reason[RDMA_REJECT_REASON_MAX];
+	uint32_t refused =
+	    got == RDMA_CM_EVENT_REJECTED
+		? rdma_reject_decode(e->param.conn.private_data, e->param.conn.private_data_len,
+				     reason, sizeof(reason))
+		: 0;
 	rdma_ack_cm_event(e);
 	if (got == want) {
 		if (ret)
@@ -597,6 +604,10 @@ static int expect_event(struct rdma_tp *tp, enum rdma_cm_event_type want, int ti
 	}
 	switch (got) {
 	case RDMA_CM_EVENT_REJECTED:
+		if (refused) {
+			snprintf(err, errlen, "%s: refused by the daemon: %s", what, reason);
+			return refused < 4096 ? -(int)refused : -ECONNREFUSED;
+		}
 		snprintf(err, errlen, "%s: refused (nothing listens there, or not an rdax daemon)",
 			 what);
 		return -ECONNREFUSED;

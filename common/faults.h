@@ -68,6 +68,18 @@ struct rdax_faults {
 	 */
 	bool sim_no_flush_lock;
 	/*
+	 * net: a socket is closed at once at the end of its connection, unread
+	 * input or not (a reset then destroys the replies the peer has not read)
+	 */
+	bool linger_off;
+	/* net: a closing connection ends in the middle of a WRITE's payload (cut, unanswered) */
+	bool drain_cuts_payload;
+	/*
+	 * pools: one queue in order, no quick lane (a HELLO waits behind every
+	 * VOLUME_LIST queued before it)
+	 */
+	bool meta_no_lanes;
+	/*
 	 * conn: SIGTERM drains the workers' connection sets one after another,
 	 * each waited for (one drain timeout per worker) instead of all at once
 	 */

@@ -37,4 +37,37 @@ void log_record(enum log_level level, const char *file, int line, const char *fu
 #define LOG_INFO(...)  LOG_AT(LOG_LEVEL_INFO, __VA_ARGS__)
 #define LOG_DEBUG(...) LOG_AT(LOG_LEVEL_DEBUG, __VA_ARGS__)
 
+/*
+ * What a client caused -- a refused or broken request, a limit it ran
+ * into -- is not an error of the daemon: it is logged at info (or debug)
+ * with LOG_PEER, naming the client's address, and rate-limited per address
+ * (the port does not count: a client that reconnects is the same client).
+ * At most LOG_PEER_BURST such records per LOG_PEER_WINDOW seconds pass for
+ * one address; the ones held back are counted, and the next record that
+ * passes says how many. One misbehaving client then costs a few lines a
+ * minute, not one per request, and other clients' records still pass.
+ */
+#define LOG_PEER_BURST	10
+#define LOG_PEER_WINDOW 60.0
+/* Addresses whose rate is tracked at once (more share slots and may pass more). */
+#define LOG_PEER_SLOTS 256
+
+/*
+ * log_peer_pass -- may a record about @peer ("ADDR:PORT", "[V6]:PORT",
+ * "scheme#N") be written now? *held gets the count held back since the
+ * last one that passed. Thread-safe.
+ */
+int log_peer_pass(const char *peer, unsigned *held);
+
+void log_peer_record(enum log_level level, const char *file, int line, const char *func,
+		     unsigned held, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+#define LOG_PEER(level, peer, ...)                                                                 \
+	do {                                                                                       \
+		unsigned log_held_;                                                                \
+		if ((level) <= log_current_level && log_peer_pass((peer), &log_held_))             \
+			log_peer_record((level), __FILE__, __LINE__, __func__, log_held_,          \
+					__VA_ARGS__);                                              \
+	} while (0)
+
 #endif

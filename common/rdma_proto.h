@@ -122,6 +122,53 @@ static inline int rdma_cm_data_decode(const void *buf, uint32_t len, struct rdma
 	return 0;
 }
 
+/*
+ * A refusal: the private data of rdma_reject when the daemon refuses a
+ * connection it could serve otherwise (a connection limit), so the client
+ * can say why instead of "refused":
+ *
+ *  off size
+ *    0   4   magic     RDMA_REJECT_MAGIC
+ *    4   4   code      a positive errno (EUSERS)
+ *    8  120  reason    text for humans, NUL-terminated (cut to fit)
+ *
+ * 128 bytes fit the 148 an InfiniBand/RoCE REJ carries.
+ */
+#define RDMA_REJECT_MAGIC      0x4a455852U /* "RXEJ" read as little-endian u32 */
+#define RDMA_REJECT_SIZE       128
+#define RDMA_REJECT_REASON_MAX (RDMA_REJECT_SIZE - 8)
+
+/* rdma_reject_encode -- a refusal with @code and @reason into @buf */
+static inline void rdma_reject_encode(uint8_t buf[RDMA_REJECT_SIZE], uint32_t code,
+				      const char *reason)
+{
+	rdma_put32(buf, RDMA_REJECT_MAGIC);
+	rdma_put32(buf + 4, code);
+	size_t i = 0;
+	for (; reason && reason[i] && i + 1 < RDMA_REJECT_REASON_MAX; i++)
+		buf[8 + i] = (uint8_t)reason[i];
+	for (; i < RDMA_REJECT_REASON_MAX; i++)
+		buf[8 + i] = 0;
+}
+
+/*
+ * rdma_reject_decode -- a refusal in @len bytes of private data: its code
+ * (> 0) with the reason copied into @reason (printable bytes only), or 0
+ * when it is none (any other rejection).
+ */
+static inline uint32_t rdma_reject_decode(const void *buf, uint32_t len, char *reason,
+					  size_t reason_len)
+{
+	const uint8_t *p = buf;
+	if (!p || len < RDMA_REJECT_SIZE || rdma_get32(p) != RDMA_REJECT_MAGIC || !reason_len)
+		return 0;
+	size_t i = 0;
+	for (; i < RDMA_REJECT_REASON_MAX && p[8 + i] && i + 1 < reason_len; i++)
+		reason[i] = p[8 + i] >= 0x20 && p[8 + i] < 0x7f ? (char)p[8 + i] : '?';
+	reason[i] = '\0';
+	return rdma_get32(p + 4);
+}
+
 /* ---- credits: who may send how many messages ---- */
 
 /*

@@ -38,6 +38,13 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
+	KEY_HANDSHAKE_TIMEOUT,
+	KEY_REQUEST_TIMEOUT,
+	KEY_IDLE_TIMEOUT,
+	KEY_KEEPALIVE,
+	KEY_MAX_CONNECTIONS,
+	KEY_MAX_CONNECTIONS_PER_PEER,
+	KEY_MAX_REPLY_MEMORY,
 	KEY_METRICS,
 	KEY_CLUSTER,
 	KEY_CLUSTER_NAME,
@@ -81,6 +88,13 @@ static const struct setting {
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_HANDSHAKE_TIMEOUT] = {"handshake-timeout", required_argument, IN_FILE},
+    [KEY_REQUEST_TIMEOUT] = {"request-timeout", required_argument, IN_FILE},
+    [KEY_IDLE_TIMEOUT] = {"idle-timeout", required_argument, IN_FILE},
+    [KEY_KEEPALIVE] = {"keepalive", required_argument, IN_FILE},
+    [KEY_MAX_CONNECTIONS] = {"max-connections", required_argument, IN_FILE},
+    [KEY_MAX_CONNECTIONS_PER_PEER] = {"max-connections-per-peer", required_argument, IN_FILE},
+    [KEY_MAX_REPLY_MEMORY] = {"max-reply-memory", required_argument, IN_FILE},
     [KEY_METRICS] = {"metrics", required_argument, IN_FILE},
     [KEY_CLUSTER] = {"cluster", required_argument, IN_FILE},
     [KEY_CLUSTER_NAME] = {"cluster-name", required_argument, IN_FILE},
@@ -107,6 +121,13 @@ void config_init(struct config *c)
 	c->log_level = LOG_LEVEL_INFO;
 	c->flush_mode = FLUSH_TRACKED;
 	c->max_payload = FRAME_DEFAULT_MAX_PAYLOAD;
+	c->handshake_timeout = CONFIG_DEFAULT_HANDSHAKE_TIMEOUT;
+	c->request_timeout = CONFIG_DEFAULT_REQUEST_TIMEOUT;
+	c->idle_timeout = CONFIG_DEFAULT_IDLE_TIMEOUT;
+	c->keepalive = CONFIG_DEFAULT_KEEPALIVE;
+	c->max_connections = CONFIG_DEFAULT_MAX_CONNS;
+	c->max_connections_per_peer = 0; /* config_finish: the default, within max_connections */
+	c->max_reply_memory = CONFIG_DEFAULT_REPLY_MEMORY;
 	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
 	c->rdma_busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
 }
@@ -380,6 +401,47 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 			return -EINVAL;
 		}
 		c->rdma_busy_poll_us = (unsigned)n;
+		return 0;
+	case KEY_HANDSHAKE_TIMEOUT:
+	case KEY_REQUEST_TIMEOUT:
+	case KEY_IDLE_TIMEOUT:
+		if (parse_uint(value, 0, CONFIG_MAX_TIMEOUT, &n)) {
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not a number of seconds from 0 (none) to %d", from,
+				    name, value, CONFIG_MAX_TIMEOUT);
+			return -EINVAL;
+		}
+		*(key == KEY_HANDSHAKE_TIMEOUT ? &c->handshake_timeout
+		  : key == KEY_REQUEST_TIMEOUT ? &c->request_timeout
+					       : &c->idle_timeout) = (unsigned)n;
+		return 0;
+	case KEY_KEEPALIVE:
+		if (parse_uint(value, 0, CONFIG_MAX_KEEPALIVE, &n)) {
+			rdax_seterr(err, errlen,
+				    "%s%s '%s': not a number of seconds from 0 (off) to %d", from,
+				    name, value, CONFIG_MAX_KEEPALIVE);
+			return -EINVAL;
+		}
+		c->keepalive = (unsigned)n;
+		return 0;
+	case KEY_MAX_CONNECTIONS:
+	case KEY_MAX_CONNECTIONS_PER_PEER:
+		if (parse_uint(value, 1, CONFIG_MAX_CONNS, &n)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not a number from 1 to %u", from, name,
+				    value, CONFIG_MAX_CONNS);
+			return -EINVAL;
+		}
+		*(key == KEY_MAX_CONNECTIONS ? &c->max_connections : &c->max_connections_per_peer) =
+		    (unsigned)n;
+		return 0;
+	case KEY_MAX_REPLY_MEMORY:
+		ret = size_parse(value, &size);
+		if (ret || (size && size < (1U << 20))) {
+			rdax_seterr(err, errlen, "%s%s '%s': not 0 (none) or a size of 1M or more",
+				    from, name, value);
+			return -EINVAL;
+		}
+		c->max_reply_memory = size;
 		return 0;
 	case KEY_LEASE_TTL:
 		if (parse_uint(value, CONFIG_MIN_LEASE_TTL_S, CONFIG_MAX_LEASE_TTL_S, &n)) {
@@ -787,7 +849,12 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US || c->metrics || c->cluster ||
 		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s ||
 		    c->write_log || c->write_log_max != WRITE_RECORDER_DEFAULT_MAX ||
-		    c->allow_powercut) {
+		    c->allow_powercut || c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
+		    c->request_timeout != CONFIG_DEFAULT_REQUEST_TIMEOUT ||
+		    c->idle_timeout != CONFIG_DEFAULT_IDLE_TIMEOUT ||
+		    c->keepalive != CONFIG_DEFAULT_KEEPALIVE ||
+		    c->max_connections != CONFIG_DEFAULT_MAX_CONNS || c->max_connections_per_peer ||
+		    c->max_reply_memory != CONFIG_DEFAULT_REPLY_MEMORY) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -824,6 +891,17 @@ int config_finish(struct config *c, char *err, size_t errlen)
 	int cluster_ret = config_finish_cluster(c, err, errlen);
 	if (cluster_ret)
 		return cluster_ret;
+	if (c->max_connections_per_peer > c->max_connections) {
+		rdax_seterr(err, errlen,
+			    "--max-connections-per-peer %u exceeds --max-connections %u: one "
+			    "address cannot hold more than all",
+			    c->max_connections_per_peer, c->max_connections);
+		return -EINVAL;
+	}
+	if (c->max_connections_per_peer == 0)
+		c->max_connections_per_peer = c->max_connections < CONFIG_DEFAULT_MAX_CONNS_PEER
+						  ? c->max_connections
+						  : CONFIG_DEFAULT_MAX_CONNS_PEER;
 	if (c->write_log_max != WRITE_RECORDER_DEFAULT_MAX && !c->write_log) {
 		rdax_seterr(err, errlen, "--write-log-max only goes with --write-log DIR");
 		return -EINVAL;
@@ -917,6 +995,25 @@ void config_usage(FILE *f)
 		"                        sleeps again (none while its gaps are longer):\n"
 		"                        lower latency for some CPU (default %u; 0: sleep\n"
 		"                        at once)\n"
+		"  --max-connections N   connections served at once, every transport\n"
+		"                        together (default %u; lowered to fit the\n"
+		"                        descriptor limit). One more is refused: its first\n"
+		"                        request is answered with the reason\n"
+		"  --max-connections-per-peer N  connections from one address (default\n"
+		"                        %u, at most --max-connections)\n"
+		"  --max-reply-memory SIZE  replies queued for clients that do not read\n"
+		"                        them, all connections together (default %lluM; 0:\n"
+		"                        none beyond each connection's 4M)\n"
+		"  --handshake-timeout SECS  a connection must finish its handshake (HELLO,\n"
+		"                        NBD option haggling) this soon (default %u; 0: never)\n"
+		"  --request-timeout SECS  a request whose bytes stop arriving half way is\n"
+		"                        given this long, then the connection ends (default\n"
+		"                        %u; 0: never)\n"
+		"  --idle-timeout SECS   close a connection with nothing under way that sent\n"
+		"                        nothing this long (default %u: never)\n"
+		"  --keepalive SECS      TCP keepalive: a silent peer is probed after SECS,\n"
+		"                        a dead one is dropped about 2 x SECS after its last\n"
+		"                        word (default %u; 0: off)\n"
 		"  --metrics http://HOST:PORT  serve Prometheus metrics at /metrics there\n"
 		"                        (HOST a loopback or monitoring address; port 0\n"
 		"                        picks a free one, shown in the log; default: none;\n"
@@ -962,6 +1059,9 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_BUSY_POLL_US,
-		CONFIG_DEFAULT_CLUSTER_NAME, CONFIG_DEFAULT_NS_NAME);
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_BUSY_POLL_US, CONFIG_DEFAULT_MAX_CONNS,
+		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_REPLY_MEMORY >> 20,
+		CONFIG_DEFAULT_HANDSHAKE_TIMEOUT, CONFIG_DEFAULT_REQUEST_TIMEOUT,
+		CONFIG_DEFAULT_IDLE_TIMEOUT, CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME,
+		CONFIG_DEFAULT_NS_NAME);
 }

@@ -44,6 +44,17 @@
 #define CONFIG_MAX_LISTENS	    64
 #define CONFIG_MAX_ADVERTISE	    16
 #define CONFIG_DEFAULT_CLUSTER_NAME "default"
+/* Connection limits (docs/limits.md). Seconds; 0: none. */
+#define CONFIG_DEFAULT_HANDSHAKE_TIMEOUT 10
+#define CONFIG_DEFAULT_REQUEST_TIMEOUT	 30
+#define CONFIG_DEFAULT_IDLE_TIMEOUT	 0
+#define CONFIG_DEFAULT_KEEPALIVE	 60
+#define CONFIG_MAX_TIMEOUT		 86400
+#define CONFIG_MAX_KEEPALIVE		 32767 /* TCP_KEEPIDLE's limit */
+#define CONFIG_DEFAULT_MAX_CONNS	 1024
+#define CONFIG_DEFAULT_MAX_CONNS_PEER	 512
+#define CONFIG_MAX_CONNS		 (1U << 20)
+#define CONFIG_DEFAULT_REPLY_MEMORY	 (256ULL << 20)
 /* Room for one error message: "<source>: <flag> '<value>': <reason>". */
 #define CONFIG_ERR_MAX 512
 
@@ -84,8 +95,14 @@ struct config {
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* spin cap; 0: rdma:// loops sleep at once (rdma_conn.h) */
-	char *config_path;	    /* --config, NULL if none */
-	char *metrics;		    /* --metrics http://HOST:PORT (metrics_http.h); NULL: none */
+	/* the time limits of a connection, seconds (0: none; net/conn.h) */
+	unsigned handshake_timeout, request_timeout, idle_timeout;
+	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */
+	unsigned max_connections;	   /* in all, every transport */
+	unsigned max_connections_per_peer; /* from one address; <= max_connections */
+	uint64_t max_reply_memory;	   /* reply bytes queued on all connections; 0: none */
+	char *config_path;		   /* --config, NULL if none */
+	char *metrics; /* --metrics http://HOST:PORT (metrics_http.h); NULL: none */
 
 	/* TLS and access (docs/security.md) */
 	enum tls_mode tls;    /* --tls off (default), on, require */

@@ -7,22 +7,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults.h"
 #include "log.h"
 
-/* pool_main -- a pool thread: take tasks in order until stopped and the queue is empty */
+/*
+ * __take -- the next task this thread may run: a quick one first, else a
+ * slow one while fewer than slow_max run; NULL if none may. Needs p->lock.
+ */
+static struct fsync_task *__take(struct fsync_pool *p)
+{
+	struct fsync_task *t = p->quick_head;
+	if (t) {
+		p->quick_head = t->next;
+		if (!p->quick_head)
+			p->quick_tail = NULL;
+		return t;
+	}
+	t = p->head;
+	if (!t || p->slow_running >= p->slow_max)
+		return NULL;
+	p->head = t->next;
+	if (!p->head)
+		p->tail = NULL;
+	p->slow_running++;
+	return t;
+}
+
+/* pool_main -- a pool thread: take tasks until stopped and both queues are empty */
 static void *pool_main(void *arg)
 {
 	struct fsync_pool *p = arg;
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		while (!p->head && !p->stopping)
+		struct fsync_task *t;
+		while (!(t = __take(p)) && !(p->stopping && !p->head && !p->quick_head))
 			pthread_cond_wait(&p->cond, &p->lock);
-		struct fsync_task *t = p->head;
 		if (!t)
 			break; /* stopping, nothing left */
-		p->head = t->next;
-		if (!p->head)
-			p->tail = NULL;
+		bool slow = !t->quick;
 		pthread_mutex_unlock(&p->lock);
 
 		t->next = NULL;
@@ -33,14 +55,19 @@ static void *pool_main(void *arg)
 
 		pthread_mutex_lock(&p->lock);
 		p->done++;
+		if (slow) {
+			p->slow_running--;
+			pthread_cond_signal(&p->cond); /* a slow task may wait for this slot */
+		}
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
 }
 
-int fsync_pool_new(const char *name, unsigned nthreads, struct fsync_pool **out)
+int fsync_pool_new(const char *name, unsigned nthreads, unsigned quick_threads,
+		   struct fsync_pool **out)
 {
-	if (!name || nthreads == 0 || !out)
+	if (!name || nthreads == 0 || quick_threads >= nthreads || !out)
 		return -EINVAL;
 	struct fsync_pool *p = calloc(1, sizeof(*p));
 	if (!p)
@@ -51,6 +78,8 @@ int fsync_pool_new(const char *name, unsigned nthreads, struct fsync_pool **out)
 		return -ENOMEM;
 	}
 	p->name = name;
+	/* the fault meta_no_lanes: every thread takes slow tasks, as before */
+	p->slow_max = rdax_faults.meta_no_lanes ? nthreads : nthreads - quick_threads;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 
@@ -79,13 +108,18 @@ int fsync_pool_new(const char *name, unsigned nthreads, struct fsync_pool **out)
 void fsync_pool_submit(struct fsync_pool *p, struct fsync_task *t)
 {
 	t->next = NULL;
+	if (rdax_faults.meta_no_lanes)
+		t->quick = false; /* one queue, in order: the old pool */
 	pthread_mutex_lock(&p->lock);
-	if (p->tail)
-		p->tail->next = t;
+	struct fsync_task **head = t->quick ? &p->quick_head : &p->head;
+	struct fsync_task **tail = t->quick ? &p->quick_tail : &p->tail;
+	if (*tail)
+		(*tail)->next = t;
 	else
-		p->head = t;
-	p->tail = t;
-	pthread_cond_signal(&p->cond);
+		*head = t;
+	*tail = t;
+	/* every waiter: the one woken must be a thread that may take it */
+	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
 }
 

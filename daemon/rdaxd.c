@@ -12,8 +12,9 @@
  *    another thread.
  *  - the fsync pool (max(2, N) threads): fsyncs and discards, which block
  *    on write-back, fences and per-volume serialisation.
- *  - the metadata pool (2 threads): hello, volume create/delete/open/close/
- *    list/info, connection teardown -- everything that takes namespace locks.
+ *  - the metadata pool (3 threads, one kept for quick requests): hello,
+ *    volume create/delete/open/close/list/info, connection teardown --
+ *    everything that takes namespace locks.
  *  - with --cluster, the cluster thread (etcd) and, on a primary, one thread
  *    per replica link (daemon/cluster).
  *  - with --metrics: the metrics endpoint's thread (metrics_http.h).
@@ -40,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,8 +78,17 @@
 #define RDAX_VERSION "unknown"
 #endif
 
-/* Metadata requests are short and rare; two threads keep one slow create from blocking all. */
-#define RDAXD_META_THREADS 2
+/* Descriptors kept for what is not a connection: namespaces, pools, etcd, logs. */
+#define RDAXD_FD_RESERVE 128
+
+/*
+ * Metadata requests: two threads for the slow ones (lists, creates that
+ * zero, closes that write back), so one slow create does not block all, and
+ * one kept for the quick ones (hello, look-ups, opens), so no amount of
+ * slow work delays another client's HELLO (fsync_pool.h, "Fairness").
+ */
+#define RDAXD_META_THREADS	 3
+#define RDAXD_META_QUICK_THREADS 1
 
 static const char *const rdaxd_transports[] = {"tcp", "rdma"};
 
@@ -194,6 +205,7 @@ struct daemon {
 	struct worker **workers;
 	unsigned nworkers;
 	struct conn_sets *sets;	   /* every worker's connections, of every transport */
+	struct conn_limit *limit;  /* connection slots: in all, per address */
 	struct listener *listener; /* every listening endpoint */
 	struct nbd_shared nbd_shared;
 	struct conn_rdma_shared rdma_shared;
@@ -265,15 +277,17 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 }
 
 /* start_native -- an accepted tcp:// socket speaks the native protocol */
-static int start_native(void *arg, struct conn_set *set, int fd, const char *peer)
+static int start_native(void *arg, struct conn_set *set, int fd, const char *peer,
+			struct conn_slot *slot, const char *refusal)
 {
-	return native_conn_start_socket(set, arg, fd, peer);
+	return native_conn_start_socket(set, arg, fd, peer, slot, refusal);
 }
 
 /* start_nbd -- an accepted nbd:// or nbd+unix:// socket speaks NBD */
-static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer)
+static int start_nbd(void *arg, struct conn_set *set, int fd, const char *peer,
+		     struct conn_slot *slot, const char *refusal)
 {
-	return nbd_conn_start(set, arg, fd, peer);
+	return nbd_conn_start(set, arg, fd, peer, slot, refusal);
 }
 
 /*
@@ -382,6 +396,68 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/*
+ * fd_budget -- the connections the descriptor limit leaves room for: the
+ * soft RLIMIT_NOFILE is raised to the hard one if that is needed for
+ * @want, and @want is lowered (with a warning) to what fits beside the
+ * refusing connections and RDAXD_FD_RESERVE descriptors for everything else
+ * (namespaces, pools, the cluster's etcd client, logs). 0 or an exit code.
+ */
+static int fd_budget(unsigned *want)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0; /* nothing known: trust the setting */
+	rlim_t need = (rlim_t)*want + CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE;
+	if (rl.rlim_cur < need && rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = {.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max,
+				    .rlim_max = rl.rlim_max};
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0)
+			rl = up;
+	}
+	if (rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_cur <= CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE)
+		return fail(
+		    1,
+		    "the descriptor limit (%llu, ulimit -n) leaves no room for connections: "
+		    "it must exceed %u",
+		    (unsigned long long)rl.rlim_cur, CONN_LIMIT_REFUSING + RDAXD_FD_RESERVE);
+	unsigned fit = (unsigned)(rl.rlim_cur - CONN_LIMIT_REFUSING - RDAXD_FD_RESERVE);
+	LOG_WARN("--max-connections %u lowered to %u: the descriptor limit is %llu (raise it: "
+		 "ulimit -n, LimitNOFILE=)",
+		 *want, fit, (unsigned long long)rl.rlim_cur);
+	*want = fit;
+	return 0;
+}
+
+/* daemon_start_limits -- connection slots, keepalive and the time limits; 0 or an exit code */
+static int daemon_start_limits(struct daemon *d, const struct config *cfg)
+{
+	unsigned total = cfg->max_connections;
+	int code = fd_budget(&total);
+	if (code)
+		return code;
+	unsigned per_peer =
+	    cfg->max_connections_per_peer < total ? cfg->max_connections_per_peer : total;
+	int ret = conn_limit_new(total, per_peer, &d->limit);
+	if (ret)
+		return fail(1, "cannot set up the connection limits: %s", strerror(-ret));
+	listener_set_limits(d->listener, d->limit, cfg->keepalive);
+	const struct conn_timeouts t = {
+	    .handshake = cfg->handshake_timeout,
+	    .request = cfg->request_timeout,
+	    .idle = cfg->idle_timeout,
+	};
+	conn_sets_set_timeouts(d->sets, &t);
+	conn_sets_set_out_budget(d->sets, (size_t)cfg->max_reply_memory);
+	LOG_INFO("connections: at most %u (%u per address), %llu MiB of queued replies; "
+		 "timeouts: handshake %u s, request %u s, idle %u s (0: none); keepalive %u s",
+		 total, per_peer, (unsigned long long)(cfg->max_reply_memory >> 20),
+		 cfg->handshake_timeout, cfg->request_timeout, cfg->idle_timeout, cfg->keepalive);
+	return 0;
+}
+
 /* daemon_start -- pools, workers, listeners; 0 or an exit code */
 static int daemon_start(struct daemon *d, const struct config *cfg)
 {
@@ -402,9 +478,10 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		if (cfg->listens[i].kind == CONFIG_LISTEN_RDMA)
 			d->env.ntransports = 2; /* "rdma" too */
 	unsigned nfsync = cfg->threads < 2 ? 2 : cfg->threads;
-	int ret = fsync_pool_new("fsync", nfsync, &d->pool_fsync);
+	int ret = fsync_pool_new("fsync", nfsync, 0, &d->pool_fsync);
 	if (ret == 0)
-		ret = fsync_pool_new("meta", RDAXD_META_THREADS, &d->pool_meta);
+		ret = fsync_pool_new("meta", RDAXD_META_THREADS, RDAXD_META_QUICK_THREADS,
+				     &d->pool_meta);
 	if (ret)
 		return fail(1, "cannot start the pool threads: %s", strerror(-ret));
 	d->native = (struct native_shared){
@@ -427,6 +504,9 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 		ret = listener_new(ev_default_loop(0), d->sets, &d->listener);
 	if (ret)
 		return fail(1, "cannot set up the connection sets: %s", strerror(-ret));
+	ret = daemon_start_limits(d, cfg);
+	if (ret)
+		return ret;
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		if (cfg->listens[i].kind != CONFIG_LISTEN_TCP)
 			continue;
@@ -474,6 +554,7 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	listener_delete(&d->listener);
 	server_rdma_delete(&d->rdma); /* deregisters the namespaces: before the store closes */
 	conn_sets_delete(&d->sets);
+	conn_limit_delete(&d->limit); /* every slot is back: connections and lingers are gone */
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);

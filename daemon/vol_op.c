@@ -84,6 +84,19 @@ bool vol_op_try_inline(struct vol_op *op)
 				       &op->written_back);
 }
 
+bool vol_op_quick(const struct vol_op *op)
+{
+	switch (op->kind) {
+	case VOL_OP_OPEN:
+	case VOL_OP_INFO:
+		return true;
+	case VOL_OP_CALL:
+		return op->quick;
+	default:
+		return false;
+	}
+}
+
 enum vol_op_pool vol_op_pool(const struct vol_op *op)
 {
 	return op->kind == VOL_OP_FSYNC || op->kind == VOL_OP_DISCARD ? VOL_POOL_FSYNC
@@ -155,6 +168,7 @@ bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worke
 	if (vol_op_try_inline(op))
 		return true;
 	op->task.run = op_task_run;
+	op->task.quick = vol_op_quick(op);
 	op->task.owner = owner;
 	op->task.done.fn = done;
 	fsync_pool_submit(vol_op_pool(op) == VOL_POOL_META ? pools->meta : pools->fsync, &op->task);

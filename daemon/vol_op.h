@@ -65,6 +65,7 @@ struct vol_op {
 	enum flush_mode mode;		 /* FSYNC: from vol_op_flush_mode() */
 	const char *name;		 /* OPEN, INFO: the caller's string */
 	void (*call)(struct vol_op *op); /* CALL */
+	bool quick;			 /* CALL: bounded work (vol_op_quick) */
 
 	uint64_t mark; /* FSYNC: the write log's mark, taken when it starts */
 
@@ -125,6 +126,13 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 
 /* vol_op_try_inline -- run @op here if it is a range fsync the rule takes; true if it ran */
 bool vol_op_try_inline(struct vol_op *op);
+
+/*
+ * vol_op_quick -- is @op bounded work, for the metadata pool's quick lane
+ * (fsync_pool.h)? Opens and look-ups are; lists, closes (which may write
+ * back), fsyncs and discards are not; a CALL is what its caller says.
+ */
+bool vol_op_quick(const struct vol_op *op);
 
 /* vol_op_pool -- the pool @op runs in when it does not run inline */
 enum vol_op_pool vol_op_pool(const struct vol_op *op);

@@ -487,11 +487,11 @@ static int __ns_place(struct ns *ns, const char *name, uint64_t size, uint64_t *
 		ns_largest(ext, n, &total, &largest, &largest_off);
 		/* the client's mistake, answered with ENOSPC: not an error of the daemon */
 		char sz[SIZE_FORMAT_MAX], lg[SIZE_FORMAT_MAX], tot[SIZE_FORMAT_MAX];
-		LOG_INFO("create volume \"%s\" of %s in %s refused: no free extent that large "
-			 "(largest free extent %s at offset %" PRIu64 ", %s free in total)",
-			 name, size_format(size, sz, sizeof(sz)), ns->path,
-			 size_format(largest, lg, sizeof(lg)), largest_off,
-			 size_format(total, tot, sizeof(tot)));
+		LOG_DEBUG("create volume \"%s\" of %s in %s refused: no free extent that large "
+			  "(largest free extent %s at offset %" PRIu64 ", %s free in total)",
+			  name, size_format(size, sz, sizeof(sz)), ns->path,
+			  size_format(largest, lg, sizeof(lg)), largest_off,
+			  size_format(total, tot, sizeof(tot)));
 	}
 	free(ext);
 	return ret;
@@ -509,13 +509,13 @@ static int __ns_volume_find(struct ns *ns, const char *name)
 int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 {
 	if (!ns || ns_volume_name_valid(name) != 0) {
-		LOG_INFO("create volume refused: invalid name \"%s\"", name ? name : "(null)");
+		LOG_DEBUG("create volume refused: invalid name \"%s\"", name ? name : "(null)");
 		return -EINVAL;
 	}
 	if (size == 0 || !is_aligned(size, RDAX_PAGE_SIZE)) {
-		LOG_INFO("create volume \"%s\" refused: size %" PRIu64
-			 " is not a non-zero multiple of 4 KiB",
-			 name, size);
+		LOG_DEBUG("create volume \"%s\" refused: size %" PRIu64
+			  " is not a non-zero multiple of 4 KiB",
+			  name, size);
 		return -EINVAL;
 	}
 
@@ -524,15 +524,16 @@ int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 	struct volume *v;
 	pthread_mutex_lock(&ns->lock);
 	if (__ns_volume_find(ns, name) >= 0) {
-		LOG_ERROR("create volume \"%s\" in %s: exists", name, ns->path);
+		/* the client's request, refused: the protocol layer logs it (once, per client) */
+		LOG_DEBUG("create volume \"%s\" in %s: exists", name, ns->path);
 		ret = -EEXIST;
 		goto out_unlock;
 	}
 	if (vol_table_count(ns->table) >= VT_CAPACITY) {
 		/* the client's request, answered with ENOSPC: not an error of the daemon */
-		LOG_INFO("create volume \"%s\" in %s refused: the volume table is full (%u of %u "
-			 "entries)",
-			 name, ns->path, vol_table_count(ns->table), VT_CAPACITY);
+		LOG_DEBUG("create volume \"%s\" in %s refused: the volume table is full (%u of %u "
+			  "entries)",
+			  name, ns->path, vol_table_count(ns->table), VT_CAPACITY);
 		ret = -ENOSPC;
 		goto out_unlock;
 	}
@@ -585,7 +586,7 @@ int ns_volume_delete(struct ns *ns, const char *name)
 	}
 	struct volume *v = ns->volumes[idx];
 	if (v->open_count > 0) {
-		LOG_ERROR("delete volume \"%s\" in %s: open (%u openers)", name, ns->path,
+		LOG_DEBUG("delete volume \"%s\" in %s: open (%u openers)", name, ns->path,
 			  v->open_count);
 		ret = -EBUSY;
 		goto out_unlock;

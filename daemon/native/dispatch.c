@@ -333,6 +333,13 @@ int dispatch_header(const struct dispatch_env *env, const uint8_t raw[FRAME_HEAD
 	return ret;
 }
 
+void dispatch_refuse(const struct frame_header *h, int code, const char *msg,
+		     struct dispatch_out *out)
+{
+	out_init(out, h->type, h->request_id);
+	out_error(out, true, code, msg);
+}
+
 /* job_new -- a job for request @h: operation @kind (@call for VOL_OP_CALL); NULL if out of memory
  */
 static struct job *job_new(const struct dispatch_env *env, const struct frame_header *h,
@@ -692,6 +699,69 @@ static void run_teardown(struct vol_op *op)
 
 /* ---- loop side ---- */
 
+/* varint_get -- one varint of at most 10 bytes from [*p, end); 0, or -1 (not plain) */
+static int varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
+		uint8_t b = *(*p)++;
+		if (shift == 63 && b > 1)
+			return -1; /* more than 64 bits */
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * string_with_nul -- the first string field of a @desc body on the wire
+ * that holds a NUL byte, or NULL. protobuf-c hands strings over as C
+ * strings, so "v\0/../x" arrives as "v": a name that passed every check
+ * would name another volume than the one the client sent. The wire length
+ * is the truth; a body protobuf-c accepted is walked here field by field
+ * (requests carry strings at the top level only).
+ */
+static const char *string_with_nul(const ProtobufCMessageDescriptor *desc, const uint8_t *body,
+				   uint32_t len)
+{
+	const uint8_t *p = body, *end = body + len;
+	while (p < end) {
+		uint64_t key, n;
+		if (varint_get(&p, end, &key))
+			return NULL; /* protobuf-c decoded it: cannot happen */
+		switch (key & 7) {
+		case 0:
+			if (varint_get(&p, end, &n))
+				return NULL;
+			continue;
+		case 1:
+			n = 8;
+			break;
+		case 5:
+			n = 4;
+			break;
+		case 2: {
+			if (varint_get(&p, end, &n) || n > (uint64_t)(end - p))
+				return NULL;
+			const ProtobufCFieldDescriptor *f =
+			    protobuf_c_message_descriptor_get_field(desc, (unsigned)(key >> 3));
+			if (f && f->type == PROTOBUF_C_TYPE_STRING && memchr(p, 0, n))
+				return f->name;
+			break;
+		}
+		default:
+			return NULL; /* groups: protobuf-c refuses them */
+		}
+		if (n > (uint64_t)(end - p))
+			return NULL;
+		p += n;
+	}
+	return NULL;
+}
+
 /* range_error -- the status message of a failed range_check */
 static const char *range_error(char *m, int code, uint64_t off, uint64_t len,
 			       const struct volume *v)
@@ -800,8 +870,8 @@ static int check_writable(struct session *s, uint32_t handle, struct volume *v, 
  * must end after the reply.
  */
 static int validate_request(const struct dispatch_env *env, struct session *s,
-			    const struct frame_header *h, union request req, struct volume **vp,
-			    char *m, bool *close, struct refusal *rf)
+			    const struct frame_header *h, const uint8_t *body, union request req,
+			    struct volume **vp, char *m, bool *close, struct refusal *rf)
 {
 	struct volume *v = NULL;
 	uint64_t off, len;
@@ -812,6 +882,12 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		*close = true;
 		fmt_msg(m, "HELLO must be the first request (got %s)", frame_type_name(h->type));
 		return -RDAX_E_PROTOCOL;
+	}
+	const char *nul = body ? string_with_nul(request_desc[h->type], body, h->body_len) : NULL;
+	if (nul) {
+		fmt_msg(m, "the %s of a %s request holds a NUL byte", nul,
+			frame_type_name(h->type));
+		return -EINVAL;
 	}
 	switch (h->type) {
 	case FRAME_HELLO:
@@ -1161,7 +1237,10 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 			  printable(req.hello->client_name, client, sizeof(client)));
 		/* validated: with a token configured, the client sent it */
 		s->access.who.token = env->token != NULL;
-		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_hello));
+		j = job_new(env, h, VOL_OP_CALL, true, run_hello);
+		if (j)
+			j->pub.op.quick = true; /* the namespaces' free space: bounded */
+		out_job(out, j);
 		return;
 	}
 	case FRAME_VOLUME_CREATE:
@@ -1178,6 +1257,8 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_INFO:
 		act_named_job(env, out, h, req.info->name, VOL_OP_CALL, run_info);
+		if (out->action == DISPATCH_JOB)
+			out->job->op.quick = true; /* one look-up */
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
@@ -1272,23 +1353,6 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
  * (callgrind). tests/unit/test_dispatch_plain.c checks the two agree.
  */
 
-/* varint_get -- one varint of at most 10 bytes from [*p, end); 0, or -1 (not plain) */
-static int varint_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; shift < 64 && *p < end; shift += 7) {
-		uint8_t b = *(*p)++;
-		if (shift == 63 && b > 1)
-			return -1; /* more than 64 bits */
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /*
  * decode_plain -- a WRITE or READ body in the plain form above into *w or
  * *r (the request points at it). Returns true if decoded; false: use
@@ -1369,7 +1433,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 		req.base = protobuf_c_message_unpack(request_desc[h->type], &arena.alloc,
 						     h->body_len, body ? body : empty);
 	if (!req.base) {
-		LOG_WARN("%s: %s request %" PRIu64 ": body of %" PRIu32
+		LOG_PEER(LOG_LEVEL_INFO, s->peer,
+			 "%s: %s request %" PRIu64 ": body of %" PRIu32
 			 " bytes does not decode; closing",
 			 s->peer, frame_type_name(h->type), h->request_id, h->body_len);
 		out_error(out, true, -RDAX_E_PROTOCOL,
@@ -1379,7 +1444,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 
 	struct volume *v = NULL;
 	struct refusal rf = {.epoch = 0};
-	int ret = validate_request(env, s, h, req, &v, m, &close, &rf);
+	/* the plain WRITE and READ bodies carry no string */
+	int ret = validate_request(env, s, h, plain ? NULL : body, req, &v, m, &close, &rf);
 	if (ret == -RDAX_E_NOT_PRIMARY || ret == -RDAX_E_STALE_EPOCH) {
 		out_refusal(out, ret, m, rf.url, rf.epoch);
 		if (out->action == DISPATCH_REPLY && h->payload_len > 0) {
@@ -1389,7 +1455,8 @@ void dispatch_request(const struct dispatch_env *env, struct session *s,
 		}
 	} else if (ret) {
 		if (close)
-			LOG_WARN("%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->peer,
+				 "%s: %s request %" PRIu64 " refused, closing: %s", s->peer,
 				 frame_type_name(h->type), h->request_id, m);
 		else
 			LOG_DEBUG("%s: %s request %" PRIu64 " refused: %s", s->peer,
@@ -1497,6 +1564,22 @@ static void op_message(struct job *j)
 }
 
 /*
+ * op_log -- a failed operation, logged once, here: what the request asked
+ * for and could not have (a name taken, a volume open elsewhere, no room)
+ * is the client's business, at info and rate-limited per address; a
+ * failure of the daemon or its media (EIO, out of memory, an exhausted
+ * metadata generation) is an error, still rate-limited per client so one
+ * client's retries cannot flood the log.
+ */
+static void op_log(const struct session *s, const struct job *j)
+{
+	int code = j->pub.op.code;
+	bool ours = code == -EIO || code == -ENOMEM || code == -EOVERFLOW || code == -EFAULT;
+	LOG_PEER(ours ? LOG_LEVEL_ERROR : LOG_LEVEL_INFO, s->peer,
+		 "%s: %s request %" PRIu64 " failed: %s", s->peer, frame_type_name(j->type),
+		 j->request_id, j->msg[0] ? j->msg : rdax_strerror(code));
+}
+/*
  * open_gate -- a cluster volume's gate at open (cluster_gate.h): a client
  * needs this node to be the primary, a replica link an epoch not older than
  * seen and the right sender. 0 (*gp the gate, NULL: not a cluster volume),
@@ -1529,7 +1612,6 @@ static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **
 		out_refusal(out, ret, m, url, *epoch);
 	return ret;
 }
-
 /* finish_open -- the opened volume gets its handle on this session */
 static void finish_open(const struct dispatch_env *env, struct session *s, struct job *j,
 			struct dispatch_out *out)
@@ -1641,6 +1723,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	if (j->pub.op.code)
 		op_message(j);
 	if (j->pub.op.code) {
+		op_log(s, j);
 		if (j->type == FRAME_VOLUME_OPEN && j->pub.op.v)
 			store_volume_close(env->store, &j->pub.op.v);
 		dispatch_reply_release(NULL, &j->reply);

@@ -177,6 +177,15 @@ int dispatch_header(const struct dispatch_env *env, const uint8_t raw[FRAME_HEAD
 		    struct frame_header *h, struct dispatch_out *out);
 
 /*
+ * dispatch_refuse -- the answer of a connection the daemon refuses (over a
+ * connection limit): a DISPATCH_CLOSE error reply with @code and @msg, of
+ * @h's type and id (type 0 and id 0: a frame of type FRAME_REPLY that
+ * answers no request, sent before any).
+ */
+void dispatch_refuse(const struct frame_header *h, int code, const char *msg,
+		     struct dispatch_out *out);
+
+/*
  * dispatch_request -- decode @body (h->body_len bytes) and act on the
  * request. @h passed dispatch_header(). *out says what the transport does
  * next (see the top of this file).

@@ -177,6 +177,7 @@ err_nomem:
 /* ---- jobs ---- */
 
 static void handle_out(struct native_conn *nc, struct dispatch_out *out);
+static bool refuse_now(struct native_conn *nc);
 
 /*
  * job_complete -- a job has run: queue its reply. No kick: the caller (a
@@ -192,6 +193,8 @@ static void job_complete(struct native_conn *nc, struct dispatch_job *job)
 	if (job->ordered)
 		nc->barrier--;
 	dispatch_job_finish(nc->env, nc->session, job, &out);
+	if (!c->handshake_done && nc->session && nc->session->hello_done)
+		conn_handshake_done(c); /* HELLO answered: the handshake limit is over */
 	if (out.reply.body)
 		queue_reply(nc, &out.reply);
 	if (out.action == DISPATCH_CLOSE && !c->closing)
@@ -333,13 +336,20 @@ static bool native_input(struct stream *s)
 	struct native_conn *nc = nc_of(s);
 	size_t avail = stream_in_avail(s);
 	struct dispatch_out out;
+	if (nc->refusal) {
+		/* over a limit: nothing it sends is served; the refusal once the wire can say it */
+		refuse_now(nc);
+		stream_in_consume(s, avail);
+		return false;
+	}
 	switch (nc->rstate) {
 	case NATIVE_HEADER:
 		/* can_dispatch first: it also lifts the backpressure once drained */
 		if (!can_dispatch(nc) || avail < FRAME_HEADER_SIZE)
 			return false;
 		if (dispatch_header(nc->env, stream_in_data(s), &nc->hdr, &out)) {
-			LOG_WARN("%s: bad frame header (request %" PRIu64 "); closing",
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: bad frame header (request %" PRIu64 "); closing",
 				 s->conn.peer, nc->hdr.request_id);
 			handle_out(nc, &out);
 			return false;
@@ -419,11 +429,40 @@ static void native_free(struct stream *s)
 		nc->spare = nr->next_spare;
 		free(nr);
 	}
+	free(nc->refusal);
 	metrics_conn(nc->t->metrics, false);
 	nc->t->free(nc);
 }
 
+/*
+ * refuse_now -- a connection over a connection limit is told so as soon as
+ * its wire can carry it: one frame of type FRAME_REPLY with request id 0
+ * (as for a bad header) and -EUSERS, then the end. A plain socket or RDMA
+ * can at once, before the client sends anything (answering at once frees
+ * its refusing slot soon, whatever the client does); a listener that also
+ * takes rdaxs:// waits for the client's first byte -- and its TLS
+ * handshake -- to know how to say it. Returns true once sent.
+ */
+static bool refuse_now(struct native_conn *nc)
+{
+	if (!nc->refusal || nc->refused || !tls_wire_can_send(&nc->s))
+		return nc->refused;
+	nc->refused = true;
+	struct frame_header h = {.type = 0, .request_id = 0};
+	struct dispatch_out out;
+	dispatch_refuse(&h, -EUSERS, nc->refusal, &out);
+	handle_out(nc, &out);
+	return true;
+}
+
+/* native_start -- the first output: a refusal, if the connection is over a limit */
+static void native_start(struct stream *s)
+{
+	refuse_now(nc_of(s));
+}
+
 const struct stream_proto native_proto = {
+    .start = native_start,
     .input = native_input,
     .want_input = native_want_input,
     .input_usable = native_input_usable,
@@ -469,8 +508,14 @@ static const struct native_transport native_socket = {
     .free = socket_conn_free,
 };
 
+int native_conn_refuse(struct native_conn *nc, const char *why)
+{
+	nc->refusal = strdup(why);
+	return nc->refusal ? 0 : -ENOMEM;
+}
+
 int native_conn_start_socket(struct conn_set *set, const struct native_shared *sh, int fd,
-			     const char *peer)
+			     const char *peer, struct conn_slot *slot, const char *refusal)
 {
 	struct native_conn *nc = calloc(1, sizeof(*nc));
 	if (!nc)
@@ -479,19 +524,25 @@ int native_conn_start_socket(struct conn_set *set, const struct native_shared *s
 			     0, peer))
 		goto err_free;
 	nc->session->access.who.local = sock_peer_is_local(fd);
+	if (refusal && native_conn_refuse(nc, refusal))
+		goto err_release;
 	/* rdaxs:// and tcp:// clients on the same listener: the first byte tells */
-	if (sh->tls && tls_wire_attach(&nc->s, sh->tls, true)) {
-		stream_release(&nc->s);
-		session_delete(&nc->session);
-		goto err_free;
-	}
+	if (sh->tls && tls_wire_attach(&nc->s, sh->tls, true))
+		goto err_release;
+	conn_take_slot(&nc->s.conn, slot);
 	stream_socket_start(&nc->s, fd);
 	return 0;
 
+err_release:
+	free(nc->refusal);
+	metrics_conn(native_socket.metrics, false);
+	session_delete(&nc->session);
+	stream_release(&nc->s);
 err_free:
 	free(nc);
 err_close:
 	LOG_ERROR("%s: out of memory for a new connection; closing it", peer);
 	close(fd);
+	conn_limit_give(slot);
 	return -ENOMEM;
 }

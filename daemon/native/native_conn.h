@@ -99,6 +99,8 @@ struct native_conn {
 	unsigned barrier;	    /* ordered jobs in the pools */
 	struct native_reply *spare; /* sent replies kept for reuse, NATIVE_SPARE_REPLIES at most */
 	unsigned nspare;
+	char *refusal; /* over a connection limit: the first request gets this, then the end */
+	bool refused;  /* the refusal is queued */
 };
 
 /* The native protocol's side of a stream (stream.h). */
@@ -121,11 +123,19 @@ int native_conn_init(struct native_conn *nc, struct conn_set *set, const struct 
 bool native_conn_blocked(const struct native_conn *nc);
 
 /*
+ * native_conn_refuse -- the connection is over a connection limit: once
+ * started it sends one frame of type FRAME_REPLY, request id 0, status
+ * -EUSERS and @why, and ends. 0 or -ENOMEM.
+ */
+int native_conn_refuse(struct native_conn *nc, const char *why);
+
+/*
  * native_conn_start_socket -- from any thread: serve the native protocol
- * on the connected, non-blocking socket @fd from @peer, on @set's worker,
- * which owns it from now on. Returns 0, or -ENOMEM (then @fd is closed).
+ * on the connected, non-blocking socket @fd from @peer, holding *@slot, on
+ * @set's worker, which owns it from now on (@refusal: see listener.h).
+ * Returns 0, or -ENOMEM (then @fd is closed and @slot given back).
  */
 int native_conn_start_socket(struct conn_set *set, const struct native_shared *sh, int fd,
-			     const char *peer);
+			     const char *peer, struct conn_slot *slot, const char *refusal);
 
 #endif

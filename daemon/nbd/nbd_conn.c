@@ -341,6 +341,7 @@ static bool nbd_end(struct stream *s)
 
 static void nbd_free(struct stream *s)
 {
+	free(c_of(s)->refusal);
 	metrics_conn(METRICS_NBD, false);
 	free(c_of(s));
 }
@@ -358,16 +359,20 @@ static const struct stream_proto nbd_proto = {
     .free = nbd_free,
 };
 
-int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer)
+int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer,
+		   struct conn_slot *slot, const char *refusal)
 {
 	if (!sh || !sh->store || !sh->pools.fsync || !sh->pools.meta || sh->max_block == 0 ||
 	    sh->max_block > NBD_MAX_BLOCK) {
 		close(fd);
+		conn_limit_give(slot);
 		return -EINVAL;
 	}
 	struct nbd_conn *c = calloc(1, sizeof(*c));
 	if (!c)
 		goto err_close;
+	if (refusal && !(c->refusal = strdup(refusal)))
+		goto err_free;
 	if (stream_init(&c->s, set, &stream_socket_conn_ops, &nbd_proto, NBD_INBUF_SIZE,
 			NBD_INBUF_SIZE, peer))
 		goto err_free;
@@ -379,14 +384,17 @@ int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, co
 		stream_release(&c->s);
 		goto err_free;
 	}
+	conn_take_slot(&c->s.conn, slot);
 	metrics_conn(METRICS_NBD, true);
 	stream_socket_start(&c->s, fd);
 	return 0;
 
 err_free:
+	free(c->refusal);
 	free(c);
 err_close:
 	LOG_ERROR("%s: out of memory for a new NBD connection; closing it", peer);
 	close(fd);
+	conn_limit_give(slot);
 	return -ENOMEM;
 }

@@ -27,7 +27,9 @@
  * a bad magic, unknown client flags, or a refused WRITE whose payload is
  * longer than NBD_WRITE_SKIP_MAX end the connection (the hard disconnect the
  * protocol allows); everything else gets the error the protocol document
- * prescribes and the connection goes on.
+ * prescribes and the connection goes on. A refused WRITE is answered after
+ * its payload has been read (and dropped), never while the client may
+ * still be sending it.
  *
  * Data path: an accepted WRITE's payload is received straight into the
  * volume's mapping (stream_payload_begin) and marked in the dirty tree
@@ -100,11 +102,15 @@ struct nbd_shared {
 
 /*
  * nbd_conn_start -- from any thread: serve NBD on the connected,
- * non-blocking socket @fd from @peer, on @set's worker, which sends the
- * greeting and owns the socket from then on. Returns 0, -EINVAL (bad
- * @sh), or -ENOMEM (@fd is closed).
+ * non-blocking socket @fd from @peer, holding *@slot, on @set's worker,
+ * which sends the greeting and owns the socket from then on. With
+ * @refusal (over a connection limit), every option is answered
+ * NBD_REP_ERR_POLICY with @refusal, and NBD_OPT_EXPORT_NAME ends the
+ * connection. Returns 0, -EINVAL (bad @sh), or -ENOMEM (@fd is closed and
+ * @slot given back in both cases).
  */
-int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer);
+int nbd_conn_start(struct conn_set *set, const struct nbd_shared *sh, int fd, const char *peer,
+		   struct conn_slot *slot, const char *refusal);
 
 /* ---- inside the NBD server: what nbd_handshake.c and nbd_transmission.c share ---- */
 
@@ -148,6 +154,7 @@ struct nbd_conn {
 	enum nbd_phase phase;
 
 	/* handshake */
+	char *refusal;	 /* over a connection limit: every option is refused with this */
 	bool no_zeroes;	 /* NBD_FLAG_C_NO_ZEROES */
 	bool structured; /* NBD_OPT_STRUCTURED_REPLY acknowledged */
 	unsigned noptions;
@@ -158,6 +165,13 @@ struct nbd_conn {
 	/* transmission */
 	struct volume *v;	/* the export, open while the connection lives */
 	struct nbd_request req; /* the WRITE whose payload is being received */
+	/*
+	 * A refused WRITE: its error, sent once its payload has been read and
+	 * dropped. Sent before, it reaches a client still sending that payload,
+	 * which has no request to match it to yet (libnbd drops the connection).
+	 */
+	uint32_t refused_error; /* 0: the payload is an accepted WRITE's */
+	char refused_msg[NBD_MESSAGE_MAX];
 	uint64_t requests;
 };
 

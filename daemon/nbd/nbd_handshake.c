@@ -96,6 +96,7 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 		nbd_queue_bytes(c, buf, n);
 	}
 	c->phase = PH_REQ_HEADER;
+	conn_handshake_done(&c->s.conn); /* option haggling is over: the handshake limit too */
 	LOG_DEBUG("%s: exporting \"%s\" (%" PRIu64 " bytes, structured replies %s)", c->s.conn.peer,
 		  c->v->name, c->v->size, c->structured ? "on" : "off");
 }
@@ -214,11 +215,17 @@ static void opt_starttls(struct nbd_conn *c, uint32_t len)
 /* opt_skipped -- the data of an option not read into memory is gone: refuse it */
 static void opt_skipped(struct nbd_conn *c)
 {
+	if (c->refusal && c->opt != NBD_OPT_EXPORT_NAME && c->opt != NBD_OPT_ABORT) {
+		/* over a connection limit: every option learns why, until the client gives up */
+		nbd_opt_error(c, c->opt, NBD_REP_ERR_POLICY, c->refusal);
+		return;
+	}
 	if (refused_before_tls(c))
 		return;
 	switch (c->opt) {
 	case NBD_OPT_EXPORT_NAME:
-		LOG_WARN("%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->s.conn.peer,
+			 "%s: export_name of %" PRIu32 " bytes; closing", c->s.conn.peer,
 			 c->opt_len);
 		conn_close(&c->s.conn, "export name too long");
 		return;
@@ -407,7 +414,8 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		uint32_t flags = get32be(p);
 		stream_in_consume(s, NBD_CLIENT_FLAGS_SIZE);
 		if (nbd_client_flags_check(flags)) {
-			LOG_WARN("%s: unknown client flags 0x%08" PRIx32 "; closing", s->conn.peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: unknown client flags 0x%08" PRIx32 "; closing", s->conn.peer,
 				 flags);
 			conn_close(&s->conn, "unknown client flags");
 			return false;
@@ -427,17 +435,19 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		case 0:
 			break;
 		case -EPROTO:
-			LOG_WARN("%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: bad option magic 0x%016" PRIx64 "; closing", s->conn.peer,
 				 h.magic);
 			conn_close(&s->conn, "bad option magic");
 			return false;
 		case -E2BIG:
-			LOG_WARN("%s: more than %d options; closing", s->conn.peer,
-				 NBD_MAX_OPTIONS);
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer, "%s: more than %d options; closing",
+				 s->conn.peer, NBD_MAX_OPTIONS);
 			conn_close(&s->conn, "too many options");
 			return false;
 		default:
-			LOG_WARN("%s: option %s (%" PRIu32 ") with %" PRIu32
+			LOG_PEER(LOG_LEVEL_INFO, s->conn.peer,
+				 "%s: option %s (%" PRIu32 ") with %" PRIu32
 				 " bytes of data (limit %u); closing",
 				 s->conn.peer, nbd_opt_name(h.option), h.option, h.len,
 				 NBD_OPT_SKIP_MAX);
@@ -447,7 +457,8 @@ bool nbd_handshake_input(struct nbd_conn *c)
 		c->opt = h.option;
 		c->opt_len = h.len;
 		c->opt_got = 0;
-		c->phase = read ? PH_OPT_DATA : PH_OPT_SKIP;
+		/* a refusing connection reads no option: each is answered with the refusal */
+		c->phase = read && !c->refusal ? PH_OPT_DATA : PH_OPT_SKIP;
 		return true;
 	}
 	case PH_OPT_DATA:

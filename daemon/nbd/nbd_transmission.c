@@ -71,7 +71,8 @@ static enum metrics_op cmd_op(uint16_t type)
 static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 {
 	if (r->magic != NBD_REQUEST_MAGIC) {
-		LOG_WARN("%s: bad request magic 0x%08" PRIx32 "; closing", c->s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->s.conn.peer,
+			 "%s: bad request magic 0x%08" PRIx32 "; closing", c->s.conn.peer,
 			 r->magic);
 		conn_close(&c->s.conn, "bad request magic");
 		return;
@@ -106,18 +107,24 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 		snprintf(msg, sizeof(msg),
 			 "%s (offset %" PRIu64 ", length %" PRIu32 ", flags 0x%x)", why, r->offset,
 			 r->length, r->flags);
-		nbd_req_error(c, r->handle, r->type, err, msg);
-		if (r->type != NBD_CMD_WRITE || r->length == 0)
+		if (r->type != NBD_CMD_WRITE || r->length == 0) {
+			nbd_req_error(c, r->handle, r->type, err, msg);
 			return;
+		}
 		if (r->length > NBD_WRITE_SKIP_MAX) {
-			LOG_WARN("%s: refused WRITE with a payload of %" PRIu32
+			/* the hard disconnect: the payload is not read, nothing can match it */
+			LOG_INFO("%s: refused WRITE with a payload of %" PRIu32
 				 " bytes, too large to skip; closing",
 				 c->s.conn.peer, r->length);
+			nbd_req_error(c, r->handle, r->type, err, msg);
 			conn_close(&c->s.conn, "oversize write");
 			return;
 		}
+		/* the error goes out once the payload is read and dropped (payload_done) */
 		c->req = *r;
-		stream_payload_begin(&c->s, NULL, r->length, NULL, 0); /* read and dropped */
+		c->refused_error = err;
+		snprintf(c->refused_msg, sizeof(c->refused_msg), "%s", msg);
+		stream_payload_begin(&c->s, NULL, r->length, NULL, 0);
 		return;
 	}
 	c->requests++;
@@ -165,8 +172,12 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 {
 	const struct nbd_request *r = &c->req;
-	if (!kept)
-		return; /* refused: its reply was queued with the header */
+	if (!kept) {
+		/* a refused WRITE: its payload is all read, now the client can match the error */
+		nbd_req_error(c, r->handle, r->type, c->refused_error, c->refused_msg);
+		c->refused_error = 0;
+		return;
+	}
 	metrics_bytes(METRICS_NBD, METRICS_OP_WRITE, r->length);
 	/* stores first, then the mark, then the reply (or the FUA write-back) */
 	int ret = volume_mark_written(c->v, r->offset, r->length);
@@ -237,9 +248,10 @@ void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)
 		return;
 	}
 	if (j->op.code) {
-		LOG_ERROR("%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
-			  c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset,
-			  j->length, strerror(-j->op.code));
+		LOG_PEER(LOG_LEVEL_ERROR, c->s.conn.peer,
+			 "%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
+			 c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset, j->length,
+			 strerror(-j->op.code));
 		nbd_req_error(c, j->handle, j->type, nbd_errno_map(j->op.code),
 			      "writing back failed");
 	} else {

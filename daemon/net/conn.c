@@ -39,6 +39,7 @@ void conn_link(struct conn *c)
 		set->conns->prev = c;
 	set->conns = c;
 	c->linked = true;
+	c->started = c->last_input = ev_now(set->worker->loop);
 	set->nconns++;
 	set->accepted++;
 	if (set->cutting)
@@ -84,7 +85,8 @@ void conn_check_end(struct conn *c)
 			conn_bury(c);
 		return;
 	}
-	bool input_over = c->closing || c->dead || c->ops->input_done(c);
+	bool unit_open = c->unit_open && !rdax_faults.drain_cuts_payload;
+	bool input_over = (c->closing && !unit_open) || c->dead || c->ops->input_done(c);
 	if (!input_over || c->jobs > 0)
 		return;
 	if (!c->dead && c->ops->output_pending(c))
@@ -178,7 +180,7 @@ static void set_before_sleep(struct worker *w, void *arg)
 		set->dead = c->dead_next;
 		conn_free(c);
 	}
-	if (set->draining && set->nconns == 0 && !set->idle_reported)
+	if (set->draining && set->nconns == 0 && set->linger.count == 0 && !set->idle_reported)
 		set_report_idle(set);
 }
 
@@ -210,12 +212,78 @@ static void set_drain_timeout(struct ev_loop *loop, ev_timer *t, int revents)
 		 dropped);
 }
 
+/* limit_names -- the time limits, for the log and the counters (set->timed_out) */
+static const char *const limit_names[] = {"handshake", "request", "idle"};
+enum { LIMIT_HANDSHAKE, LIMIT_REQUEST, LIMIT_IDLE };
+
+/* limit_hit -- @c ran into time limit @which after @secs seconds: end it */
+static void limit_hit(struct conn *c, unsigned which, double secs)
+{
+	static const char *const why[] = {"handshake timeout", "request timeout", "idle timeout"};
+	c->set->timed_out[which]++;
+	LOG_PEER(LOG_LEVEL_INFO, c->peer, "%s: %s timeout (%.0f s): closing the connection",
+		 c->peer, limit_names[which], secs);
+	if (which == LIMIT_IDLE) {
+		/* nothing under way: the usual end, what is queued still goes out */
+		conn_close(c, why[which]);
+		conn_flush_add(c);
+		return;
+	}
+	/* a request half in, or no handshake: nothing more will come that could be answered */
+	conn_fail(c, why[which]);
+}
+
+/* conn_limits_check -- the time limits of one connection at @now */
+static void conn_limits_check(struct conn *c, const struct conn_timeouts *t, ev_tstamp now)
+{
+	enum conn_input_state st = c->ops->input_state(c);
+	if (st == CONN_INPUT_HELD || c->jobs > 0) {
+		/* the daemon holds it back or works for it: not the peer's time */
+		c->last_input = now;
+		return;
+	}
+	if (!c->handshake_done && t->handshake > 0 && now - c->started >= t->handshake) {
+		limit_hit(c, LIMIT_HANDSHAKE, t->handshake);
+		return;
+	}
+	double quiet = now - c->last_input;
+	if (st == CONN_INPUT_PARTIAL) {
+		if (t->request > 0 && quiet >= t->request)
+			limit_hit(c, LIMIT_REQUEST, t->request);
+		return;
+	}
+	if (t->idle > 0 && c->handshake_done && quiet >= t->idle && !c->ops->output_pending(c)) {
+		limit_hit(c, LIMIT_IDLE, t->idle);
+		return;
+	}
+	if (c->ops->trim && !c->trimmed && quiet >= CONN_TRIM_AFTER) {
+		c->ops->trim(c);
+		c->trimmed = true;
+	}
+}
+
+/* set_tick -- every CONN_TICK: the time limits of every connection of the set */
+static void set_tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct conn_set *set = w->data;
+	const struct conn_timeouts *t = &set->group->timeouts;
+	ev_tstamp now = ev_now(loop);
+	for (struct conn *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down || c->dead || c->closing)
+			continue;
+		conn_limits_check(c, t, now);
+		if (c->dead)
+			conn_check_end(c);
+	}
+}
+
 /* set_drain -- the drain message (worker thread): every connection of every transport */
 static void set_drain(struct worker *w, struct worker_msg *m)
 {
 	struct conn_set *set =
 	    (struct conn_set *)((char *)m - offsetof(struct conn_set, drain_msg));
 	set->draining = true;
+	ev_timer_stop(w->loop, &set->tick);
 	ev_timer_set(&set->drain_timer, set->group ? set->group->drain_timeout : CONN_DRAIN_TIMEOUT,
 		     0.);
 	ev_timer_start(w->loop, &set->drain_timer);
@@ -272,6 +340,11 @@ static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 	ev_idle_init(&set->more, set_more);
 	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_DRAIN_TIMEOUT, 0.);
 	set->drain_timer.data = set;
+	/* the before-sleep hook sees it empty: no callback needed */
+	linger_set_init(&set->linger, w->loop, NULL, NULL);
+	ev_timer_init(&set->tick, set_tick, CONN_TICK, CONN_TICK);
+	set->tick.data = set;
+	ev_timer_start(w->loop, &set->tick); /* the worker's loop ends by ev_break, not by idling */
 	int ret = worker_hook_add(w, set_before_sleep, set);
 	if (ret) {
 		free(set);
@@ -309,6 +382,26 @@ int conn_sets_new(struct worker **workers, unsigned nworkers, struct conn_sets *
 	}
 	*out = g;
 	return 0;
+}
+
+void conn_sets_set_timeouts(struct conn_sets *g, const struct conn_timeouts *t)
+{
+	g->timeouts = *t;
+}
+
+void conn_sets_set_out_budget(struct conn_sets *g, size_t bytes)
+{
+	g->out_budget = bytes;
+}
+
+bool conn_sets_out_over(const struct conn_sets *g)
+{
+	if (!g || !g->out_budget)
+		return false;
+	size_t sum = 0;
+	for (unsigned i = 0; i < g->nsets; i++)
+		sum += __atomic_load_n(&g->sets[i]->out_bytes, __ATOMIC_RELAXED);
+	return sum >= g->out_budget;
 }
 
 struct conn_set *conn_sets_next(struct conn_sets *g)
@@ -376,6 +469,7 @@ void conn_sets_delete(struct conn_sets **gp)
 		if (set->nconns)
 			LOG_ERROR("worker %u: freeing a connection set with %u connections",
 				  set->worker->id, set->nconns);
+		linger_set_close_all(&set->linger); /* the worker has stopped: none is watched */
 		free(set);
 	}
 	free(g->sets);

@@ -16,10 +16,18 @@
  *     and the one prepare hook that serves both (Redis beforeSleep);
  *   - the end of a connection: conn_check_end() ends it once its input is
  *     over, its jobs are back and its output has left (or cannot leave), and
- *     buries it once its teardown job is back;
+ *     buries it once its teardown job is back; a closing connection still
+ *     takes the rest of a request whose input is arriving (c->unit_open: a
+ *     WRITE's payload), so the request is carried out and answered; a socket
+ *     is then closed lingering (linger.h), never with a reset that would
+ *     destroy the replies its peer has not read yet;
+ *   - the time limits (struct conn_timeouts): the set's tick ends a
+ *     connection whose handshake, request or idleness took too long;
  *   - the drain (SIGTERM): every connection of the set stops taking
- *     requests, those in flight finish and their replies go out, for at most
- *     CONN_DRAIN_TIMEOUT for the whole set, then what is left is dropped.
+ *     requests, those in flight finish (a WRITE whose payload is arriving
+ *     takes the rest of it) and their replies go out, for at most
+ *     CONN_DRAIN_TIMEOUT for the whole set, then what is left is dropped;
+ *     the set is empty once its lingering sockets are closed too.
  *     struct conn_sets drains the sets of every worker at once and waits:
  *     one drain timeout at most for every transport together;
  *   - the cut (a power cut, powercut.h): every connection of every set
@@ -46,10 +54,47 @@
 
 #include <ev.h>
 
+#include "conn_limit.h"
+#include "linger.h"
 #include "worker.h"
 
 /* After a drain starts, replies a client does not take are dropped after this many seconds. */
 #define CONN_DRAIN_TIMEOUT 10.0
+/* How often a set looks at the time limits of its connections, seconds. */
+#define CONN_TICK 1.0
+/* Seconds without input after which a connection gives back its idle buffers (ops->trim). */
+#define CONN_TRIM_AFTER 5.0
+
+/*
+ * The time limits of every connection, in seconds (0: none). Each is
+ * enforced by the set's tick, so a limit fires up to CONN_TICK late.
+ *
+ *   handshake: from the accept until the protocol's handshake is done
+ *              (HELLO answered; NBD option haggling over). A client that
+ *              never says a word costs a descriptor for this long at most.
+ *   request:   a request whose bytes stopped arriving half way -- a header
+ *              without its body, a WRITE without the rest of its payload --
+ *              while the daemon waits for them. The connection fails: the
+ *              payload received so far is kept (never acknowledged), the
+ *              volumes it held are released.
+ *   idle:      nothing under way and nothing received (NBD clients and
+ *              mounted block devices are idle for hours: none by default).
+ *
+ * A connection the daemon holds back (backpressure, a request in a pool) is
+ * never timed out for that: its clock starts when the daemon reads again.
+ */
+struct conn_timeouts {
+	double handshake;
+	double request;
+	double idle;
+};
+
+/* What a transport's input is doing, for the time limits (conn_ops.input_state). */
+enum conn_input_state {
+	CONN_INPUT_IDLE,    /* between requests, waiting for the next */
+	CONN_INPUT_PARTIAL, /* a request's bytes partly in, waiting for the rest */
+	CONN_INPUT_HELD,    /* not reading: the daemon holds the input back */
+};
 /* Flush rounds per loop iteration before the loop polls again. */
 #define CONN_FLUSH_ROUNDS 16
 
@@ -81,7 +126,15 @@ struct conn_ops {
 	 * connection can be buried now.
 	 */
 	bool (*end)(struct conn *c);
-	/* free -- the memory (unlinked already; nothing refers to c any more) */
+	/* input_state -- for the time limits: see enum conn_input_state */
+	enum conn_input_state (*input_state)(const struct conn *c);
+	/* trim -- optional: give back buffers an idle connection does not need */
+	void (*trim)(struct conn *c);
+	/*
+	 * free -- the memory (unlinked already; nothing refers to c any more),
+	 * and c->slot: given back with conn_limit_give() when the transport's
+	 * last descriptor is closed, or handed on with it (linger_socket)
+	 */
 	void (*free)(struct conn *c);
 };
 
@@ -96,8 +149,19 @@ struct conn {
 	struct worker_msg start_msg;
 	char peer[64]; /* for log records */
 
-	unsigned jobs;	   /* in the pools (or parked, or the teardown) */
-	bool closing;	   /* no more input: finish jobs, send what is queued, end */
+	struct conn_slot slot; /* its place under the connection limits (conn_limit.h) */
+	ev_tstamp started;     /* linked on its worker */
+	ev_tstamp last_input;  /* the last byte (or message) received */
+	bool handshake_done;   /* the protocol's handshake is over (conn_handshake_done) */
+	bool trimmed;	       /* idle buffers given back since the last input */
+
+	unsigned jobs; /* in the pools (or parked, or the teardown) */
+	/*
+	 * no new request: finish the one whose input is arriving (unit_open),
+	 * finish jobs, send what is queued, end
+	 */
+	bool closing;
+	bool unit_open;	   /* a request's input is still arriving (a WRITE's payload) */
 	bool dead;	   /* the transport failed: drop output, end once the jobs are back */
 	bool tearing_down; /* ended: the teardown job runs */
 	const char *why;   /* why it ended, for the log */
@@ -113,23 +177,33 @@ struct conn_set {
 	struct conn *dead;  /* connections to free before the loop sleeps */
 	ev_idle more;	    /* keeps the loop from sleeping while flush is not empty */
 	ev_timer drain_timer;
+	ev_timer tick; /* the time limits, every CONN_TICK */
 	bool draining;
 	bool cutting; /* a power cut: draining, and every connection fails at once */
 	bool idle_reported;
 	struct worker_msg drain_msg;
 	struct worker_msg cut_msg, resume_msg;
-	struct conn_sets *group; /* told when a drain has emptied the set */
+	struct conn_sets *group;  /* told when a drain has emptied the set */
+	struct linger_set linger; /* sockets of ended connections, closing without a reset */
 	uint64_t accepted, closed;
-	unsigned drain_timeouts; /* times the drain timer fired (0 or 1 per drain) */
+	unsigned drain_timeouts;    /* times the drain timer fired (0 or 1 per drain) */
+	unsigned long timed_out[3]; /* connections ended by each limit: handshake, request, idle */
+	/*
+	 * reply bytes queued on the set's connections (stream_out.counted):
+	 * written by the worker only, read by the others (relaxed atomics)
+	 */
+	size_t out_bytes;
 };
 
 /* Every worker's connection set: where connections are spread, what a shutdown drains. */
 struct conn_sets {
 	struct conn_set **sets;
 	unsigned nsets;
-	unsigned next;	      /* round-robin position (the accept loop's thread) */
-	double drain_timeout; /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
-	pthread_mutex_t lock; /* idle, during the drain */
+	unsigned next;		       /* round-robin position (the accept loop's thread) */
+	double drain_timeout;	       /* seconds; CONN_DRAIN_TIMEOUT unless a test shortens it */
+	struct conn_timeouts timeouts; /* none until conn_sets_set_timeouts() */
+	size_t out_budget;	       /* reply bytes queued on every set together; 0: none */
+	pthread_mutex_t lock;	       /* idle, during the drain */
 	pthread_cond_t cond;
 	unsigned idle;
 };
@@ -140,6 +214,25 @@ struct conn_sets {
  * -ENOSPC (a worker has no hook slot left).
  */
 int conn_sets_new(struct worker **workers, unsigned nworkers, struct conn_sets **out);
+
+/*
+ * conn_sets_set_timeouts -- the time limits of every connection (before the
+ * workers start)
+ */
+void conn_sets_set_timeouts(struct conn_sets *g, const struct conn_timeouts *t);
+
+/*
+ * conn_sets_set_out_budget -- the reply bytes all connections together may
+ * keep queued (0: no bound beyond each connection's own); before the
+ * workers start. See stream.h, "backpressure".
+ */
+void conn_sets_set_out_budget(struct conn_sets *g, size_t bytes);
+
+/*
+ * conn_sets_out_over -- are the reply bytes queued on every set at the
+ * budget? Context: any worker (relaxed reads of the other sets' counts).
+ */
+bool conn_sets_out_over(const struct conn_sets *g);
 
 /* conn_sets_next -- the set of the next worker, round-robin. Context: the accept loop. */
 struct conn_set *conn_sets_next(struct conn_sets *g);
@@ -186,6 +279,26 @@ void conn_post_start(struct conn *c);
  * the drain); in a set that is draining it is closing from the start.
  */
 void conn_link(struct conn *c);
+
+/* conn_take_slot -- @c holds *@slot from now on (moved: @slot holds nothing after) */
+static inline void conn_take_slot(struct conn *c, struct conn_slot *slot)
+{
+	c->slot = *slot;
+	slot->cl = NULL;
+}
+
+/* conn_input_seen -- input arrived on @c now (for the time limits) */
+static inline void conn_input_seen(struct conn *c)
+{
+	c->last_input = ev_now(c->set->worker->loop);
+	c->trimmed = false;
+}
+
+/* conn_handshake_done -- the protocol's handshake is over: the handshake limit no longer applies */
+static inline void conn_handshake_done(struct conn *c)
+{
+	c->handshake_done = true;
+}
 
 /* conn_flush_add -- look at @c before the loop sleeps (send, then kick or check the end) */
 static inline void conn_flush_add(struct conn *c)

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -52,6 +53,37 @@ static void accept_pause(struct listener *l)
 	ev_timer_start(l->loop, &l->accept_pause);
 }
 
+/* spare_take -- the spare descriptor for the next EMFILE (best effort) */
+static void spare_take(struct listener *l)
+{
+	if (l->spare_fd < 0)
+		l->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+/*
+ * out_of_descriptors -- accept() said EMFILE or ENFILE: give up the spare,
+ * accept one waiting connection and close it at once (its client learns at
+ * least that much), take the spare back
+ */
+static void out_of_descriptors(struct listener *l, struct listener_ep *ep)
+{
+	if (l->spare_fd < 0)
+		return;
+	close(l->spare_fd);
+	l->spare_fd = -1;
+	struct sockaddr_storage ss;
+	int fd = sock_accept(ep->fd, &ss);
+	if (fd >= 0) {
+		char a[56] = "?";
+		if (ss.ss_family != AF_UNIX)
+			sock_addr_string((struct sockaddr *)&ss, a, sizeof(a));
+		LOG_PEER(LOG_LEVEL_WARN, a, "accept on %s: out of descriptors; closed %s at once",
+			 ep->uri, a);
+		close(fd);
+	}
+	spare_take(l);
+}
+
 /* on_ready -- an endpoint is readable: accept what is waiting, or let its owner handle it */
 static void on_ready(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -70,6 +102,8 @@ static void on_ready(struct ev_loop *loop, ev_io *w, int revents)
 			if (sock_accept_exhausted(fd)) {
 				LOG_WARN("accept on %s: %s; not accepting for %.1f s", ep->uri,
 					 strerror(-fd), LISTENER_ACCEPT_PAUSE);
+				if (fd == -EMFILE || fd == -ENFILE)
+					out_of_descriptors(l, ep);
 				accept_pause(l);
 				return;
 			}
@@ -87,7 +121,22 @@ static void on_ready(struct ev_loop *loop, ev_io *w, int revents)
 			snprintf(peer, sizeof(peer), "%s%s", ep->peer_prefix, a);
 		}
 		l->accepted++;
-		ep->start(ep->arg, conn_sets_next(l->sets), fd, peer);
+		if (ss.ss_family != AF_UNIX && sock_set_keepalive(fd, l->keepalive))
+			LOG_DEBUG("%s: keepalive not set: %s", peer, strerror(errno));
+		struct conn_slot slot = {0};
+		char why[200];
+		const char *refusal = NULL;
+		if (l->limit &&
+		    conn_limit_take(l->limit, (struct sockaddr *)&ss, &slot, why, sizeof(why))) {
+			LOG_PEER(LOG_LEVEL_INFO, peer, "%s: refused: %s%s", peer, why,
+				 slot.cl ? "" : " (closed at once: too many refusals under way)");
+			if (!slot.cl) {
+				close(fd);
+				continue;
+			}
+			refusal = why;
+		}
+		ep->start(ep->arg, conn_sets_next(l->sets), fd, peer, &slot, refusal);
 	}
 }
 
@@ -100,6 +149,8 @@ int listener_new(struct ev_loop *accept_loop, struct conn_sets *sets, struct lis
 		return -ENOMEM;
 	l->loop = accept_loop;
 	l->sets = sets;
+	l->spare_fd = -1;
+	spare_take(l);
 	ev_timer_init(&l->accept_pause, on_accept_pause_end, LISTENER_ACCEPT_PAUSE, 0.);
 	l->accept_pause.data = l;
 	*out = l;
@@ -352,6 +403,12 @@ void listener_close(struct listener *l)
 	}
 }
 
+void listener_set_limits(struct listener *l, struct conn_limit *limit, unsigned keepalive)
+{
+	l->limit = limit;
+	l->keepalive = keepalive;
+}
+
 size_t listener_uris(const struct listener *l, char *buf, size_t len)
 {
 	size_t n = 0;
@@ -371,6 +428,8 @@ void listener_delete(struct listener **lp)
 		return;
 	struct listener *l = *lp;
 	listener_close(l);
+	if (l->spare_fd >= 0)
+		close(l->spare_fd);
 	for (unsigned i = 0; i < l->neps; i++)
 		free(l->eps[i]);
 	free(l->eps);

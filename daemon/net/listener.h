@@ -11,9 +11,21 @@
  * on that worker's loop only. What it becomes is the endpoint's start
  * function (native_conn_start_socket, nbd_conn_start).
  *
- * When accept() runs out of descriptors or memory (EMFILE, ENFILE,
- * ENOBUFS, ENOMEM) every socket endpoint pauses for LISTENER_ACCEPT_PAUSE
- * seconds instead of spinning on a readable socket it cannot accept from.
+ * Limits (listener_set_limits): every accepted socket takes a slot under
+ * the connection limits (conn_limit.h) before it is handed over; one over
+ * a limit is handed over as a refusing connection, which answers its first
+ * request with the reason and ends, or is closed at once when too many are
+ * refusing already. TCP sockets get keepalive (sock_set_keepalive).
+ *
+ * When accept() runs out of descriptors (EMFILE, ENFILE) the listener
+ * gives up a spare descriptor it keeps for this, accepts the waiting
+ * connection and closes it at once -- so a client is told, by the end of
+ * its connection, instead of waiting in the backlog -- and takes the spare
+ * back; then, as when accept() runs out of memory (ENOBUFS, ENOMEM), every
+ * socket endpoint pauses for LISTENER_ACCEPT_PAUSE seconds instead of
+ * spinning on a readable socket it cannot accept from. The connection
+ * limits keep the daemon below its descriptor limit (rdaxd lowers
+ * --max-connections to fit), so this is the last line, not the rule.
  *
  * rdma_cm listening fits the same shape as far as it goes: its event
  * channel is a watched endpoint (listener_add_watch) whose readiness the
@@ -47,9 +59,13 @@
 
 /*
  * What an accepted socket becomes: a connection of @set owning @fd from
- * @peer ("ADDR:PORT" or a name). Returns 0, or a negative code (@fd closed).
+ * @peer ("ADDR:PORT" or a name) and holding *@slot (moved into it), which
+ * when @refusal is not NULL only answers its first request with @refusal
+ * and ends. Takes @fd and @slot in every case. Returns 0, or a negative
+ * code (@fd closed, @slot given back).
  */
-typedef int (*listener_start_fn)(void *arg, struct conn_set *set, int fd, const char *peer);
+typedef int (*listener_start_fn)(void *arg, struct conn_set *set, int fd, const char *peer,
+				 struct conn_slot *slot, const char *refusal);
 
 struct listener;
 
@@ -71,6 +87,9 @@ struct listener_ep {
 struct listener {
 	struct ev_loop *loop; /* the accept loop */
 	struct conn_sets *sets;
+	struct conn_limit *limit; /* NULL: none (tests) */
+	unsigned keepalive;	  /* seconds; 0: off */
+	int spare_fd;		  /* given up to accept one connection at EMFILE; -1: none */
 	struct listener_ep **eps;
 	unsigned neps;
 	ev_timer accept_pause;
@@ -79,6 +98,13 @@ struct listener {
 
 /* listener_new -- no endpoint yet; 0, -EINVAL, -ENOMEM */
 int listener_new(struct ev_loop *accept_loop, struct conn_sets *sets, struct listener **out);
+
+/*
+ * listener_set_limits -- the connection limits every accepted socket is
+ * held to (owned by the caller, outliving the listener) and the TCP
+ * keepalive idle time in seconds (0: off)
+ */
+void listener_set_limits(struct listener *l, struct conn_limit *limit, unsigned keepalive);
 
 /*
  * listener_add_tcp -- listen on every address @host resolves to, at @port

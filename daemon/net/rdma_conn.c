@@ -238,7 +238,8 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit)) {
 		uint64_t page, npages;
 		rdma_imm_decode(imm, byte_len, &page, &npages);
-		LOG_WARN("%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
+			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
 			 ", +%" PRIu64 ") outside every volume of the connection",
 			 c->nc.s.conn.peer, imm, byte_len, page, npages);
 		return -EPROTO;
@@ -402,8 +403,8 @@ static void wc_fail(struct conn_rdma *c, const struct ibv_wc *wc)
 	LOG_DEBUG("%s: completion error: %s (opcode %d, wr %#" PRIx64 ")", c->nc.s.conn.peer,
 		  ibv_wc_status_str(wc->status), wc->opcode, (uint64_t)wc->wr_id);
 	if (wc->status != IBV_WC_WR_FLUSH_ERR)
-		LOG_WARN("%s: %s; closing the connection", c->nc.s.conn.peer,
-			 ibv_wc_status_str(wc->status));
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing the connection",
+			 c->nc.s.conn.peer, ibv_wc_status_str(wc->status));
 	c->peer_gone = true;
 	conn_fail(&c->nc.s.conn, "completion error");
 }
@@ -445,6 +446,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	}
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		/* the data landed: mark it even when ending (a later fsync covers it) */
+		conn_input_seen(&c->nc.s.conn);
 		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len);
 		if (ending)
 			return;
@@ -463,19 +465,21 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 		return;
 	uint32_t grant = (wc->wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc->imm_data) : 0;
 	if (rdma_credits_received(&c->cr, grant)) {
-		LOG_WARN("%s: broke the credit rules (grant %" PRIu32 "); closing",
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
+			 "%s: broke the credit rules (grant %" PRIu32 "); closing",
 			 c->nc.s.conn.peer, grant);
 		conn_fail(&c->nc.s.conn, "credit violation");
 		return;
 	}
-	if (wc->byte_len == 0 || c->nc.s.conn.closing) {
+	if (wc->byte_len == 0 || (c->nc.s.conn.closing && !c->nc.s.conn.unit_open)) {
 		/* a grant only, or bytes nobody will parse any more */
 		rdma_credits_handled(&c->cr, 1);
 		return;
 	}
+	conn_input_seen(&c->nc.s.conn);
 	int ret = stream_in_append(&c->nc.s, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
 	if (ret) {
-		LOG_WARN("%s: %s; closing", c->nc.s.conn.peer,
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing", c->nc.s.conn.peer,
 			 ret == -EPROTO ? "sent more than its credits allow"
 					: "out of memory for its input");
 		conn_fail(&c->nc.s.conn, ret == -EPROTO ? "credit violation" : "out of memory");
@@ -706,6 +710,7 @@ static bool rdma_end(struct conn *cc)
 static void rdma_free(struct conn *cc)
 {
 	struct conn_rdma *c = rc_of(cc);
+	conn_limit_give(&cc->slot); /* the queue pair and its id are gone (rdma_end) */
 	stream_release(&c->nc.s);
 	native_proto.free(&c->nc.s);
 }
@@ -845,6 +850,18 @@ err_reject:
 	rdma_free(cc); /* never linked: nothing else refers to it */
 }
 
+/* rdma_input_state -- the stream's, as over a socket (the time limits, conn.h) */
+static enum conn_input_state rdma_input_state(const struct conn *cc)
+{
+	return stream_input_state(&rc_of(cc)->nc.s);
+}
+
+/* rdma_trim -- an idle connection gives back its empty input buffer */
+static void rdma_trim(struct conn *cc)
+{
+	stream_trim(&rc_of(cc)->nc.s);
+}
+
 static const struct conn_ops rdma_conn_ops = {
     .start = rdma_start,
     .flush = rdma_flush,
@@ -853,11 +870,14 @@ static const struct conn_ops rdma_conn_ops = {
     .output_pending = rdma_output_pending,
     .drop = rdma_drop,
     .end = rdma_end,
+    .input_state = rdma_input_state,
+    .trim = rdma_trim,
     .free = rdma_free,
 };
 
 int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
-		    uint8_t initiator_depth, const char *peer, const char *identity)
+		    uint8_t initiator_depth, const char *peer, const char *identity,
+		    struct conn_slot *slot)
 {
 	struct conn_rdma *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -892,12 +912,14 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 		native_proto.free(&c->nc.s);
 		goto err_reject;
 	}
+	conn_take_slot(&c->nc.s.conn, slot);
 	conn_post_start(&c->nc.s.conn);
 	return 0;
 
 err_reject:
 	rdma_reject(id, NULL, 0);
 	rdma_destroy_id(id);
+	conn_limit_give(slot);
 	return -ENOMEM;
 }
 

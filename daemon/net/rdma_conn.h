@@ -147,10 +147,12 @@ void rdma_worker_delete(struct rdma_worker **rwp);
  * @cd and whose initiator depth (RDMA READs it wants in flight) is
  * @initiator_depth. Migrates @id to @rw's channel and posts to the
  * worker, which sets up the QP and accepts (or rejects). @identity: the
- * user the request proved (rdma_auth.h), NULL if none. Returns 0, or a
- * negative code after rejecting and destroying @id.
+ * user the request proved (rdma_auth.h), NULL if none. The connection
+ * holds *@slot (moved). Returns 0, or a negative code after rejecting and
+ * destroying @id (and giving @slot back).
  */
 int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct rdma_cm_data *cd,
-		    uint8_t initiator_depth, const char *peer, const char *identity);
+		    uint8_t initiator_depth, const char *peer, const char *identity,
+		    struct conn_slot *slot);
 
 #endif

@@ -60,9 +60,24 @@ static void on_connect_request(struct server_rdma *s, struct rdma_cm_event *e)
 		s->refused++;
 		return;
 	}
+	struct conn_slot slot = {0};
+	char why[RDMA_REJECT_REASON_MAX];
+	struct conn_limit *limit = s->listener->limit;
+	if (limit && conn_limit_take(limit, rdma_get_peer_addr(id), &slot, why, sizeof(why))) {
+		/* the reason travels in the rejection itself: no connection needed to say it */
+		conn_limit_give(&slot);
+		LOG_PEER(LOG_LEVEL_INFO, peer, "rdma: connection request from %s refused: %s", peer,
+			 why);
+		uint8_t pd[RDMA_REJECT_SIZE];
+		rdma_reject_encode(pd, EUSERS, why);
+		rdma_reject(id, pd, sizeof(pd));
+		rdma_destroy_id(id);
+		s->refused++;
+		return;
+	}
 	struct conn_set *set = conn_sets_next(s->sets);
 	if (conn_rdma_start(s->rws[set->index], id, &cd, initiator_depth, peer,
-			    user[0] ? user : NULL) == 0)
+			    user[0] ? user : NULL, &slot) == 0)
 		s->accepted++;
 	else
 		s->refused++;

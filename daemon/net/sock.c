@@ -67,6 +67,25 @@ int sock_accept(int lfd, struct sockaddr_storage *ss)
 	}
 }
 
+int sock_set_keepalive(int fd, unsigned idle)
+{
+	if (idle == 0)
+		return 0;
+	int one = 1;
+	int intvl = (int)(idle / SOCK_KEEPALIVE_PROBES) ? (int)(idle / SOCK_KEEPALIVE_PROBES) : 1;
+	int cnt = SOCK_KEEPALIVE_PROBES;
+	int first = (int)idle;
+	/* unacknowledged data (replies a vanished peer never took) gives up as late */
+	unsigned user_ms = (idle + (unsigned)intvl * SOCK_KEEPALIVE_PROBES) * 1000U;
+	if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &first, sizeof(first)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) < 0)
+		return -errno;
+	return 0;
+}
+
 int sock_set_nonblock(int fd)
 {
 	int fl = fcntl(fd, F_GETFL);

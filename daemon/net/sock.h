@@ -30,12 +30,23 @@ int sock_listen(const struct addrinfo *ai);
  */
 int sock_accept(int lfd, struct sockaddr_storage *ss);
 
+/* Keepalive probes a dead peer leaves unanswered before its connection fails. */
+#define SOCK_KEEPALIVE_PROBES 3
+
+/*
+ * sock_set_keepalive -- TCP keepalive on the connected @fd: the first probe
+ * after @idle seconds without traffic, then SOCK_KEEPALIVE_PROBES probes
+ * @idle / SOCK_KEEPALIVE_PROBES apart, so a peer that vanished (power off,
+ * a cable pulled) fails its connection about 2 * @idle seconds after its
+ * last word; the same bound for replies it never acknowledges
+ * (TCP_USER_TIMEOUT). @idle 0: nothing set. 0 or -errno.
+ */
+int sock_set_keepalive(int fd, unsigned idle);
 /* sock_addr_is_loopback -- 127.0.0.0/8, ::1, or an IPv4-mapped 127.x address */
 bool sock_addr_is_loopback(const struct sockaddr *sa);
 
 /* sock_peer_is_local -- is the peer of the connected @fd on this machine (loopback, unix)? */
 bool sock_peer_is_local(int fd);
-
 /* sock_set_nonblock -- O_NONBLOCK on @fd (a channel of librdmacm or libibverbs); 0 or -errno */
 int sock_set_nonblock(int fd);
 

@@ -18,10 +18,10 @@ int stream_init(struct stream *s, struct conn_set *set, const struct conn_ops *c
 	conn_init(&s->conn, set, conn_ops, peer);
 	s->proto = proto;
 	s->fd = -1;
-	s->in = malloc(in_min);
-	if (!s->in)
-		return -ENOMEM;
-	s->in_cap = in_min;
+	/* the buffer comes with the first byte: a silent connection holds none */
+	s->in = NULL;
+	s->in_cap = 0;
+	s->in_min = in_min;
 	s->in_max = in_max > in_min ? in_max : in_min;
 	return 0;
 }
@@ -50,10 +50,13 @@ static void in_compact(struct stream *s)
 static int in_grow(struct stream *s, size_t cap)
 {
 	size_t have = s->in_end - s->in_start;
+	if (cap < s->in_min)
+		cap = s->in_min;
 	uint8_t *b = malloc(cap);
 	if (!b)
 		return -ENOMEM;
-	memcpy(b, s->in + s->in_start, have);
+	if (have)
+		memcpy(b, s->in + s->in_start, have);
 	free(s->in);
 	s->in = b;
 	s->in_cap = cap;
@@ -98,6 +101,7 @@ void stream_payload_begin(struct stream *s, uint8_t *dst, uint32_t len, const vo
 			  uint64_t off)
 {
 	s->in_payload = true;
+	s->conn.unit_open = true; /* a closing connection still takes it (conn.h) */
 	s->pdst = dst;
 	s->plen = len;
 	s->pgot = 0;
@@ -117,6 +121,7 @@ static void payload_finish(struct stream *s)
 {
 	bool kept = s->pdst != NULL;
 	s->in_payload = false;
+	s->conn.unit_open = false;
 	s->pdst = NULL;
 	s->p_vol = NULL;
 	s->proto->payload_done(s, kept);
@@ -125,8 +130,9 @@ static void payload_finish(struct stream *s)
 void stream_process(struct stream *s)
 {
 	for (;;) {
-		if (s->conn.dead || s->conn.closing)
+		if (s->conn.dead)
 			return;
+		/* closing: no new request, but the payload of one under way still lands */
 		if (s->in_payload) {
 			if (payload_hazard(s))
 				return;
@@ -146,9 +152,27 @@ void stream_process(struct stream *s)
 			if (s->pgot < s->plen)
 				return;
 			payload_finish(s);
-		} else if (!s->proto->input(s)) {
+		} else if (s->conn.closing || !s->proto->input(s)) {
 			return;
 		}
+	}
+}
+
+enum conn_input_state stream_input_state(const struct stream *s)
+{
+	if (!stream_want_input(s))
+		return CONN_INPUT_HELD;
+	if (s->in_payload || stream_in_avail(s) > 0)
+		return CONN_INPUT_PARTIAL;
+	return CONN_INPUT_IDLE;
+}
+
+void stream_trim(struct stream *s)
+{
+	if (s->in && s->in_start == s->in_end && !s->in_payload) {
+		free(s->in);
+		s->in = NULL;
+		s->in_cap = s->in_start = s->in_end = 0;
 	}
 }
 
@@ -164,10 +188,12 @@ bool stream_input_done(const struct stream *s)
 
 bool stream_want_input(const struct stream *s)
 {
-	if (s->eof || s->conn.closing || s->conn.dead)
+	if (s->eof || s->conn.dead)
 		return false;
 	if (s->in_payload)
 		return !payload_hazard(s);
+	if (s->conn.closing)
+		return false;
 	return s->proto->want_input(s);
 }
 
@@ -205,6 +231,9 @@ void stream_queue(struct stream *s, struct stream_out *o)
 	s->out_tail = o;
 	s->out_count++;
 	s->out_bytes += o->counted;
+	if (o->counted) /* the set's count: this worker writes it, the others read it */
+		__atomic_store_n(&s->conn.set->out_bytes, s->conn.set->out_bytes + o->counted,
+				 __ATOMIC_RELAXED);
 	if (o->range_of)
 		s->out_ranges++;
 	conn_flush_add(&s->conn);
@@ -219,6 +248,9 @@ static void out_pop(struct stream *s)
 		s->out_tail = NULL;
 	s->out_count--;
 	s->out_bytes -= o->counted;
+	if (o->counted)
+		__atomic_store_n(&s->conn.set->out_bytes, s->conn.set->out_bytes - o->counted,
+				 __ATOMIC_RELAXED);
 	if (o->range_of)
 		s->out_ranges--;
 	s->proto->out_release(s, o);
@@ -277,6 +309,7 @@ void stream_end_io(struct stream *s)
 	if (s->in_payload && s->pdst)
 		s->proto->payload_abort(s, s->pgot);
 	s->in_payload = false;
+	s->conn.unit_open = false;
 	s->pdst = NULL;
 	s->p_vol = NULL;
 	stream_out_drop(s);
@@ -354,9 +387,9 @@ static ssize_t socket_sendv(struct stream *s, const struct iovec *iov, int n)
 	}
 }
 
-static void socket_close(struct stream *s)
+static void socket_close(struct stream *s, bool keep_socket)
 {
-	if (s->fd >= 0)
+	if (s->fd >= 0 && !keep_socket)
 		close(s->fd);
 	s->fd = -1;
 }
@@ -371,8 +404,10 @@ const struct stream_wire stream_socket_wire = {
 static ssize_t recv_some(struct stream *s, void *buf, size_t len)
 {
 	ssize_t n = s->wire->recv(s, buf, len);
-	if (n > 0)
+	if (n > 0) {
+		conn_input_seen(&s->conn);
 		return n;
+	}
 	if (n == 0) {
 		s->eof = true;
 		if (!s->conn.why)
@@ -450,6 +485,11 @@ static void socket_on_read(struct ev_loop *loop, ev_io *w, int revents)
 			if (s->pgot == s->plen)
 				payload_finish(s);
 		} else {
+			if (!s->in && in_grow(s, s->in_min)) {
+				LOG_ERROR("%s: out of memory for an input buffer", s->conn.peer);
+				conn_fail(&s->conn, "out of memory");
+				break;
+			}
 			if (s->in_end == s->in_cap)
 				in_compact(s);
 			if (s->in_end == s->in_cap)
@@ -514,6 +554,17 @@ static bool socket_input_done(const struct conn *c)
 	    (const struct stream *)((const char *)c - offsetof(struct stream, conn)));
 }
 
+static enum conn_input_state socket_input_state(const struct conn *c)
+{
+	return stream_input_state(
+	    (const struct stream *)((const char *)c - offsetof(struct stream, conn)));
+}
+
+static void socket_trim(struct conn *c)
+{
+	stream_trim(stream_of(c));
+}
+
 static bool socket_output_pending(const struct conn *c)
 {
 	const struct stream *s =
@@ -551,10 +602,22 @@ static bool socket_end(struct conn *c)
 	return s->proto->end(s);
 }
 
+/*
+ * socket_free -- the connection is over. A socket whose peer has not closed
+ * its side (no end of file seen) may still have input coming, and closing
+ * it would send a reset that destroys the replies the peer has not read:
+ * it is handed to the set's linger set (linger.h) with its slot. A failed
+ * socket, or one whose peer closed, is closed at once.
+ */
 static void socket_free(struct conn *c)
 {
 	struct stream *s = stream_of(c);
-	s->wire->close(s);
+	int fd = s->fd >= 0 && !s->eof && !c->dead ? s->fd : -1;
+	s->wire->close(s, fd >= 0);
+	if (fd >= 0)
+		linger_socket(&c->set->linger, fd, &c->slot);
+	else
+		conn_limit_give(&c->slot);
 	stream_release(s);
 	s->proto->free(s);
 }
@@ -567,6 +630,8 @@ const struct conn_ops stream_socket_conn_ops = {
     .output_pending = socket_output_pending,
     .drop = socket_drop,
     .end = socket_end,
+    .input_state = socket_input_state,
+    .trim = socket_trim,
     .free = socket_free,
 };
 

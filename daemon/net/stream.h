@@ -9,7 +9,9 @@
  *   - input: a bounded buffer [in_start, in_end) the protocol parses step
  *     by step (struct stream_proto.input), growing on request up to what
  *     the protocol allows (stream_in_reserve: a header is checked before the
- *     buffer grows for its body);
+ *     buffer grows for its body); allocated with the first byte and given
+ *     back when the connection has been idle a while (stream_trim), so a
+ *     silent or idle connection holds no buffer;
  *   - a payload: the protocol says where the next @len bytes go
  *     (stream_payload_begin: a range of a volume's mapping, or NULL to drop
  *     them); bytes already buffered are copied there, the rest is received
@@ -19,7 +21,13 @@
  *     payload), sent with one sendmsg() gathering as many as fit, or copied
  *     into messages by a transport that has them (stream_out_copy);
  *   - backpressure: replies queued + jobs in flight, and the bytes queued,
- *     against the protocol's bounds, with hysteresis (stream_can_take);
+ *     against the protocol's bounds, with hysteresis (stream_can_take); and
+ *     against the daemon's: while the replies queued on every connection
+ *     together reach the budget (conn_sets_out_over), a connection holding
+ *     STREAM_OUT_FLOOR bytes or more takes no new request -- each may
+ *     still have a reply or so queued, so no connection is starved by the
+ *     others' backlog, and the whole daemon's queued replies stay within
+ *     the budget plus a floor (and one reply) per connection;
  *   - the read-after-write rule, written once: a READ reply whose bytes are
  *     gathered from the mapping when it is sent names its range
  *     (stream_out.range_*); a payload or a job that would change bytes under
@@ -61,6 +69,8 @@
 #define STREAM_IOV_MAX 64
 /* pieces of one reply: header, body, payload */
 #define STREAM_OUT_PIECES 3
+/* Reply bytes a connection may always keep queued, whatever the daemon's budget. */
+#define STREAM_OUT_FLOOR (64U << 10)
 
 struct stream;
 
@@ -89,8 +99,13 @@ struct stream_wire {
 	ssize_t (*recv)(struct stream *s, void *buf, size_t len);
 	/* sendv -- the @n pieces in order: bytes taken (>= 0), -EAGAIN full, -errno */
 	ssize_t (*sendv)(struct stream *s, const struct iovec *iov, int n);
-	/* close -- release the wire (the socket) */
-	void (*close)(struct stream *s);
+	/*
+	 * close -- release the wire: its state, and the socket unless
+	 * @keep_socket (the linger set takes it over, linger.h). A wire with
+	 * something to say at the end (a TLS close_notify) says it first.
+	 * s->fd is -1 afterwards.
+	 */
+	void (*close)(struct stream *s, bool keep_socket);
 	/*
 	 * pending -- bytes the wire holds already received (decrypted TLS
 	 * records), which no readable event will announce; NULL: none ever
@@ -137,8 +152,8 @@ struct stream {
 	bool eof; /* the peer closed its side */
 
 	/* input: [in_start, in_end) of in[] is unparsed */
-	uint8_t *in;
-	size_t in_cap, in_max, in_start, in_end;
+	uint8_t *in; /* NULL until the first byte, and again after stream_trim() */
+	size_t in_cap, in_min, in_max, in_start, in_end;
 
 	/* the payload being received */
 	bool in_payload;
@@ -162,7 +177,7 @@ struct stream {
 
 /*
  * stream_init -- a stream of @set for @proto, its input buffer @in_min
- * bytes (growing up to @in_max on stream_in_reserve). @conn_ops is
+ * bytes once input comes (growing up to @in_max on stream_in_reserve). @conn_ops is
  * stream_socket_conn_ops for a socket stream, the transport's own
  * otherwise. Returns 0 or -ENOMEM.
  */
@@ -232,6 +247,12 @@ bool stream_input_done(const struct stream *s);
 /* stream_want_input -- should more input be read now? */
 bool stream_want_input(const struct stream *s);
 
+/* stream_input_state -- for the connection's time limits (conn.h) */
+enum conn_input_state stream_input_state(const struct stream *s);
+
+/* stream_trim -- an idle stream gives back its empty input buffer (it comes back with input) */
+void stream_trim(struct stream *s);
+
 /* ---- output ---- */
 
 /*
@@ -277,10 +298,11 @@ bool stream_park(struct stream *s, void *job, const void *vol, uint64_t off, uin
 /* stream_unpark -- the parked job once the READ replies it waited for have left, else NULL */
 void *stream_unpark(struct stream *s);
 
-/* stream_over -- is the backlog at @lim's bounds (no state change)? */
+/* stream_over -- is the backlog at @lim's bounds, or at the daemon's (no state change)? */
 static inline bool stream_over(const struct stream *s, const struct stream_limits *lim)
 {
-	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes;
+	return s->out_count + s->conn.jobs >= lim->max_pending || s->out_bytes >= lim->max_bytes ||
+	       (s->out_bytes >= STREAM_OUT_FLOOR && conn_sets_out_over(s->conn.set->group));
 }
 
 /*

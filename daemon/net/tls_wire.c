@@ -267,8 +267,11 @@ static ssize_t tls_sendv(struct stream *s, const struct iovec *iov, int n)
 	return r;
 }
 
-/* tls_close -- a close_notify if the socket takes it now, then the session and the socket */
-static void tls_close(struct stream *s)
+/*
+ * tls_close -- a close_notify if the socket takes it now, then the session,
+ * and the socket unless @keep_socket (it lingers: linger.h)
+ */
+static void tls_close(struct stream *s, bool keep_socket)
 {
 	struct tls_wire *t = s->wire_ctx;
 	if (t) {
@@ -281,7 +284,7 @@ static void tls_close(struct stream *s)
 		free(t);
 		s->wire_ctx = NULL;
 	}
-	stream_socket_wire.close(s);
+	stream_socket_wire.close(s, keep_socket);
 }
 
 /* tls_pending -- decrypted bytes GnuTLS holds (a record taken only in part) */
@@ -342,4 +345,10 @@ bool tls_wire_active(const struct stream *s)
 {
 	const struct tls_wire *t = tw_of(s);
 	return t && t->state != TW_DETECT && t->state != TW_PLAIN;
+}
+
+bool tls_wire_can_send(const struct stream *s)
+{
+	const struct tls_wire *t = tw_of(s);
+	return !t || t->state == TW_PLAIN || t->state == TW_OPEN;
 }

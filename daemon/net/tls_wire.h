@@ -71,4 +71,11 @@ void tls_wire_peer(const struct stream *s, struct tls_peer *out);
 /* tls_wire_active -- has @s a TLS wire past DETECT and PLAIN (upgrading, handshaking, open)? */
 bool tls_wire_active(const struct stream *s);
 
+/*
+ * tls_wire_can_send -- would bytes queued on @s leave now, without waiting
+ * for the client to speak first: no TLS wire, or one in PLAIN or OPEN (not
+ * while it waits for the first byte or for the client's handshake)?
+ */
+bool tls_wire_can_send(const struct stream *s);
+
 #endif

@@ -116,7 +116,7 @@ int hx_free_port(void)
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t alen = sizeof(a);
 	int ret;
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
@@ -181,11 +181,11 @@ static int wait_exit(pid_t pid, int timeout_ms, int *status)
 			return -ETIMEDOUT;
 		}
 		if (pfd >= 0) {
-			struct pollfd p = { .fd = pfd, .events = POLLIN };
+			struct pollfd p = {.fd = pfd, .events = POLLIN};
 			poll(&p, 1, (int)left);
 		} else {
 			/* no pidfd (old kernel): poll the exit every 10 ms */
-			struct timespec ts = { 0, 10 * 1000 * 1000 };
+			struct timespec ts = {0, 10 * 1000 * 1000};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -404,7 +404,7 @@ static int daemon_wait_ready(struct hx_daemon *d)
 		int64_t left = deadline - hx_now_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
-		struct pollfd p = { .fd = d->out_fd, .events = POLLIN };
+		struct pollfd p = {.fd = d->out_fd, .events = POLLIN};
 		int r = poll(&p, 1, (int)left);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -451,7 +451,8 @@ int hx_daemon_restart(struct hx_daemon *d)
 			return 0;
 		char why[64];
 		if (ret == -ETIMEDOUT) {
-			fprintf(stderr, "harness: rdaxd (pid %d) not ready after %d ms: killing it\n",
+			fprintf(stderr,
+				"harness: rdaxd (pid %d) not ready after %d ms: killing it\n",
 				d->pid, HX_READY_TIMEOUT_MS);
 			kill(d->pid, SIGKILL);
 		}
@@ -484,8 +485,7 @@ int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon
 	if (devdax) {
 		devdax_owner = d;
 		snprintf(d->ns_path, sizeof(d->ns_path), "%s", devdax);
-	}
-	else
+	} else
 		snprintf(d->ns_path, sizeof(d->ns_path), "%s/%s", dir,
 			 d->opts.ns_name ? d->opts.ns_name : "ns0");
 	snprintf(d->log_path, sizeof(d->log_path), "%s/rdaxd.log", dir);
@@ -518,13 +518,22 @@ int hx_daemon_stop(struct hx_daemon *d)
 {
 	if (d->pid <= 0)
 		return -ECHILD;
-	char why[64];
-	int status = 0;
 	hx_tls_stop(d);
 	kill(d->pid, SIGTERM);
+	return hx_daemon_wait_stopped(d);
+}
+
+int hx_daemon_wait_stopped(struct hx_daemon *d)
+{
+	if (d->pid <= 0)
+		return -ECHILD;
+	char why[64];
+	int status = 0;
+	hx_tls_stop(d); /* the proxies go with the daemon */
 	int ret = wait_exit(d->pid, HX_STOP_TIMEOUT_MS, &status);
 	if (ret == -ETIMEDOUT) {
-		fprintf(stderr, "harness: rdaxd (pid %d) still running %d ms after SIGTERM: killing it\n",
+		fprintf(stderr,
+			"harness: rdaxd (pid %d) still running %d ms after SIGTERM: killing it\n",
 			d->pid, HX_STOP_TIMEOUT_MS);
 		hx_daemon_dump_log(d, 8192);
 		kill(d->pid, SIGKILL);
@@ -651,21 +660,21 @@ int hx_run_argv(const char *const argv[], const void *in, size_t in_len, struct 
 		struct pollfd p[3];
 		int np = 0, iin = -1, iout = -1, ierr = -1;
 		if (in_fd >= 0) {
-			p[np] = (struct pollfd){ .fd = in_fd, .events = POLLOUT };
+			p[np] = (struct pollfd){.fd = in_fd, .events = POLLOUT};
 			iin = np++;
 		}
 		if (out_fd >= 0) {
-			p[np] = (struct pollfd){ .fd = out_fd, .events = POLLIN };
+			p[np] = (struct pollfd){.fd = out_fd, .events = POLLIN};
 			iout = np++;
 		}
 		if (err_fd >= 0) {
-			p[np] = (struct pollfd){ .fd = err_fd, .events = POLLIN };
+			p[np] = (struct pollfd){.fd = err_fd, .events = POLLIN};
 			ierr = np++;
 		}
 		int64_t left = deadline - hx_now_ms();
 		if (left <= 0) {
-			fprintf(stderr, "harness: %s did not finish in %d ms: killing it\n", argv[0],
-				HX_CLI_TIMEOUT_MS);
+			fprintf(stderr, "harness: %s did not finish in %d ms: killing it\n",
+				argv[0], HX_CLI_TIMEOUT_MS);
 			kill(pid, SIGKILL);
 			ret = -ETIMEDOUT;
 			break;

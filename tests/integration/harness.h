@@ -56,35 +56,35 @@
 
 /* Bounds; generous because ASan + UBSan on a shared 2-core machine is slow. */
 #define HX_READY_TIMEOUT_MS 60000
-#define HX_STOP_TIMEOUT_MS 60000
-#define HX_CLI_TIMEOUT_MS 120000
+#define HX_STOP_TIMEOUT_MS  60000
+#define HX_CLI_TIMEOUT_MS   120000
 
 struct hx_daemon_opts {
-	const char *ns_name;	  /* file in the directory; default "ns0" */
-	const char *ns_size;	  /* default "256M" */
-	const char *mode;	  /* "auto" (default) or "sim" */
-	const char *token_file;	  /* NULL: no token */
-	const char *flush_mode;	  /* NULL: the daemon's default */
-	const char *max_payload;  /* NULL: the daemon's default */
-	const char *faults;	  /* RDAX_FAULTS of the daemon, NULL: none */
-	const char *log_level;	  /* default "warn" */
-	unsigned threads;	  /* 0: 2 */
-	unsigned long cpu_mask;	  /* pin the daemon (all its threads) to these CPUs; 0: no pinning */
+	const char *ns_name;	 /* file in the directory; default "ns0" */
+	const char *ns_size;	 /* default "256M" */
+	const char *mode;	 /* "auto" (default) or "sim" */
+	const char *token_file;	 /* NULL: no token */
+	const char *flush_mode;	 /* NULL: the daemon's default */
+	const char *max_payload; /* NULL: the daemon's default */
+	const char *faults;	 /* RDAX_FAULTS of the daemon, NULL: none */
+	const char *log_level;	 /* default "warn" */
+	unsigned threads;	 /* 0: 2 */
+	unsigned long cpu_mask;	 /* pin the daemon (all its threads) to these CPUs; 0: no pinning */
 	const char *extra_args[8]; /* more flags, NULL-terminated */
 };
 
 struct hx_daemon {
-	pid_t pid;	  /* 0 when not running */
+	pid_t pid; /* 0 when not running */
 	int port;
-	char url[96];	  /* tcp://127.0.0.1:PORT, or rdma://ADDR:PORT (RDAX_IT_RDMA) */
+	char url[96]; /* tcp://127.0.0.1:PORT, or rdma://ADDR:PORT (RDAX_IT_RDMA) */
 	char dir[256];
 	char ns_path[320];
 	char log_path[320];
 	char token_file[320]; /* empty: none */
 	char ready_line[256];
-	int out_fd;	  /* the daemon's stdout (a pipe), -1 when closed */
-	bool devdax;	  /* ns_path is RDAX_IT_NS */
-	int exit_status;  /* wait status of the last exit, -1 if none */
+	int out_fd;	 /* the daemon's stdout (a pipe), -1 when closed */
+	bool devdax;	 /* ns_path is RDAX_IT_NS */
+	int exit_status; /* wait status of the last exit, -1 if none */
 	struct hx_daemon_opts opts;
 	char tls_psk[320];   /* RDAX_IT_TLS: the daemon's PSK file */
 	pid_t tls_proxy[2];  /* RDAX_IT_TLS: the proxies of tcp:// and nbd:// (0: none) */
@@ -133,6 +133,13 @@ int hx_daemon_restart(struct hx_daemon *d);
  */
 int hx_daemon_stop(struct hx_daemon *d);
 
+/*
+ * hx_daemon_wait_stopped -- wait for a daemon the test sent SIGTERM itself
+ * (a second SIGTERM during its shutdown would find the default action):
+ * returns as hx_daemon_stop.
+ */
+int hx_daemon_wait_stopped(struct hx_daemon *d);
+
 /* hx_daemon_kill -- SIGKILL (a power cut in sim mode) and reap; 0 or -errno */
 int hx_daemon_kill(struct hx_daemon *d);
 
@@ -146,10 +153,10 @@ void hx_daemon_dump_log(const struct hx_daemon *d, size_t max_bytes);
 int hx_write_file(const char *path, const void *data, size_t len);
 
 struct hx_run {
-	int status;	/* exit code; 128 + signal number if killed by a signal */
-	char *out;	/* stdout, NUL-terminated (malloc'd) */
+	int status; /* exit code; 128 + signal number if killed by a signal */
+	char *out;  /* stdout, NUL-terminated (malloc'd) */
 	size_t out_len;
-	char *err;	/* stderr, NUL-terminated (malloc'd) */
+	char *err; /* stderr, NUL-terminated (malloc'd) */
 	size_t err_len;
 };
 
@@ -169,7 +176,7 @@ int hx_run_argv(const char *const argv[], const void *in, size_t in_len, struct 
  * is passed. Returns as hx_run_argv.
  */
 int hx_cli(const struct hx_daemon *d, const void *in, size_t in_len, struct hx_run *r, ...)
-	__attribute__((sentinel));
+    __attribute__((sentinel));
 
 /* hx_cli_tok -- hx_cli with an explicit token file (NULL: none) instead of the daemon's */
 int hx_cli_tok(const struct hx_daemon *d, const char *token_file, const void *in, size_t in_len,

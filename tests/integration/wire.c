@@ -2,6 +2,7 @@
 /* wire.c -- a raw rdax protocol client for tests */
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,8 +34,7 @@ static int rdma_wait(struct wconn *c, int64_t deadline, bool want_input)
 	if (ret < 0)
 		return ret;
 	/* something happened (credits, bytes, a disconnect): let the caller look */
-	if (ret > 0 || (want_input && rdma_tp_has_input(c->tp)) ||
-	    rdma_tp_arm(c->tp, NULL, NULL))
+	if (ret > 0 || (want_input && rdma_tp_has_input(c->tp)) || rdma_tp_arm(c->tp, NULL, NULL))
 		return 0;
 	struct pollfd p[2];
 	rdma_tp_pollfds(c->tp, p);
@@ -64,6 +64,11 @@ static ssize_t rdma_send(struct wconn *c, const void *buf, size_t len, int timeo
 
 int wire_connect(struct wconn *c, int port)
 {
+	return wire_connect_from(c, port, NULL);
+}
+
+int wire_connect_from(struct wconn *c, int port, const char *src)
+{
 	memset(c, 0, sizeof(*c));
 	c->next_id = 1;
 	c->fd = -1;
@@ -79,9 +84,19 @@ int wire_connect(struct wconn *c, int port)
 	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0)
 		return -errno;
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (src) {
+		struct sockaddr_in b = {.sin_family = AF_INET};
+		if (inet_pton(AF_INET, src, &b.sin_addr) != 1 ||
+		    bind(c->fd, (struct sockaddr *)&b, sizeof(b)) < 0) {
+			int ret = -errno;
+			close(c->fd);
+			c->fd = -1;
+			return ret ? ret : -EINVAL;
+		}
+	}
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	if (connect(c->fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		int ret = -errno;
 		close(c->fd);
@@ -105,7 +120,7 @@ void wire_close(struct wconn *c)
 static int wait_fd(int fd, short events)
 {
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = events };
+		struct pollfd p = {.fd = fd, .events = events};
 		int r = poll(&p, 1, WIRE_TIMEOUT_MS);
 		if (r < 0 && errno == EINTR)
 			continue;
@@ -197,15 +212,15 @@ static int recv_all(struct wconn *c, void *buf, size_t len)
 	return 0;
 }
 
-int wire_send_frame(struct wconn *c, uint16_t type, uint64_t id, const void *body,
-		    size_t body_len, const void *payload, uint32_t payload_len)
+int wire_send_frame(struct wconn *c, uint16_t type, uint64_t id, const void *body, size_t body_len,
+		    const void *payload, uint32_t payload_len)
 {
-	struct frame_header h = { .magic = FRAME_MAGIC,
-				  .version = FRAME_VERSION,
-				  .type = type,
-				  .request_id = id,
-				  .body_len = (uint32_t)body_len,
-				  .payload_len = payload_len };
+	struct frame_header h = {.magic = FRAME_MAGIC,
+				 .version = FRAME_VERSION,
+				 .type = type,
+				 .request_id = id,
+				 .body_len = (uint32_t)body_len,
+				 .payload_len = payload_len};
 	uint8_t hb[FRAME_HEADER_SIZE];
 	frame_header_encode(&h, hb);
 	int ret = wire_send_all(c, hb, sizeof(hb));
@@ -424,8 +439,8 @@ int wire_connect_direct(struct wconn *c, int port)
 		return -EPROTONOSUPPORT;
 	char ps[16], err[256];
 	snprintf(ps, sizeof(ps), "%d", port);
-	int ret = rdma_tp_connect(hx_rdma_addr(), ps, WIRE_TIMEOUT_MS, 1U << 20, &c->tp,
-				  err, sizeof(err));
+	int ret = rdma_tp_connect(hx_rdma_addr(), ps, WIRE_TIMEOUT_MS, 1U << 20, &c->tp, err,
+				  sizeof(err));
 	if (ret)
 		fprintf(stderr, "wire: %s\n", err);
 	return ret;
@@ -441,8 +456,7 @@ int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct
 		return ret;
 	Rdax__VolumeOpenReply *o = rdax__volume_open_reply__unpack(NULL, r.h.body_len, r.body);
 	wreply_free(&r);
-	if (!o || !o->has_handle || !o->has_remote_addr || !o->has_rkey ||
-	    !o->has_imm_volume_id) {
+	if (!o || !o->has_handle || !o->has_remote_addr || !o->has_rkey || !o->has_imm_volume_id) {
 		if (o)
 			rdax__volume_open_reply__free_unpacked(o, NULL);
 		return -EBADMSG;

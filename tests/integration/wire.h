@@ -49,6 +49,12 @@ struct wreply {
 /* wire_connect -- TCP connection to 127.0.0.1:@port (RDMA: to RDAX_IT_RDMA:@port); 0 or -errno */
 int wire_connect(struct wconn *c, int port);
 
+/*
+ * wire_connect_from -- wire_connect from the loopback address @src
+ * ("127.0.0.2"; NULL: any), so a test can be several peers. TCP only.
+ */
+int wire_connect_from(struct wconn *c, int port, const char *src);
+
 /* wire_close -- close (accepts a closed connection) */
 void wire_close(struct wconn *c);
 
@@ -68,8 +74,8 @@ ssize_t wire_send_some(struct wconn *c, const void *buf, size_t len, int timeout
  * (@payload may be NULL with @payload_len > 0: then only the header
  * announces it). 0 or -errno.
  */
-int wire_send_frame(struct wconn *c, uint16_t type, uint64_t id, const void *body,
-		    size_t body_len, const void *payload, uint32_t payload_len);
+int wire_send_frame(struct wconn *c, uint16_t type, uint64_t id, const void *body, size_t body_len,
+		    const void *payload, uint32_t payload_len);
 
 /* wire_recv -- one reply frame (body and payload read whole); 0, -EPIPE, -ETIMEDOUT, -EBADMSG */
 int wire_recv(struct wconn *c, struct wreply *r);

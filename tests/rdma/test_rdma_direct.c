@@ -14,6 +14,10 @@
  * failure comes from the isolation and not from a broken path. A closed
  * handle and a disconnected client lose their access the same way.
  *
+ * Limits over RDMA: a connection request over --max-connections is
+ * rejected with the reason (not just "refused"), and the handshake and
+ * request time limits end connections as they do over sockets.
+ *
  * After every test the daemon is stopped (exit 0 is required: ASan's leak
  * check runs at exit) and its log must not report lost receive or send
  * buffers.
@@ -296,8 +300,8 @@ static void credits__client_beyond_its_window_is_closed(void **state)
 	int ret = 0;
 	unsigned sent = 0;
 	/* far more than any window: the daemon grants at most its window per reply it can send */
-	while (sent < 4000 && (ret = wire_send_frame(&a, FRAME_STAT, sent + 1, body, blen, NULL,
-						     0)) == 0)
+	while (sent < 4000 &&
+	       (ret = wire_send_frame(&a, FRAME_STAT, sent + 1, body, blen, NULL, 0)) == 0)
 		sent++;
 	fprintf(stderr, "sent %u messages, credits ignored, before the connection failed (%d)\n",
 		sent, ret);
@@ -577,6 +581,87 @@ static void notice__gone_clients_completed_writes_are_marked(void **state)
 	assert_int_equal(rdax_disconnect(&c), 0);
 }
 
+/* setup_limits -- a fresh daemon with small connection and time limits */
+static int setup_limits(void **state)
+{
+	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
+		return -1;
+	struct hx_daemon_opts o = {.ns_size = "64M",
+				   .threads = 2,
+				   .log_level =
+				       "info", /* refusals and time limits are logged at info */
+				   .extra_args = {"--max-connections", "3", "--handshake-timeout",
+						  "3", "--request-timeout", "3", NULL}};
+	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+}
+
+/*
+ * limits__over_the_cap_is_refused_with_the_reason -- at --max-connections,
+ * a connection request is rejected with the reason in the rejection
+ * (librdax: EUSERS, "refused by the daemon: too many connections"), the
+ * connections before are served, and a slot given back is taken again
+ */
+static void limits__over_the_cap_is_refused_with_the_reason(void **state)
+{
+	struct wconn c[3], x;
+	uint32_t h;
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(wire_connect(&c[i], T.d.port), 0);
+		assert_int_equal(wire_hello(&c[i], NULL, 0), 0);
+	}
+	assert_int_equal(wire_connect(&x, T.d.port), -EUSERS);
+	wire_close(&x);
+	assert_true(log_has("too many connections"));
+	/* the reason reaches librdax's caller too */
+	struct rdax_conn *rc = NULL;
+	assert_int_equal(rdax_connect(T.d.url, NULL, &rc), -EUSERS);
+	assert_null(rc);
+	/* those connected before are served */
+	assert_int_equal(wire_create(&c[0], "v", VOL_SIZE), 0);
+	assert_int_equal(wire_open(&c[1], "v", &h, NULL), 0);
+	assert_int_equal(wire_write(&c[1], h, 0, "abc", 3, true), 0);
+	/* one leaves: its slot comes back once its connection is torn down */
+	wire_close(&c[2]);
+	int ret = -EUSERS;
+	for (int i = 0; i < 100 && ret == -EUSERS; i++) {
+		usleep(100 * 1000);
+		ret = wire_connect(&x, T.d.port);
+		if (ret == 0)
+			assert_int_equal(wire_hello(&x, NULL, 0), 0);
+		else
+			wire_close(&x);
+	}
+	assert_int_equal(ret, 0);
+	wire_close(&x);
+	wire_close(&c[0]);
+	wire_close(&c[1]);
+}
+
+/*
+ * limits__time_limits_over_rdma -- a connection that never says HELLO is
+ * ended at the handshake limit, one whose frame header stops half way at
+ * the request limit; one that said HELLO outlives both and is served
+ */
+static void limits__time_limits_over_rdma(void **state)
+{
+	struct wconn silent, cut, ok;
+	assert_int_equal(wire_connect(&silent, T.d.port), 0);
+	assert_int_equal(wire_connect(&cut, T.d.port), 0);
+	assert_int_equal(wire_hello(&cut, NULL, 0), 0);
+	assert_int_equal(wire_connect(&ok, T.d.port), 0);
+	assert_int_equal(wire_hello(&ok, NULL, 0), 0);
+	uint8_t half[10] = {0};
+	assert_int_equal(wire_send_all(&cut, half, sizeof(half)), 0);
+	assert_true(wire_eof(&silent));
+	assert_true(wire_eof(&cut));
+	assert_true(log_has("handshake timeout"));
+	assert_true(log_has("request timeout"));
+	assert_int_equal(wire_create(&ok, "still", VOL_SIZE), 0);
+	wire_close(&silent);
+	wire_close(&cut);
+	wire_close(&ok);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "--writer") == 0)
@@ -600,11 +685,13 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
 	    cmocka_unit_test_setup_teardown(notice__gone_clients_completed_writes_are_marked, setup,
 					    teardown),
-	    cmocka_unit_test_setup_teardown(hello__reports_the_persistence_method, setup,
-					    teardown),
+	    cmocka_unit_test_setup_teardown(hello__reports_the_persistence_method, setup, teardown),
 	    cmocka_unit_test_setup_teardown(credits__client_beyond_its_window_is_closed, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(busy_poll__same_results, setup, teardown),
+	    cmocka_unit_test_setup_teardown(limits__over_the_cap_is_refused_with_the_reason,
+					    setup_limits, teardown),
+	    cmocka_unit_test_setup_teardown(limits__time_limits_over_rdma, setup_limits, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

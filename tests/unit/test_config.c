@@ -374,6 +374,77 @@ static void config_finish__defaults(void **state)
 	unsetenv("RDAX_DATA_DIR");
 }
 
+/* The connection limits: defaults, flags, file keys, and combinations refused */
+static void config__connection_limits(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	setenv("RDAX_DATA_DIR", "/srv/rdax-test", 1);
+	assert_int_equal(parse(&c, err, NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.handshake_timeout, 10);
+	assert_int_equal(c.request_timeout, 30);
+	assert_int_equal(c.idle_timeout, 0);
+	assert_int_equal(c.keepalive, 60);
+	assert_int_equal(c.max_connections, 1024);
+	assert_int_equal(c.max_connections_per_peer, 512);
+	assert_int_equal(c.max_reply_memory, 256ULL << 20);
+	config_free(&c);
+	/* a small total: the per-peer default follows it */
+	assert_int_equal(parse(&c, err, "--max-connections", "100", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.max_connections_per_peer, 100);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--handshake-timeout", "0", "--request-timeout", "5",
+			       "--idle-timeout", "3600", "--keepalive", "0", "--max-connections",
+			       "20", "--max-connections-per-peer", "4", "--max-reply-memory", "0",
+			       NULL),
+			 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.handshake_timeout, 0);
+	assert_int_equal(c.request_timeout, 5);
+	assert_int_equal(c.idle_timeout, 3600);
+	assert_int_equal(c.keepalive, 0);
+	assert_int_equal(c.max_connections, 20);
+	assert_int_equal(c.max_connections_per_peer, 4);
+	assert_int_equal(c.max_reply_memory, 0);
+	config_free(&c);
+	/* the same as config-file keys */
+	static const char text[] = "max_connections = 30\nmax-connections-per-peer = 3\n"
+				   "request-timeout = 7\nkeepalive = 120\nmax-reply-memory = 64M\n";
+	const char *path = write_file("limits.conf", text, sizeof(text) - 1);
+	assert_int_equal(parse(&c, err, "--config", path, NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	assert_int_equal(c.max_connections, 30);
+	assert_int_equal(c.max_connections_per_peer, 3);
+	assert_int_equal(c.request_timeout, 7);
+	assert_int_equal(c.keepalive, 120);
+	assert_int_equal(c.max_reply_memory, 64ULL << 20);
+	config_free(&c);
+	/* refused, with the reason */
+	assert_int_equal(parse(&c, err, "--max-reply-memory", "4K", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--max-reply-memory '4K'"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--max-reply-memory", "lots", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--max-connections", "0", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--max-connections '0'"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--handshake-timeout", "86401", NULL), -EINVAL);
+	assert_non_null(strstr(err, "seconds from 0 (none) to 86400"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--keepalive", "40000", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--idle-timeout", "-1", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(
+	    parse(&c, err, "--max-connections", "10", "--max-connections-per-peer", "11", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "exceeds --max-connections"));
+	config_free(&c);
+	unsetenv("RDAX_DATA_DIR");
+}
+
 static void config_default_datadir__order(void **state)
 {
 	char *dir;
@@ -583,6 +654,7 @@ int main(void)
 	    cmocka_unit_test(config_load_file__errors_name_the_line),
 	    cmocka_unit_test(config_parse_args__flags_add_to_and_override_file),
 	    cmocka_unit_test(config_finish__defaults),
+	    cmocka_unit_test(config__connection_limits),
 	    cmocka_unit_test(config_default_datadir__order),
 	    cmocka_unit_test(config_finish__format_combinations),
 	    cmocka_unit_test(config_persistence_testing__keys),

@@ -443,6 +443,74 @@ static void dispatch_request__create_checks(void **state)
 	done(f->s, &out);
 }
 
+/* raw_named -- dispatch a request whose field 1 is @name_len raw bytes (NULs allowed) */
+static void raw_named(struct fixture *f, uint16_t type, const char *name, size_t name_len,
+		      uint64_t size, struct dispatch_out *out)
+{
+	uint8_t body[128];
+	size_t n = 0;
+	body[n++] = 0x0a; /* field 1, length-delimited */
+	body[n++] = (uint8_t)name_len;
+	memcpy(body + n, name, name_len);
+	n += name_len;
+	if (size) {
+		body[n++] = 0x10; /* field 2, varint */
+		uint64_t v = size;
+		while (v >= 0x80) {
+			body[n++] = (uint8_t)(v | 0x80);
+			v >>= 7;
+		}
+		body[n++] = (uint8_t)v;
+	}
+	struct frame_header h = {
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = type,
+	    .request_id = f->next_id++,
+	    .body_len = (uint32_t)n,
+	};
+	dispatch_request(&f->env, f->s, &h, body, out);
+}
+
+/*
+ * A name with a NUL byte on the wire is refused, never cut at the NUL:
+ * "v\0/../x" must not create "v", "v\0anything" must not delete or open "v".
+ */
+static void dispatch_request__name_with_nul_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct dispatch_out out;
+	hello(f, f->s);
+
+	static const char evil[] = "v\0/../x";
+	raw_named(f, FRAME_VOLUME_CREATE, evil, sizeof(evil) - 1, VOL_SIZE, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	Rdax__VolumeInfoRequest im = RDAX__VOLUME_INFO_REQUEST__INIT;
+	im.name = "v";
+	request(f, f->s, FRAME_VOLUME_INFO, &im.base, 0, &out);
+	finish_job(f, f->s, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -ENOENT); /* nothing was created */
+
+	create(f, "v", VOL_SIZE, 0);
+	static const char del[] = "v\0anything";
+	raw_named(f, FRAME_VOLUME_DELETE, del, sizeof(del) - 1, 0, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	raw_named(f, FRAME_VOLUME_OPEN, del, sizeof(del) - 1, 0, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	raw_named(f, FRAME_VOLUME_INFO, del, sizeof(del) - 1, 0, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	request(f, f->s, FRAME_VOLUME_INFO, &im.base, 0, &out);
+	finish_job(f, f->s, &out);
+	expect(f->s, &out, DISPATCH_REPLY, 0); /* "v" is still there */
+
+	/* the same bytes without the NUL are an ordinary (refused) name */
+	raw_named(f, FRAME_VOLUME_DELETE, "v/x", 3, 0, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	raw_named(f, FRAME_VOLUME_DELETE, "v", 1, 0, &out);
+	finish_job(f, f->s, &out);
+	expect(f->s, &out, DISPATCH_REPLY, 0);
+}
+
 static void delete_req(struct fixture *f, const char *name, int code)
 {
 	Rdax__VolumeDeleteRequest m = RDAX__VOLUME_DELETE_REQUEST__INIT;
@@ -882,6 +950,8 @@ int main(void)
 	    cmocka_unit_test(dispatch_token_equal__cases),
 	    cmocka_unit_test_setup_teardown(dispatch_request__undecodable_body, setup, teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__create_checks, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__name_with_nul_is_refused, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__delete_open_volume_is_busy, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__unknown_handle, setup, teardown),

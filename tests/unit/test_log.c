@@ -66,11 +66,53 @@ static void log_record__below_the_level_writes_nothing(void **state)
 	assert_memory_equal(buf, "<4>warn ", 8);
 }
 
+/*
+ * A client's records pass LOG_PEER_BURST times per window, per address
+ * (the port does not count); the ones held back are counted into the next
+ * that passes; another address is not held back by the first one's.
+ */
+static void log_peer_pass__burst_per_address(void **state)
+{
+	unsigned held = 99, passed = 0;
+	for (unsigned i = 0; i < 3 * LOG_PEER_BURST; i++) {
+		char peer[64];
+		snprintf(peer, sizeof(peer), "192.0.2.7:%u", 40000 + i); /* a new port each time */
+		passed += log_peer_pass(peer, &held) != 0;
+	}
+	assert_int_equal(passed, LOG_PEER_BURST);
+	/* another address, IPv6 and a unix socket's name: their own windows */
+	assert_true(log_peer_pass("[2001:db8::1]:5000", &held));
+	assert_int_equal(held, 0);
+	assert_true(log_peer_pass("nbd+unix#3", &held));
+	assert_true(log_peer_pass("nbd+unix#4", &held)); /* the same socket file's peers */
+	for (unsigned i = 2; i < LOG_PEER_BURST; i++)
+		assert_true(log_peer_pass("nbd+unix#9", &held));
+	assert_false(log_peer_pass("nbd+unix#10", &held));
+
+	/* the record that passes says how many were held back */
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	int saved = dup(STDERR_FILENO);
+	assert_true(dup2(p[1], STDERR_FILENO) >= 0);
+	log_set_level(LOG_LEVEL_INFO);
+	log_peer_record(LOG_LEVEL_INFO, __FILE__, __LINE__, __func__, 20, "refused %d", 7);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(p[1]);
+	char buf[512];
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	buf[n > 0 ? n : 0] = '\0';
+	assert_non_null(strstr(buf, "<6>info "));
+	assert_non_null(strstr(buf, "refused 7 (and 20 records about this address held back"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(log_record__syslog_priority_prefix),
 	    cmocka_unit_test(log_record__below_the_level_writes_nothing),
+	    cmocka_unit_test(log_peer_pass__burst_per_address),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,6 +97,12 @@ expect(errno.EINVAL, h.pwrite, b"x" * 4096, 0, nbd.CMD_FLAG_NO_HOLE)
 expect(errno.EINVAL, h.zero, 4096, 0, nbd.CMD_FLAG_FAST_ZERO)
 if not structured:
     expect(errno.EINVAL, h.pread_structured, 4096, 0, lambda *a: 0, nbd.CMD_FLAG_DF)
+# refused WRITEs whose payload is still being sent when the server decides:
+# the error must come after the payload, or libnbd finds no request to
+# match it to ("no matching cookie") and drops the connection
+expect(errno.EINVAL, h.pwrite, b"x" * (32 * MiB + 1), 0)
+expect(errno.ENOSPC, h.pwrite, b"x" * (8 * MiB), size - 4 * MiB)
+expect(errno.EINVAL, h.pwrite, b"x" * (8 * MiB), 0, nbd.CMD_FLAG_NO_HOLE)
 
 # and the connection still works
 buf = os.urandom(4096)
