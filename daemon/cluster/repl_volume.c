@@ -18,13 +18,14 @@
 
 struct member {
 	char node[CLUSTER_NAME_MAX + 1];
-	char url[CLUSTER_URL_MAX + 1];
+	char url[CLUSTER_URL_MAX + 1];	   /* where its link goes */
+	char alt_url[CLUSTER_URL_MAX + 1]; /* and where else ("" none): TCP behind RDMA */
 	struct replica_link *link;
 	enum repl_member_state state;
 	uint64_t *last_fwd;  /* per region: sequence of the last write forwarded */
 	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
-	struct repl_wait_part *held; /* waits that need this member's removal */
-	int slot;		     /* its change-record slot while away, -1: none */
+	struct repl_wait_part *held;		/* waits that need this member's removal */
+	int slot;				/* its change-record slot while away, -1: none */
 	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
 	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
 	struct repl_volume *rv;
@@ -166,6 +167,28 @@ static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
 				  .arg = m};
 }
 
+/*
+ * link_start -- a link to member @m: at @url, or at @alt ("" or NULL: none)
+ * if that one cannot be made (an RDMA link falls back to TCP, said in the
+ * log and in the link's transport). 0, or the first URL's error in @err.
+ */
+static int link_start(struct repl_volume *rv, struct member *m, const char *url, const char *alt,
+		      struct replica_link **out, char *err, size_t errlen)
+{
+	struct rlink_opts lo;
+	link_opts(rv, m, url, &lo);
+	int ret = rlink_start(&lo, out, err, errlen);
+	if (ret == 0 || !alt || !alt[0])
+		return ret;
+	char why[512];
+	link_opts(rv, m, alt, &lo);
+	if (rlink_start(&lo, out, why, sizeof(why)) != 0)
+		return ret;
+	LOG_WARN("volume %s: replica %s: %s; linked over %s instead", rv->volume, m->node, err,
+		 alt);
+	return 0;
+}
+
 int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
 	       struct repl_volume **out)
 {
@@ -185,6 +208,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 		struct member *m = &rv->m[i];
 		snprintf(m->node, sizeof(m->node), "%s", members[i].node);
 		snprintf(m->url, sizeof(m->url), "%s", members[i].url);
+		snprintf(m->alt_url, sizeof(m->alt_url), "%s",
+			 members[i].alt_url ? members[i].alt_url : "");
 		m->rv = rv;
 		m->index = i;
 		m->slot = -1;
@@ -200,10 +225,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->n = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = &rv->m[i];
-		struct rlink_opts lo;
-		link_opts(rv, m, m->url, &lo);
 		char err[512];
-		if (rlink_start(&lo, &m->link, err, sizeof(err)) == 0)
+		if (link_start(rv, m, m->url, m->alt_url, &m->link, err, sizeof(err)) == 0)
 			continue;
 		LOG_WARN("volume %s: no link to replica %s: %s", rv->volume, m->node, err);
 		pthread_mutex_lock(&rv->lock);
@@ -438,6 +461,15 @@ struct digest_peer {
 	bool batch_valid;
 };
 
+/*
+ * member_digest_url -- where digests are asked: a request and its answer,
+ * so the TCP address where the link is RDMA (nothing one-sided to gain)
+ */
+static const char *member_digest_url(const struct member *m)
+{
+	return m->alt_url[0] ? m->alt_url : m->url;
+}
+
 /* digest_peer_open -- the member's copy, opened as this primary's link for digests */
 static void digest_peer_open(struct repl_volume *rv, const char *url, struct digest_peer *dp)
 {
@@ -575,7 +607,7 @@ static void sync_done(struct rlink_waiter *w, int status)
 	completion_complete(&((struct sync_wait *)w)->c, status);
 }
 
-int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+int repl_resync(struct repl_volume *rv, const char *node, const char *url, const char *alt_url,
 		int (*grow)(void *arg, const char *node), void *arg, struct repl_resync_result *res)
 {
 	struct member *m = NULL;
@@ -589,11 +621,9 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	if (!removed)
 		return -EINVAL;
 	rlink_stop(&m->link); /* the failed one: its thread is over */
-	struct rlink_opts lo;
-	link_opts(rv, m, url, &lo);
 	char err[512];
 	struct replica_link *l;
-	int ret = rlink_start(&lo, &l, err, sizeof(err));
+	int ret = link_start(rv, m, url, alt_url, &l, err, sizeof(err));
 	if (ret) {
 		LOG_WARN("volume %s: resync of %s: %s", rv->volume, node, err);
 		return ret;
@@ -601,6 +631,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	int slot = rv->o.rec ? change_record_slot_find(rv->o.rec, node) : -ENOENT;
 	pthread_mutex_lock(&rv->lock);
 	snprintf(m->url, sizeof(m->url), "%s", url);
+	snprintf(m->alt_url, sizeof(m->alt_url), "%s", alt_url ? alt_url : "");
 	m->link = l;
 	memset(m->last_fwd, 0, rv->nregions * sizeof(uint64_t));
 	memset(m->confirmed, 0, rv->nregions * sizeof(uint64_t));
@@ -618,7 +649,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	m->rs_total = m->rs_left = total;
 	pthread_mutex_unlock(&rv->lock);
 	struct digest_peer dp;
-	digest_peer_open(rv, url, &dp);
+	digest_peer_open(rv, member_digest_url(m), &dp);
 	for (uint64_t r = 0; r < rv->nregions; r++) {
 		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
 			continue;
@@ -682,7 +713,7 @@ int repl_reconcile(struct repl_volume *rv)
 		if (!live)
 			continue;
 		struct digest_peer dp;
-		digest_peer_open(rv, m->url, &dp);
+		digest_peer_open(rv, member_digest_url(m), &dp);
 		uint64_t shipped = 0;
 		for (uint64_t r = 0; r < rv->nregions; r++) {
 			if (r % DIGEST_BATCH == 0)

@@ -68,7 +68,8 @@ struct repl_wait {
 
 struct repl_member_spec {
 	const char *node; /* its name (the ISR's spelling) */
-	const char *url;  /* where its rdaxd is */
+	const char *url;  /* where its rdaxd is: rdma:// where both nodes have RDMA, else tcp:// */
+	const char *alt_url; /* tried when a link to @url cannot be made (NULL: none) */
 };
 
 struct repl_opts {
@@ -153,18 +154,18 @@ struct repl_resync_result {
 };
 
 /*
- * repl_resync -- bring back @node (REMOVED), whose rdaxd is at @url: a new
- * link; from then on live writes are forwarded to it and every fsync waits
- * for it as for an ISR member (stronger than needed, so safe); the regions
- * its change-record slot marks (every region without a record) are shipped
- * from the mapping in the link's order, so the last send of a byte carries
- * its newest value; an fsync of the whole volume behind them; then
+ * repl_resync -- bring back @node (REMOVED), whose rdaxd is at @url (or
+ * @alt_url, NULL: none, if no link to @url can be made): a new link; from then on live writes are
+ * forwarded to it and every fsync waits for it as for an ISR member (stronger than needed, so
+ * safe); the regions its change-record slot marks (every region without a record) are shipped from
+ * the mapping in the link's order, so the last send of a byte carries its newest value; an fsync of
+ * the whole volume behind them; then
  * @grow(@arg, @node) must put it back in etcd's ISR (cluster_isr_change),
  * after which it is LIVE and its slot is closed. Blocks until done.
  * Returns 0, or a negative code (the member is REMOVED again; its record
  * is kept). Context: the owner's thread, not a link's.
  */
-int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+int repl_resync(struct repl_volume *rv, const char *node, const char *url, const char *alt_url,
 		int (*grow)(void *arg, const char *node), void *arg,
 		struct repl_resync_result *res);
 

@@ -15,7 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../client/conn.h" /* librdax's own: a failed link's socket is aborted */
+#include "../../client/conn.h"		 /* librdax's own: a failed link's socket is aborted */
+#include "../../client/transport_rdma.h" /* ... and its queue pair */
 #include "errors.h"
 #include "librdax.h"
 #include "log.h"
@@ -79,9 +80,15 @@ static void finish(struct rlink_op *op, int status)
  * on the replica after a resync's newer bytes over a new link. The socket is
  * replaced by a fresh unconnected one under the same descriptor (dup2), so
  * librdax's later calls on it fail instead of touching a reused descriptor.
+ * Over RDMA the queue pair goes to the error state: what was posted and not
+ * yet sent is flushed, never retransmitted later (rdma_tp_abort).
  */
 static void abort_socket(struct replica_link *l)
 {
+	if (l->conn && l->conn->rdma) {
+		rdma_tp_abort(l->conn->rdma);
+		return;
+	}
 	int fd = l->conn ? l->conn->fd : -1;
 	if (fd < 0)
 		return;
@@ -458,6 +465,15 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 		link_free(l);
 		return ret;
 	}
+	if (l->conn->rdma && !l->vol->direct) {
+		/* an RDMA link is one-sided writes; a replica that gives no window is refused */
+		rdax_seterr(err, errlen, "open %s on %s: no direct access over rdma://", o->volume,
+			    o->url);
+		link_free(l);
+		return -EOPNOTSUPP;
+	}
+	snprintf(l->stats.transport, sizeof(l->stats.transport), "%s",
+		 l->conn->rdma ? "rdma" : "tcp");
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

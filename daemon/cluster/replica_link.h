@@ -5,7 +5,12 @@
  * One link per (volume, replica): a connection to the replica node's
  * rdaxd, speaking the ordinary rdax protocol through librdax's pipelined
  * calls (rdax_submit_write / _fsync, rdax_wait_completions), on a thread of
- * its own. The primary hands it, in order:
+ * its own. Over rdma:// (where both nodes have RDMA, docs/cluster.md "RDMA
+ * links") the replica gives the link's handle direct access, as it does any
+ * RDMA client's: every forwarded write is a one-sided RDMA WRITE_WITH_IMM
+ * into the replica's volume (librdax's transport_rdma), and the FSYNC
+ * behind it travels on the same queue pair, so it covers the writes as
+ * over TCP. The primary hands it, in order:
  *
  *   rlink_forward(off, len)  a write that was applied to the primary's
  *                            mapping; the bytes are read from the mapping
@@ -21,7 +26,9 @@
  * A link fails -- once, for good -- when the connection breaks, a request
  * fails, or a request has had no answer for the timeout (a stalled replica):
  * its connection is reset at once (what the kernel still held to send is
- * dropped, so no old write reaches the replica after a newer link's), then
+ * dropped, so no old write reaches the replica after a newer link's; over
+ * RDMA the queue pair is moved to the error state, which flushes what was
+ * posted and not yet sent), then
  * on_fail(arg, code, why) runs and every waiter completes with the error
  * (link thread). Nothing queued later is sent. The caller decides what
  * a failure means (docs/cluster.md, "Losing a replica": the replica leaves
@@ -71,6 +78,7 @@ struct rlink_stats {
 	uint64_t writes, write_bytes, fsyncs;
 	bool failed;
 	int code;
+	char transport[8]; /* "tcp", or "rdma" (one-sided writes) */
 };
 
 /*

@@ -1519,7 +1519,7 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	}
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
-		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);
+		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, g, epoch, &d);
 		if (ret) {
 			char m[STATUS_MSG_MAX];
 			struct volume *closed = NULL;

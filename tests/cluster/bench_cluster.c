@@ -275,7 +275,7 @@ static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 	struct repl_member_spec m[3];
 	static const char *names[] = {"n2", "n3", "n4"};
 	for (unsigned i = 0; i < k; i++)
-		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url};
+		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url, NULL};
 	struct repl_opts o = {.volume = "bench", .mapping = mapping, .size = VOL_SIZE, .epoch = 1};
 	struct repl_volume *rv;
 	*p50 = *mibs = 0;
