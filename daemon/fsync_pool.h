@@ -32,8 +32,8 @@
 struct fsync_task {
 	struct fsync_task *next;
 	void (*run)(struct fsync_task *t); /* pool thread; may block */
-	struct worker *owner;		   /* where done is posted; NULL: nowhere */
-	struct worker_msg done;		   /* posted to owner after run */
+	struct worker *owner;	/* where done is posted; NULL: nowhere (read before run) */
+	struct worker_msg done; /* posted to owner after run */
 };
 
 struct fsync_pool {

@@ -3,7 +3,9 @@
 #include "vol_op.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "metrics.h"
 #include "namespace.h"
@@ -15,13 +17,14 @@ enum flush_mode vol_op_flush_mode(enum flush_mode configured, bool hammer)
 	return hammer || configured == FLUSH_HAMMER ? FLUSH_HAMMER : FLUSH_DEFAULT;
 }
 
-bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+/*
+ * local_try_inline -- the inline rule (vol_op.h) for the local write-back
+ * and fence alone, and the fsync if it takes it; true if it ran
+ */
+static bool local_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
 			     int *code, uint64_t *written_back)
 {
 	if (!v || !v->ns || len == 0 || len > VOL_OP_INLINE_MAX)
-		return false;
-	/* a replicated volume's fsync waits for its replicas: never on the loop */
-	if (repl_registry_get(v))
 		return false;
 	if (mode == FLUSH_HAMMER)
 		return false;
@@ -32,16 +35,30 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 	/* msync writes back to a disk: it may block for milliseconds */
 	if (v->ns->persist.method == PERSIST_METHOD_MSYNC)
 		return false;
-	uint64_t t0 = metrics_now_ns();
 	uint64_t wb = 0;
 	int ret = fsync_range_try(v, off, len, mode, &wb);
 	if (ret == -EBUSY)
 		return false; /* another fsync of the volume runs: the pool waits for it */
-	if (ret == 0)
-		metrics_fsync(metrics_now_ns() - t0, wb);
 	if (written_back)
 		*written_back = wb;
 	*code = ret;
+	return true;
+}
+
+bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+			     int *code, uint64_t *written_back)
+{
+	/* a replicated volume's fsync waits for its replicas: vol_op_start's own way */
+	if (!v || repl_registry_get(v))
+		return false;
+	uint64_t t0 = metrics_now_ns();
+	uint64_t wb = 0;
+	if (!local_try_inline(v, off, len, mode, code, &wb))
+		return false;
+	if (*code == 0)
+		metrics_fsync(metrics_now_ns() - t0, wb);
+	if (written_back)
+		*written_back = wb;
 	return true;
 }
 
@@ -114,9 +131,94 @@ static void op_task_run(struct fsync_task *t)
 	vol_op_run((struct vol_op *)((char *)t - offsetof(struct vol_op, task)));
 }
 
+/*
+ * A replicated volume's fsync in flight (vol_op.h): the replicas' wait
+ * (first: repl_wait's done gives it back) and the two results. The local
+ * part and the replicas' end on any thread (the loop, a pool thread, the
+ * links' home worker); the last of the two posts the completion.
+ */
+struct repl_op {
+	struct repl_wait w;
+	struct vol_op *op;
+	struct worker *owner;
+	atomic_uint parts; /* of 2 (local, replicas) still running */
+	int local, remote;
+	uint64_t t0;
+};
+
+/* repl_op_part_done -- one part ended; the last one completes the op */
+static void repl_op_part_done(struct repl_op *x)
+{
+	if (atomic_fetch_sub(&x->parts, 1) != 1)
+		return;
+	struct vol_op *op = x->op;
+	struct worker *owner = x->owner;
+	op->code = x->local ? x->local : x->remote;
+	if (op->code == 0)
+		metrics_fsync(metrics_now_ns() - x->t0, op->written_back);
+	op->repl = NULL;
+	free(x);
+	worker_post(owner, &op->task.done);
+}
+
+/* repl_op_replicas_done -- every ISR member confirmed (or left the ISR), or -EIO */
+static void repl_op_replicas_done(struct repl_wait *w, int status)
+{
+	struct repl_op *x = (struct repl_op *)w;
+	x->remote = status;
+	repl_op_part_done(x);
+}
+
+/* repl_op_local_run -- the local part in the pool (it did not run inline) */
+static void repl_op_local_run(struct fsync_task *t)
+{
+	struct vol_op *op = (struct vol_op *)((char *)t - offsetof(struct vol_op, task));
+	struct repl_op *x = op->repl;
+	x->local = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
+	repl_op_part_done(x);
+}
+
+/*
+ * repl_op_start -- @op is an fsync of a replicated volume: start both parts
+ * (see the top of vol_op.h). False if it is not, or no memory for its wait
+ * (then the pool runs it whole: vol_op_run waits for the replicas there).
+ */
+static bool repl_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
+			  void (*done)(struct worker *w, struct worker_msg *m))
+{
+	struct repl_volume *rv = op->kind == VOL_OP_FSYNC ? repl_registry_get(op->v) : NULL;
+	if (!rv)
+		return false;
+	struct repl_op *x = calloc(1, sizeof(*x));
+	if (!x)
+		return false;
+	x->w.done = repl_op_replicas_done;
+	x->op = op;
+	x->owner = owner;
+	x->t0 = metrics_now_ns();
+	atomic_init(&x->parts, 2);
+	op->repl = x;
+	op->task.done.fn = done;
+	op->written_back = 0;
+	/* the replicas first: their FSYNCs leave while the local flush runs */
+	repl_fsync(rv, op->off, op->len, &x->w);
+	int code;
+	if (local_try_inline(op->v, op->off, op->len, op->mode, &code, &op->written_back)) {
+		x->local = code;
+		repl_op_part_done(x);
+		return true;
+	}
+	op->task.run = repl_op_local_run;
+	op->task.owner = NULL; /* the last part posts, not the pool */
+	fsync_pool_submit(pools->fsync, &op->task);
+	return true;
+}
+
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m))
 {
+	if (repl_op_start(op, pools, owner, done))
+		return false;
 	if (vol_op_try_inline(op))
 		return true;
 	op->task.run = op_task_run;

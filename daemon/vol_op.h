@@ -14,7 +14,13 @@
  *   - everything else goes to its pool (vol_op_pool): fsyncs and discards
  *     to the fsync pool (write-back, fences, per-volume serialisation), the
  *     rest to the metadata pool (namespace locks, zeroing a new volume); the
- *     pool posts the completion to the connection's worker.
+ *     pool posts the completion to the connection's worker;
+ *   - the fsync of a volume replicated from this node (repl_registry.h)
+ *     waits on no thread: its FSYNC is queued on every replica link at once
+ *     (repl_fsync) while the local flush runs inline (the same rule) or in
+ *     the pool; whichever of the two ends last posts the completion to the
+ *     connection's worker (docs/cluster.md, "Benchmark": the thread
+ *     hand-offs this saves).
  *
  * The flush mode of every fsync is decided here too (vol_op_flush_mode):
  * the hammer if the request or the daemon asks for it, else the volume's.
@@ -64,6 +70,7 @@ struct vol_op {
 	enum flush_mode mode;		 /* FSYNC: from vol_op_flush_mode() */
 	const char *name;		 /* OPEN, INFO: the caller's string */
 	void (*call)(struct vol_op *op); /* CALL */
+	void *repl;			 /* FSYNC of a replicated volume: its wait (vol_op.c) */
 
 	/* results */
 	int code;		  /* 0 or a negative code (CALL: whatever call sets) */
@@ -117,8 +124,9 @@ void vol_op_run(struct vol_op *op);
 /*
  * vol_op_start -- run @op inline if the rule takes it (returns true: the
  * result is in @op, nothing is posted), else submit it to its pool of
- * @pools and return false: @done(@owner, &op->task.done) runs on @owner's
- * thread once it ran (vol_op_of_msg() gives @op back).
+ * @pools (or, a replicated volume's fsync, to its links and the pool or the
+ * loop, see the top) and return false: @done(@owner, &op->task.done) runs
+ * on @owner's thread once it ran (vol_op_of_msg() gives @op back).
  */
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m));

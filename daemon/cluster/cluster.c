@@ -69,7 +69,7 @@ struct grow {
 	struct grow *next;
 };
 
-/* A replica to remove from a volume's ISR (asked by a link's thread). */
+/* A replica to remove from a volume's ISR (asked from a link's loop). */
 struct shrink {
 	struct primary *p;
 	char node[CLUSTER_NAME_MAX + 1];
@@ -323,7 +323,13 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	return ret;
 }
 
-/* on_shrink -- a replica's link failed (link thread): queue its ISR shrink for this thread */
+/* link_home -- the worker whose loop runs volume number @i's links (NULL: their own) */
+static struct worker *link_home(const struct cluster *c, unsigned i)
+{
+	return c->o.nworkers ? c->o.workers[i % c->o.nworkers] : NULL;
+}
+
+/* on_shrink -- a replica's link failed (its loop): queue its ISR shrink for this thread */
 static void on_shrink(void *arg, struct repl_volume *rv, const char *node)
 {
 	struct primary *p = arg;
@@ -449,6 +455,7 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 			      .fence = true,
 			      .rec = &p->g->rec,
 			      .token_file = NULL,
+			      .home = link_home(c, c->nprim),
 			      .shrink = on_shrink,
 			      .arg = p};
 	c->nprim++; /* before the links start: on_shrink may run at once */
@@ -755,6 +762,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 				      .fence = true,
 				      .untrusted = true,
 				      .rec = &g->rec,
+				      .home = link_home(c, c->nprim - 1),
 				      .shrink = on_shrink,
 				      .arg = p};
 		if (repl_start(&o, m, n, &p->rv) || repl_registry_put(g->v, p->rv)) {

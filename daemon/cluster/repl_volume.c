@@ -160,6 +160,7 @@ static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
 				  .size = rv->o.size,
 				  .token_file = rv->o.token_file,
 				  .timeout_ms = rv->o.timeout_ms,
+				  .home = rv->o.home,
 				  .epoch = rv->o.fence ? rv->o.epoch : 0,
 				  .primary = rv->primary,
 				  .incarnation = rv->o.incarnation,
@@ -441,7 +442,7 @@ static uint64_t region_len(const struct repl_volume *rv, uint64_t r)
 /*
  * Digests (docs/cluster.md, "Rejoin"): the resync asks the member for the
  * XXH3-128 of each 4 KiB block of a region it would ship (REPLICA_DIGEST, on
- * a connection of its own: the link's belongs to the link's thread) and
+ * a connection of its own: the link's belongs to the link's loop) and
  * ships only the blocks whose digests differ from its own, computed after
  * the member's answer; a full resync first compares whole regions, 32 at a
  * time. Sound while writes go on: the member is in catch-up already, so

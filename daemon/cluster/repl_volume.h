@@ -29,8 +29,9 @@
  * the primary acknowledges nothing rather than guess.
  *
  * Thread safety: every function from any thread; one lock per volume.
- * w->done and o->shrink run on a link's thread or the caller's, never under
- * the lock.
+ * repl_before_write, repl_write, repl_fsync and repl_write_durable never
+ * block (a worker calls them). w->done and o->shrink run on the links' home
+ * worker or the caller's thread, never under the lock.
  */
 #ifndef RDAXD_REPL_VOLUME_H
 #define RDAXD_REPL_VOLUME_H
@@ -83,6 +84,7 @@ struct repl_opts {
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
+	struct worker *home; /* the worker whose loop runs the links (NULL: each its own) */
 	/*
 	 * A failover's start: the members' copies are not known to equal this
 	 * one (un-acknowledged writes of the old primary may differ) until
