@@ -216,9 +216,10 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 
 /*
  * take -- move what fits in the pipeline from the queue to librdax, in
- * order (home thread). False if the link failed (or was asked to).
+ * order (home thread); *@left: ops stay queued (no room). False if the link
+ * failed (or was asked to).
  */
-static bool take(struct replica_link *l)
+static bool take(struct replica_link *l, bool *left)
 {
 	pthread_mutex_lock(&l->lock);
 	int asked = l->failed ? 0 : l->fail_asked;
@@ -234,6 +235,7 @@ static bool take(struct replica_link *l)
 	}
 	if (!l->head)
 		l->tail = NULL;
+	*left = l->head != NULL;
 	bool failed = l->failed;
 	pthread_mutex_unlock(&l->lock);
 	if (asked) {
@@ -309,13 +311,14 @@ static void pump(struct replica_link *l)
 {
 	if (!l->attached)
 		return;
-	/* reaping frees pipeline slots: take again while it does */
+	/* reaping frees pipeline slots: take again while it does and ops wait */
 	int n;
+	bool left;
 	do {
-		if (!take(l))
+		if (!take(l, &left))
 			return;
 		n = reap(l);
-	} while (n > 0 && l->head);
+	} while (n > 0 && left);
 }
 
 /* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
