@@ -200,6 +200,8 @@ static bool repl_op_start(struct vol_op *op, const struct vol_pools *pools, stru
 	op->repl = x;
 	op->task.done.fn = done;
 	op->written_back = 0;
+	/* the links to this worker's loop, if its requests keep coming from here */
+	repl_prefer(rv, owner);
 	/* the replicas first: their FSYNCs leave while the local flush runs */
 	repl_fsync(rv, op->off, op->len, &x->w);
 	int code;

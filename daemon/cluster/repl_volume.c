@@ -41,6 +41,9 @@ struct repl_volume {
 	unsigned n;
 	uint64_t nregions;
 	uint64_t seq; /* of the last write forwarded */
+	/* repl_prefer: the worker the last requests came from, and how many in a row */
+	struct worker *pref;
+	unsigned pref_streak;
 };
 
 static uint64_t region_of(uint64_t off)
@@ -269,6 +272,25 @@ void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
 			m->last_fwd[r] = seq;
 		/* under the lock: every link gets the writes in the same order */
 		rlink_forward(m->link, off, len);
+	}
+	pthread_mutex_unlock(&rv->lock);
+}
+
+void repl_prefer(struct repl_volume *rv, struct worker *w)
+{
+	pthread_mutex_lock(&rv->lock);
+	if (w != rv->pref) {
+		rv->pref = w;
+		rv->pref_streak = 0;
+	}
+	if (rv->pref_streak < REPL_PREFER_STREAK)
+		rv->pref_streak++;
+	bool move = w && rv->pref_streak == REPL_PREFER_STREAK;
+	for (unsigned i = 0; move && i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		if (m->link && (m->state == REPL_LIVE || m->state == REPL_RESYNC) &&
+		    !rlink_home_is(m->link, w))
+			rlink_move(m->link, w);
 	}
 	pthread_mutex_unlock(&rv->lock);
 }

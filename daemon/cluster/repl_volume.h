@@ -131,6 +131,16 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
 
 /*
+ * repl_prefer -- a request of the volume comes from worker @w (a client's
+ * connection's). After REPL_PREFER_STREAK in a row from the same worker the
+ * links are asked to run on its loop (rlink_move), so a durable write from
+ * there crosses no thread; requests from several workers by turns leave
+ * them where they are. Any thread.
+ */
+#define REPL_PREFER_STREAK 16
+void repl_prefer(struct repl_volume *rv, struct worker *w);
+
+/*
  * repl_fsync_wait -- repl_fsync() and wait for it on the calling thread (a
  * pool thread: it may block). @rv NULL: 0 at once. Returns 0 or -EIO.
  */

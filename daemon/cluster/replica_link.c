@@ -56,6 +56,7 @@ struct replica_link {
 	pthread_mutex_t lock;
 	struct rlink_op *head, *tail; /* queued, not yet taken by the loop */
 	bool kicked;		      /* kick_msg is posted and has not run yet */
+	struct worker *move_to;	      /* rlink_move's wish: the loop to run on once quiet */
 	bool stop;
 	bool failed;
 	int code;
@@ -306,6 +307,32 @@ static int reap(struct replica_link *l)
 	}
 }
 
+/*
+ * maybe_move -- the owner asked for another loop (rlink_move): go there now
+ * if nothing is queued or in flight, so the link's order stays one loop's
+ * (home thread). Not while a kick is posted: kick_msg would then be wanted
+ * on two queues at once. True if it went.
+ */
+static bool maybe_move(struct replica_link *l)
+{
+	pthread_mutex_lock(&l->lock);
+	struct worker *to = l->move_to;
+	bool go = to && to != l->home && l->attached && !l->stop && !l->failed && !l->fail_asked &&
+		  !l->kicked && !l->head && l->ninflight == 0;
+	if (go) {
+		unwatch(l); /* the old loop's watchers, before the home changes */
+		l->home = to;
+	}
+	pthread_mutex_unlock(&l->lock);
+	/* rlink_stop reads the home under the lock: its detach follows this attach */
+	if (go) {
+		LOG_DEBUG("replica link %s volume %s: to worker %u's loop", l->url, l->volume,
+			  to->id);
+		worker_post(to, &l->attach_msg);
+	}
+	return go;
+}
+
 /* pump -- everything the link can do now (home thread) */
 static void pump(struct replica_link *l)
 {
@@ -319,6 +346,8 @@ static void pump(struct replica_link *l)
 			return;
 		n = reap(l);
 	} while (n > 0 && left);
+	if (n > 0)
+		maybe_move(l); /* just went quiet, maybe */
 }
 
 /* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
@@ -486,9 +515,10 @@ static void enqueue(struct replica_link *l, struct rlink_op *op)
 		l->head = op;
 	l->tail = last;
 	bool post = __kick(l);
+	struct worker *home = l->home; /* no move while a kick is posted */
 	pthread_mutex_unlock(&l->lock);
 	if (post)
-		worker_post(l->home, &l->kick_msg);
+		worker_post(home, &l->kick_msg);
 }
 
 /* ask_fail -- the loop fails the link with @code (any thread) */
@@ -498,9 +528,10 @@ static void ask_fail(struct replica_link *l, int code)
 	if (!l->fail_asked)
 		l->fail_asked = code;
 	bool post = __kick(l);
+	struct worker *home = l->home;
 	pthread_mutex_unlock(&l->lock);
 	if (post)
-		worker_post(l->home, &l->kick_msg);
+		worker_post(home, &l->kick_msg);
 }
 
 void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len)
@@ -557,9 +588,10 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 		l->tail = fs;
 		post = __kick(l);
 	}
+	struct worker *home = l->home;
 	pthread_mutex_unlock(&l->lock);
 	if (post)
-		worker_post(l->home, &l->kick_msg);
+		worker_post(home, &l->kick_msg);
 	if (!ok) {
 		free(wr);
 		free(fs);
@@ -570,6 +602,22 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 void rlink_abort(struct replica_link *l, int code)
 {
 	ask_fail(l, code);
+}
+
+void rlink_move(struct replica_link *l, struct worker *w)
+{
+	pthread_mutex_lock(&l->lock);
+	if (!l->own && w)
+		l->move_to = w;
+	pthread_mutex_unlock(&l->lock);
+}
+
+bool rlink_home_is(struct replica_link *l, const struct worker *w)
+{
+	pthread_mutex_lock(&l->lock);
+	bool same = l->home == w;
+	pthread_mutex_unlock(&l->lock);
+	return same;
 }
 
 void rlink_stats(struct replica_link *l, struct rlink_stats *out)
@@ -715,9 +763,10 @@ void rlink_stop(struct replica_link **lp)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
+	struct worker *home = l->home; /* a move done by now posted its attach there */
 	pthread_mutex_unlock(&l->lock);
-	/* after the attach and any kick posted before (messages run in order) */
-	worker_post(l->home, &l->detach_msg);
+	/* after the attach and any kick or move posted before (messages run in order) */
+	worker_post(home, &l->detach_msg);
 	completion_wait(&l->detached, -1, NULL);
 	/* what is still in flight or queued never got its answer */
 	for (unsigned i = 0; i < l->o.depth; i++)

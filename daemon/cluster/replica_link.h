@@ -126,6 +126,17 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len,
  */
 void rlink_abort(struct replica_link *l, int code);
 
+/*
+ * rlink_move -- run the link on @w's loop from now on: its home hands it
+ * over the next time nothing is queued or in flight (its order stays one
+ * loop's). For an owner whose requests come from @w, so they cross no
+ * thread. Ignored for a link with a worker of its own. Any thread.
+ */
+void rlink_move(struct replica_link *l, struct worker *w);
+
+/* rlink_home_is -- does the link run on @w's loop now? Any thread. */
+bool rlink_home_is(struct replica_link *l, const struct worker *w);
+
 /* rlink_stats -- counters so far */
 void rlink_stats(struct replica_link *l, struct rlink_stats *out);
 
