@@ -62,10 +62,26 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 	return true;
 }
 
+/* op_repl -- the replication @op must wait for: NULL if none or @op is this copy's only */
+static struct repl_volume *op_repl(const struct vol_op *op)
+{
+	return op->local_only ? NULL : repl_registry_get(op->v);
+}
+
 bool vol_op_try_inline(struct vol_op *op)
 {
 	if (!op || op->kind != VOL_OP_FSYNC)
 		return false;
+	if (op->local_only) {
+		/* the inline rule for the local flush alone (a replica link's fsync) */
+		uint64_t t0 = metrics_now_ns();
+		if (!local_try_inline(op->v, op->off, op->len, op->mode, &op->code,
+				      &op->written_back))
+			return false;
+		if (op->code == 0)
+			metrics_fsync(metrics_now_ns() - t0, op->written_back);
+		return true;
+	}
 	return vol_op_fsync_try_inline(op->v, op->off, op->len, op->mode, &op->code,
 				       &op->written_back);
 }
@@ -83,7 +99,7 @@ void vol_op_run(struct vol_op *op)
 		uint64_t t0 = metrics_now_ns();
 		op->code = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
 		if (op->code == 0)
-			op->code = repl_fsync_wait(repl_registry_get(op->v), op->off, op->len);
+			op->code = repl_fsync_wait(op_repl(op), op->off, op->len);
 		if (op->code == 0)
 			metrics_fsync(metrics_now_ns() - t0, op->written_back);
 		break;
@@ -94,7 +110,7 @@ void vol_op_run(struct vol_op *op)
 		 * leaves, read from the mapping like any forwarded write (the link has
 		 * no discard of its own), and is durable there before it is answered.
 		 */
-		struct repl_volume *rv = repl_registry_get(op->v);
+		struct repl_volume *rv = op_repl(op);
 		if (rv)
 			repl_before_write(rv, op->off, op->len);
 		op->code = volume_discard(op->v, op->off, op->len);
@@ -186,7 +202,7 @@ static void repl_op_local_run(struct fsync_task *t)
 static bool repl_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 			  void (*done)(struct worker *w, struct worker_msg *m))
 {
-	struct repl_volume *rv = op->kind == VOL_OP_FSYNC ? repl_registry_get(op->v) : NULL;
+	struct repl_volume *rv = op->kind == VOL_OP_FSYNC ? op_repl(op) : NULL;
 	if (!rv)
 		return false;
 	struct repl_op *x = calloc(1, sizeof(*x));

@@ -71,6 +71,7 @@ struct vol_op {
 	const char *name;		 /* OPEN, INFO: the caller's string */
 	void (*call)(struct vol_op *op); /* CALL */
 	void *repl;			 /* FSYNC of a replicated volume: its wait (vol_op.c) */
+	bool local_only; /* FSYNC, DISCARD: this copy only (a replica link's request) */
 
 	/* results */
 	int code;		  /* 0 or a negative code (CALL: whatever call sets) */

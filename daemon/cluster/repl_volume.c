@@ -28,6 +28,7 @@ struct member {
 	int slot;				/* its change-record slot while away, -1: none */
 	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
 	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
+	int refused;  /* FAILED, and the owner refused its removal (repl_removed): its error */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -62,6 +63,26 @@ static void part_done_locked(struct repl_wait *w, int status, bool *complete)
 static void finish(struct repl_wait *w)
 {
 	w->done(w, w->status);
+}
+
+/*
+ * __hold -- under the lock: @p needs FAILED member @m, whose removal from the
+ * ISR is not answered yet: held until it is (repl_removed). A member whose
+ * removal was refused (this node is no longer the primary, or the ISR may
+ * not shrink) will never be answered again: the wait fails at once (-EIO)
+ * instead of hanging. Returns true if held (counted in w->pending).
+ */
+static bool __hold(struct member *m, struct repl_wait_part *p)
+{
+	if (m->refused) {
+		if (!p->w->status)
+			p->w->status = -EIO;
+		return false;
+	}
+	p->w->pending++;
+	p->held_next = m->held;
+	m->held = p;
+	return true;
 }
 
 /*
@@ -123,8 +144,12 @@ static void on_member_fsync(struct rlink_waiter *lw, int status)
 	} else {
 		ask = m->state == REPL_LIVE;
 		member_failed_locked(rv, m);
-		p->held_next = m->held; /* released by repl_removed() */
-		m->held = p;
+		/* released by repl_removed(), or failed now if its removal was refused */
+		w->pending--;
+		if (!__hold(m, p)) {
+			w->pending++;
+			part_done_locked(w, 0, &complete);
+		}
 	}
 	pthread_mutex_unlock(&rv->lock);
 	if (ask && rv->o.shrink)
@@ -352,12 +377,11 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 		*p = (struct repl_wait_part){.lw = {.done = on_member_fsync}, .w = w, .member = i};
 		if (m->state == REPL_REMOVED)
 			continue;
-		w->pending++;
 		if (m->state == REPL_FAILED) {
-			p->held_next = m->held;
-			m->held = p;
+			__hold(m, p);
 			continue;
 		}
+		w->pending++;
 		send[nsend] = m->link;
 		parts[nsend++] = p;
 	}
@@ -399,11 +423,8 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 		if (m->state != REPL_LIVE && m->state != REPL_RESYNC) {
 			if (m->slot >= 0)
 				change_record_mark_slot(rv->o.rec, m->slot, off, len);
-			if (m->state == REPL_FAILED) {
-				w->pending++;
-				p->held_next = m->held;
-				m->held = p;
-			}
+			if (m->state == REPL_FAILED)
+				__hold(m, p);
 			continue;
 		}
 		for (uint64_t r = region_of(off); r <= region_of(off + len - 1); r++)
@@ -428,6 +449,8 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 			continue;
 		if (status == 0)
 			m->state = REPL_REMOVED;
+		else
+			m->refused = status;
 		for (struct repl_wait_part *p = m->held, *next; p; p = next) {
 			next = p->held_next;
 			bool complete;

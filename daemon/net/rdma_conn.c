@@ -257,7 +257,7 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	 * loses power in between may miss the record's mark (docs/cluster.md,
 	 * "The change record", RDMA).
 	 */
-	struct repl_volume *rv = repl_registry_get(d->v);
+	struct repl_volume *rv = d->fw ? NULL : repl_registry_get(d->v); /* a link's: not again */
 	if (rv)
 		repl_before_write(rv, off, len);
 	int ret = volume_mark_written(d->v, off, len);
