@@ -1484,6 +1484,23 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 	}
 }
 
+int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
+{
+	if (c->broken)
+		return 0;
+	if (c->tls && tls_io_pending(c->tls))
+		return 0; /* decrypted bytes GnuTLS holds: no descriptor announces them */
+	if (c->rdma) {
+		if (rdma_tp_has_input(c->rdma) || rdma_tp_arm(c->rdma, rdma_done, c))
+			return 0;
+		rdma_tp_pollfds(c->rdma, fds);
+		return 2;
+	}
+	fds[0] = (struct pollfd){.fd = c->fd,
+				 .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0))};
+	return 1;
+}
+
 void conn_op_submit(struct rdax_conn *c, struct conn_op *op)
 {
 	op->prev = c->ops_tail;

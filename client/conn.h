@@ -34,6 +34,7 @@
 #ifndef RDAX_CLIENT_CONN_H
 #define RDAX_CLIENT_CONN_H
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -319,6 +320,19 @@ int conn_op_wait(struct rdax_conn *c, struct conn_op *op);
  */
 int conn_reap(struct rdax_conn *c, struct rdax_completion *out, unsigned max, unsigned min,
 	      int timeout_ms);
+
+/*
+ * conn_poll_prepare -- for an owner that runs the connection from an event
+ * loop of its own instead of waiting in conn_run (rdaxd's replica links:
+ * conn_reap with @timeout_ms 0 when a descriptor is ready), before that loop
+ * sleeps. Fills @fds with the descriptors and events to wait for (the
+ * socket, POLLOUT too while requests wait to be sent; over RDMA the
+ * completion channel, armed here, and the rdma_cm channel) and returns
+ * their count; 0 when something is ready already (completions that came
+ * before the arm, TLS records held, a broken connection): reap again
+ * instead of sleeping.
+ */
+int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2]);
 
 /* conn_op_message -- the message for a failed op: the server's, the broken stream's, or strerror */
 const char *conn_op_message(const struct rdax_conn *c, const struct conn_op *op);

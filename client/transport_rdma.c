@@ -835,6 +835,19 @@ err_delete:
 	return ret;
 }
 
+void rdma_tp_abort(struct rdma_tp *tp)
+{
+	if (!tp)
+		return;
+	if (tp->qp) {
+		struct ibv_qp_attr a = {.qp_state = IBV_QPS_ERR};
+		int ret = ibv_modify_qp(tp->qp, &a, IBV_QP_STATE);
+		if (ret)
+			LOG_WARN("rdma: ibv_modify_qp(ERR) failed: %s", strerror(ret));
+	}
+	tp_fail(tp, -ECONNABORTED, "aborted by its owner");
+}
+
 void rdma_tp_delete(struct rdma_tp **tpp)
 {
 	if (!tpp || !*tpp)

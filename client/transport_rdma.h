@@ -85,6 +85,14 @@ int rdma_tp_connect_auth(const char *host, const char *port, int timeout_ms, uin
 			 const struct rdma_tp_auth *auth, struct rdma_tp **out, char *err,
 			 size_t errlen);
 
+/*
+ * rdma_tp_abort -- fail the connection now: the queue pair goes to the error
+ * state, so what was posted and not yet sent is flushed (never sent later),
+ * and every later call returns -ECONNABORTED. For an owner that gives up on
+ * the peer (a cluster primary's failed replica link). Free it as usual.
+ */
+void rdma_tp_abort(struct rdma_tp *tp);
+
 /* rdma_tp_delete -- disconnect, destroy and free; accepts NULL; sets *tpp = NULL */
 void rdma_tp_delete(struct rdma_tp **tpp);
 

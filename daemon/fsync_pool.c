@@ -48,10 +48,12 @@ static void *pool_main(void *arg)
 		pthread_mutex_unlock(&p->lock);
 
 		t->next = NULL;
+		/* read first: a task without an owner may be done with (freed) once it ran */
+		struct worker *owner = t->owner;
 		t->run(t);
 		/* after this, t belongs to its owner's loop again */
-		if (t->owner)
-			worker_post(t->owner, &t->done);
+		if (owner)
+			worker_post(owner, &t->done);
 
 		pthread_mutex_lock(&p->lock);
 		p->done++;

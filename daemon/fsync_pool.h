@@ -44,8 +44,8 @@ struct fsync_task {
 	struct fsync_task *next;
 	bool quick; /* bounded work: its own queue, taken first (see above) */
 	void (*run)(struct fsync_task *t); /* pool thread; may block */
-	struct worker *owner;		   /* where done is posted; NULL: nowhere */
-	struct worker_msg done;		   /* posted to owner after run */
+	struct worker *owner;	/* where done is posted; NULL: nowhere (read before run) */
+	struct worker_msg done; /* posted to owner after run */
 };
 
 struct fsync_pool {

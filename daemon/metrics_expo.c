@@ -324,10 +324,45 @@ out_free:
 	free(cnt);
 }
 
-/* The replica families; one call per replicated volume (repl_registry_each). */
+/*
+ * The replica families, one pass per family (the text format wants a
+ * family's samples together); each pass calls render_repl_one once per
+ * replicated volume (repl_registry_each).
+ */
+enum repl_family {
+	RF_STATE,	   /* rdax_replica_state */
+	RF_FORWARDED,	   /* rdax_replica_forwarded_bytes_total */
+	RF_LINK,	   /* rdax_replica_link_info */
+	RF_RESYNC_TOTAL,   /* rdax_replica_resync_bytes */
+	RF_RESYNC_LEFT,	   /* rdax_replica_resync_left_bytes */
+	RF_RESYNC_SHIPPED, /* rdax_replica_resync_shipped_bytes_total */
+	RF_COUNT,
+};
+
+static const struct {
+	const char *name, *type, *help;
+} repl_families[RF_COUNT] = {
+    [RF_STATE] = {"rdax_replica_state", "gauge",
+		  "1 for the state each replica of a volume this node is primary of is in "
+		  "(live, failed, removed, resync)."},
+    [RF_FORWARDED] = {"rdax_replica_forwarded_bytes_total", "counter",
+		      "Bytes of writes forwarded to each replica by its current link."},
+    [RF_LINK] = {"rdax_replica_link_info", "gauge",
+		 "1 for the transport of each replica's current link (tcp, rdma; none before "
+		 "the first)."},
+    [RF_RESYNC_TOTAL] = {"rdax_replica_resync_bytes", "gauge",
+			 "Bytes the current (or last) resync of each replica compares and ships "
+			 "where they differ."},
+    [RF_RESYNC_LEFT] = {"rdax_replica_resync_left_bytes", "gauge",
+			"Of those, bytes not yet compared and queued (0 once it is done)."},
+    [RF_RESYNC_SHIPPED] = {"rdax_replica_resync_shipped_bytes_total", "counter",
+			   "Bytes every resync of each replica shipped so far (since this node "
+			   "became primary)."},
+};
+
 struct repl_render {
 	struct out *o;
-	unsigned pass; /* 0: state, 1: forwarded bytes */
+	enum repl_family family;
 };
 
 /* render_repl_one -- one volume's members, for the family of this pass */
@@ -335,36 +370,54 @@ static void render_repl_one(void *arg, const char *volume, struct repl_volume *r
 {
 	static const char *const states[] = {"live", "failed", "removed", "resync"};
 	struct repl_render *r = arg;
+	const char *name = repl_families[r->family].name;
 	struct repl_member_info m[CLUSTER_MAX_REPLICAS];
 	unsigned n = repl_members(rv, m, CLUSTER_MAX_REPLICAS);
 	for (unsigned i = 0; i < n; i++) {
-		if (r->pass == 0) {
+		uint64_t value = 0;
+		switch (r->family) {
+		case RF_STATE:
 			for (unsigned s = 0; s < 4; s++)
-				put(r->o,
-				    "rdax_replica_state{volume=\"%s\",node=\"%s\",state=\"%s\"} "
-				    "%d\n",
+				put(r->o, "%s{volume=\"%s\",node=\"%s\",state=\"%s\"} %d\n", name,
 				    volume, m[i].node, states[s], (unsigned)m[i].state == s);
-		} else {
-			put(r->o,
-			    "rdax_replica_forwarded_bytes_total{volume=\"%s\",node=\"%s\"} %" PRIu64
-			    "\n",
-			    volume, m[i].node, m[i].link.write_bytes);
+			continue;
+		case RF_LINK:
+			put(r->o, "%s{volume=\"%s\",node=\"%s\",link=\"%s\"} 1\n", name, volume,
+			    m[i].node, m[i].link.transport[0] ? m[i].link.transport : "none");
+			continue;
+		case RF_FORWARDED:
+			value = m[i].link.write_bytes;
+			break;
+		case RF_RESYNC_TOTAL:
+			value = m[i].resync_total;
+			break;
+		case RF_RESYNC_LEFT:
+			value = m[i].resync_left;
+			break;
+		case RF_RESYNC_SHIPPED:
+			value = m[i].resync_shipped;
+			break;
+		case RF_COUNT:
+			break;
 		}
+		put(r->o, "%s{volume=\"%s\",node=\"%s\"} %" PRIu64 "\n", name, volume, m[i].node,
+		    value);
 	}
 }
 
-/* render_replicas -- the replicas of the volumes this node is primary of (none: empty) */
+/*
+ * render_replicas -- the replicas of the volumes this node is primary of
+ * (none: the families are empty). A resync publishes its progress region by
+ * region (repl_resync), so a scrape while it runs sees the bytes left fall.
+ */
 static void render_replicas(struct out *o)
 {
 	struct repl_render r = {.o = o};
-	family(o, "rdax_replica_state", "gauge",
-	       "1 for the state each replica of a volume this node is primary of is in "
-	       "(live, failed, removed, resync).");
-	repl_registry_each(render_repl_one, &r);
-	r.pass = 1;
-	family(o, "rdax_replica_forwarded_bytes_total", "counter",
-	       "Bytes of writes forwarded to each replica by its current link.");
-	repl_registry_each(render_repl_one, &r);
+	for (r.family = 0; r.family < RF_COUNT; r.family++) {
+		family(o, repl_families[r.family].name, repl_families[r.family].type,
+		       repl_families[r.family].help);
+		repl_registry_each(render_repl_one, &r);
+	}
 }
 
 int metrics_expo_render(const struct metrics_expo_src *src, char **out, size_t *len)

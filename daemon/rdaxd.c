@@ -15,8 +15,9 @@
  *  - the metadata pool (3 threads, one kept for quick requests): hello,
  *    volume create/delete/open/close/list/info, connection teardown --
  *    everything that takes namespace locks.
- *  - with --cluster, the cluster thread (etcd) and, on a primary, one thread
- *    per replica link (daemon/cluster).
+ *  - with --cluster, the cluster thread (etcd) and, on a primary, a thread
+ *    per resync while one runs; the replica links run on the workers' loops
+ *    (daemon/cluster/replica_link.h).
  *  - with --metrics: the metrics endpoint's thread (metrics_http.h).
  *  Pools hand results back to the connection's worker with ev_async
  *  (docs/architecture.md, "Threads").
@@ -30,8 +31,9 @@
  * connection of every transport stops reading, its requests in flight
  * (fsyncs included) finish and their replies go out -- one drain for all
  * transports at once, bounded by one CONN_DRAIN_TIMEOUT (net/conn.h); then
- * the pools and workers stop, every namespace is closed (ns_close writes
- * back everything dirty), the pidfile is removed, exit 0.
+ * the pools, the cluster (its replica links) and the workers stop, every
+ * namespace is closed (ns_close writes back everything dirty), the pidfile
+ * is removed, exit 0.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -549,6 +551,8 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	}
 	fsync_pool_delete(&d->pool_fsync);
 	fsync_pool_delete(&d->pool_meta);
+	/* the replica links run on the workers: stopped while those still run */
+	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_stop(d->workers[i]);
 	listener_delete(&d->listener);
@@ -558,7 +562,6 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	for (unsigned i = 0; i < d->nworkers; i++)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
-	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
 	store_delete(&d->store); /* every write log has ended: its volume was closed */
 	write_recorder_delete(&d->recorder);
 	tls_server_delete(&d->tls);
@@ -607,6 +610,8 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	    .naddrs = n,
 	    .store = d->store,
 	    .version = RDAX_VERSION,
+	    .workers = d->workers,
+	    .nworkers = d->nworkers,
 	};
 	char err[CONFIG_ERR_MAX];
 	if (cluster_start(&o, &d->cluster, err, sizeof(err)))
@@ -697,15 +702,17 @@ static int run_daemon(const struct config *cfg)
 	code = daemon_open_namespaces(&d, cfg);
 	if (code)
 		goto out_stop;
-	/*
-	 * The cluster first: the volumes this node is primary of are replicated
-	 * (repl_registry.h) before a listener takes the first client write.
-	 */
-	code = daemon_start_cluster(&d, cfg);
-	if (code)
-		goto out_stop;
 	incarnation_new();
 	code = daemon_start(&d, cfg);
+	if (code)
+		goto out_stop;
+	/*
+	 * The cluster after the workers (its replica links run on their loops)
+	 * and before the main loop accepts: the volumes this node is primary of
+	 * are replicated (repl_registry.h) before a listener takes the first
+	 * client write (the listeners accept on the main loop, ev_run below).
+	 */
+	code = daemon_start_cluster(&d, cfg);
 	if (code)
 		goto out_stop;
 	if (cfg->metrics) {

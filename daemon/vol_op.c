@@ -3,7 +3,9 @@
 #include "vol_op.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "metrics.h"
 #include "namespace.h"
@@ -32,16 +34,17 @@ static bool vol_op_dirty_set_small(struct volume *v)
 	return st.dirty_bytes <= VOL_OP_INLINE_MAX && entries <= FSYNC_CLAIM_BATCH;
 }
 
-bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+/*
+ * local_try_inline -- the inline rule (vol_op.h) for the local write-back
+ * and fence alone, and the fsync if it takes it; true if it ran
+ */
+static bool local_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
 			     int *code, uint64_t *written_back)
 {
 	if (!v || !v->ns || !v->tree)
 		return false;
 	/* a long range (len 0: to the end, NBD's FLUSH) only while little of the volume is dirty */
 	if ((len == 0 || len > VOL_OP_INLINE_MAX) && !vol_op_dirty_set_small(v))
-		return false;
-	/* a replicated volume's fsync waits for its replicas: never on the loop */
-	if (repl_registry_get(v))
 		return false;
 	if (mode == FLUSH_HAMMER)
 		return false;
@@ -52,13 +55,10 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 	/* msync writes back to a disk: it may block for milliseconds */
 	if (v->ns->persist.method == PERSIST_METHOD_MSYNC)
 		return false;
-	uint64_t t0 = metrics_now_ns();
 	uint64_t wb = 0;
 	int ret = fsync_range_try(v, off, len, mode, &wb);
 	if (ret == -EBUSY)
 		return false; /* another fsync of the volume runs: the pool waits for it */
-	if (ret == 0)
-		metrics_fsync(metrics_now_ns() - t0, wb);
 	if (written_back)
 		*written_back = wb;
 	*code = ret;
@@ -74,12 +74,45 @@ static bool op_cut(struct vol_op *op)
 	return true;
 }
 
+bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum flush_mode mode,
+			     int *code, uint64_t *written_back)
+{
+	/* a replicated volume's fsync waits for its replicas: vol_op_start's own way */
+	if (!v || repl_registry_get(v))
+		return false;
+	uint64_t t0 = metrics_now_ns();
+	uint64_t wb = 0;
+	if (!local_try_inline(v, off, len, mode, code, &wb))
+		return false;
+	if (*code == 0)
+		metrics_fsync(metrics_now_ns() - t0, wb);
+	if (written_back)
+		*written_back = wb;
+	return true;
+}
+
+/* op_repl -- the replication @op must wait for: NULL if none or @op is this copy's only */
+static struct repl_volume *op_repl(const struct vol_op *op)
+{
+	return op->local_only ? NULL : repl_registry_get(op->v);
+}
+
 bool vol_op_try_inline(struct vol_op *op)
 {
 	if (!op || op->kind != VOL_OP_FSYNC)
 		return false;
 	if (op_cut(op))
 		return true;
+	if (op->local_only) {
+		/* the inline rule for the local flush alone (a replica link's fsync) */
+		uint64_t t0 = metrics_now_ns();
+		if (!local_try_inline(op->v, op->off, op->len, op->mode, &op->code,
+				      &op->written_back))
+			return false;
+		if (op->code == 0)
+			metrics_fsync(metrics_now_ns() - t0, op->written_back);
+		return true;
+	}
 	return vol_op_fsync_try_inline(op->v, op->off, op->len, op->mode, &op->code,
 				       &op->written_back);
 }
@@ -112,7 +145,7 @@ void vol_op_run(struct vol_op *op)
 		uint64_t t0 = metrics_now_ns();
 		op->code = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
 		if (op->code == 0)
-			op->code = repl_fsync_wait(repl_registry_get(op->v), op->off, op->len);
+			op->code = repl_fsync_wait(op_repl(op), op->off, op->len);
 		if (op->code == 0)
 			metrics_fsync(metrics_now_ns() - t0, op->written_back);
 		break;
@@ -123,7 +156,7 @@ void vol_op_run(struct vol_op *op)
 		 * leaves, read from the mapping like any forwarded write (the link has
 		 * no discard of its own), and is durable there before it is answered.
 		 */
-		struct repl_volume *rv = repl_registry_get(op->v);
+		struct repl_volume *rv = op_repl(op);
 		if (rv)
 			repl_before_write(rv, op->off, op->len);
 		op->code = volume_discard(op->v, op->off, op->len);
@@ -160,11 +193,101 @@ static void op_task_run(struct fsync_task *t)
 	vol_op_run((struct vol_op *)((char *)t - offsetof(struct vol_op, task)));
 }
 
+/*
+ * A replicated volume's fsync in flight (vol_op.h): the replicas' wait
+ * (first: repl_wait's done gives it back) and the two results. The local
+ * part and the replicas' end on any thread (the loop, a pool thread, the
+ * links' home worker); the last of the two posts the completion.
+ */
+struct repl_op {
+	struct repl_wait w;
+	struct vol_op *op;
+	struct worker *owner;
+	atomic_uint parts; /* of 2 (local, replicas) still running */
+	int local, remote;
+	uint64_t t0;
+};
+
+/* repl_op_part_done -- one part ended; the last one completes the op */
+static void repl_op_part_done(struct repl_op *x)
+{
+	if (atomic_fetch_sub(&x->parts, 1) != 1)
+		return;
+	struct vol_op *op = x->op;
+	struct worker *owner = x->owner;
+	op->code = x->local ? x->local : x->remote;
+	if (op->code == 0)
+		metrics_fsync(metrics_now_ns() - x->t0, op->written_back);
+	op->repl = NULL;
+	free(x);
+	worker_post(owner, &op->task.done);
+}
+
+/* repl_op_replicas_done -- every ISR member confirmed (or left the ISR), or -EIO */
+static void repl_op_replicas_done(struct repl_wait *w, int status)
+{
+	struct repl_op *x = (struct repl_op *)w;
+	x->remote = status;
+	repl_op_part_done(x);
+}
+
+/* repl_op_local_run -- the local part in the pool (it did not run inline) */
+static void repl_op_local_run(struct fsync_task *t)
+{
+	struct vol_op *op = (struct vol_op *)((char *)t - offsetof(struct vol_op, task));
+	struct repl_op *x = op->repl;
+	x->local = fsync_range(op->v, op->off, op->len, op->mode, &op->written_back);
+	repl_op_part_done(x);
+}
+
+/*
+ * repl_op_start -- @op is an fsync of a replicated volume: start both parts
+ * (see the top of vol_op.h). False if it is not, or no memory for its wait
+ * (then the pool runs it whole: vol_op_run waits for the replicas there).
+ */
+static bool repl_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
+			  void (*done)(struct worker *w, struct worker_msg *m))
+{
+	struct repl_volume *rv = op->kind == VOL_OP_FSYNC ? op_repl(op) : NULL;
+	if (!rv)
+		return false;
+	struct repl_op *x = calloc(1, sizeof(*x));
+	if (!x)
+		return false;
+	x->w.done = repl_op_replicas_done;
+	x->op = op;
+	x->owner = owner;
+	x->t0 = metrics_now_ns();
+	atomic_init(&x->parts, 2);
+	op->repl = x;
+	op->task.done.fn = done;
+	op->written_back = 0;
+	/* the links to this worker's loop, if its requests keep coming from here */
+	repl_prefer(rv, owner);
+	/* the replicas first: their FSYNCs leave while the local flush runs */
+	repl_fsync(rv, op->off, op->len, &x->w);
+	int code;
+	if (local_try_inline(op->v, op->off, op->len, op->mode, &code, &op->written_back)) {
+		x->local = code;
+		repl_op_part_done(x);
+		return true;
+	}
+	op->task.run = repl_op_local_run;
+	op->task.owner = NULL; /* the last part posts, not the pool */
+	fsync_pool_submit(pools->fsync, &op->task);
+	return true;
+}
+
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m))
 {
 	if (op->kind == VOL_OP_FSYNC)
 		op->mark = vol_ack_fsync_mark(op->v);
+	/* a power cut decided: not run, wherever it would have run (op_cut) */
+	if (op_cut(op))
+		return true;
+	if (repl_op_start(op, pools, owner, done))
+		return false;
 	if (vol_op_try_inline(op))
 		return true;
 	op->task.run = op_task_run;

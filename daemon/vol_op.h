@@ -14,7 +14,13 @@
  *   - everything else goes to its pool (vol_op_pool): fsyncs and discards
  *     to the fsync pool (write-back, fences, per-volume serialisation), the
  *     rest to the metadata pool (namespace locks, zeroing a new volume); the
- *     pool posts the completion to the connection's worker.
+ *     pool posts the completion to the connection's worker;
+ *   - the fsync of a volume replicated from this node (repl_registry.h)
+ *     waits on no thread: its FSYNC is queued on every replica link at once
+ *     (repl_fsync) while the local flush runs inline (the same rule) or in
+ *     the pool; whichever of the two ends last posts the completion to the
+ *     connection's worker (docs/cluster.md, "Benchmark": the thread
+ *     hand-offs this saves).
  *
  * The flush mode of every fsync is decided here too (vol_op_flush_mode):
  * the hammer if the request or the daemon asks for it, else the volume's.
@@ -66,6 +72,8 @@ struct vol_op {
 	const char *name;		 /* OPEN, INFO: the caller's string */
 	void (*call)(struct vol_op *op); /* CALL */
 	bool quick;			 /* CALL: bounded work (vol_op_quick) */
+	void *repl;			 /* FSYNC of a replicated volume: its wait (vol_op.c) */
+	bool local_only; /* FSYNC, DISCARD: this copy only (a replica link's request) */
 
 	uint64_t mark; /* FSYNC: the write log's mark, taken when it starts */
 
@@ -143,10 +151,11 @@ void vol_op_run(struct vol_op *op);
 /*
  * vol_op_start -- run @op inline if the rule takes it (returns true: the
  * result is in @op, nothing is posted), else submit it to its pool of
- * @pools and return false; an FSYNC takes its write-log mark first
- * (vol_ack.h), and an FSYNC or DISCARD is not run once a power cut is
+ * @pools (or, a replicated volume's fsync, to its links and the pool or the
+ * loop, see the top) and return false; an FSYNC takes its write-log mark
+ * first (vol_ack.h), and an FSYNC or DISCARD is not run once a power cut is
  * decided (op->code VOL_OP_CUT, wherever it would have run).
- * @done(@owner, &op->task.done) runs on @owner's thread once a pool ran it
+ * @done(@owner, &op->task.done) runs on @owner's thread once it ran
  * (vol_op_of_msg() gives @op back).
  */
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,

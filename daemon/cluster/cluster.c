@@ -54,7 +54,7 @@ struct primary {
 	bool rs_started;       /* cluster thread: a thread to join */
 	atomic_bool rs_active; /* cleared by the resync thread when it ends */
 	char rs_node[CLUSTER_NAME_MAX + 1];
-	char rs_url[CLUSTER_URL_MAX + 1];
+	char rs_url[CLUSTER_URL_MAX + 1], rs_alt[CLUSTER_URL_MAX + 1];
 	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
 	bool deposed; /* another node is the primary now: this one serves nothing of it */
 	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
@@ -69,7 +69,7 @@ struct grow {
 	struct grow *next;
 };
 
-/* A replica to remove from a volume's ISR (asked by a link's thread). */
+/* A replica to remove from a volume's ISR (asked from a link's loop). */
 struct shrink {
 	struct primary *p;
 	char node[CLUSTER_NAME_MAX + 1];
@@ -323,7 +323,13 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	return ret;
 }
 
-/* on_shrink -- a replica's link failed (link thread): queue its ISR shrink for this thread */
+/* link_home -- the worker whose loop runs volume number @i's links (NULL: their own) */
+static struct worker *link_home(const struct cluster *c, unsigned i)
+{
+	return c->o.nworkers ? c->o.workers[i % c->o.nworkers] : NULL;
+}
+
+/* on_shrink -- a replica's link failed (its loop): queue its ISR shrink for this thread */
 static void on_shrink(void *arg, struct repl_volume *rv, const char *node)
 {
 	struct primary *p = arg;
@@ -341,21 +347,58 @@ static void on_shrink(void *arg, struct repl_volume *rv, const char *node)
 	etcd_client_wakeup(c->etcd);
 }
 
-/* node_url -- the first tcp:// address of node @name's key into @url ("" if none) */
-static void node_url(struct cluster *c, const char *name, char *url, size_t len)
+/*
+ * node_addrs -- the first tcp:// and rdma:// addresses of node @name's key
+ * into @tcp and @rdma (either NULL: not wanted; "" if none or the key is gone)
+ */
+static void node_addrs(struct cluster *c, const char *name, char *tcp, char *rdma, size_t len)
 {
 	char key[CLUSTER_KEY_MAX], why[128];
 	struct etcd_range_result r;
 	struct cluster_node_rec n;
-	url[0] = '\0';
+	if (tcp)
+		tcp[0] = '\0';
+	if (rdma)
+		rdma[0] = '\0';
 	KEY(c, key, "nodes", name);
 	if (etcd_get(c->etcd, key, false, &r))
 		return;
 	if (r.count == 1 &&
-	    cluster_node_decode(r.kvs[0].value, r.kvs[0].value_len, &n, why, sizeof(why)) == 0 &&
-	    cluster_node_addr(&n, "tcp"))
-		snprintf(url, len, "%s", cluster_node_addr(&n, "tcp"));
+	    cluster_node_decode(r.kvs[0].value, r.kvs[0].value_len, &n, why, sizeof(why)) == 0) {
+		if (tcp && cluster_node_addr(&n, "tcp"))
+			snprintf(tcp, len, "%s", cluster_node_addr(&n, "tcp"));
+		if (rdma && cluster_node_addr(&n, "rdma"))
+			snprintf(rdma, len, "%s", cluster_node_addr(&n, "rdma"));
+	}
 	etcd_range_result_free(&r);
+}
+
+/* node_url -- the first tcp:// address of node @name's key into @url ("" if none) */
+static void node_url(struct cluster *c, const char *name, char *url, size_t len)
+{
+	node_addrs(c, name, url, NULL, len);
+}
+
+/*
+ * link_urls -- where a replica link to node @name goes (docs/cluster.md,
+ * "RDMA links"): its rdma:// address where this node serves RDMA too (one-
+ * sided writes), with its tcp:// one in @alt to fall back to; else its
+ * tcp:// one and @alt "". @url "" when its key is gone (the node is down).
+ */
+static void link_urls(struct cluster *c, const char *name, char *url, char *alt, size_t len)
+{
+	char tcp[CLUSTER_URL_MAX + 1], rdma[CLUSTER_URL_MAX + 1];
+	node_addrs(c, name, tcp, rdma, sizeof(tcp));
+	bool here = false;
+	for (unsigned i = 0; i < c->o.naddrs; i++)
+		here = here || strncmp(c->addrs[i], "rdma://", 7) == 0;
+	if (here && rdma[0]) {
+		snprintf(url, len, "%s", rdma);
+		snprintf(alt, len, "%s", tcp);
+	} else {
+		snprintf(url, len, "%s", tcp);
+		alt[0] = '\0';
+	}
 }
 
 /*
@@ -386,13 +429,14 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 			   follows */
 	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
 	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
+	char alts[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
 	unsigned n = 0;
 	for (unsigned i = 0; i < v->nisr; i++) {
 		if (strcmp(v->isr[i], c->node) == 0)
 			continue;
-		node_url(c, v->isr[i], urls[n], sizeof(urls[n]));
-		m[n] =
-		    (struct repl_member_spec){v->isr[i], urls[n][0] ? urls[n] : "tcp://0.0.0.0:1"};
+		link_urls(c, v->isr[i], urls[n], alts[n], sizeof(urls[n]));
+		m[n] = (struct repl_member_spec){v->isr[i],
+						 urls[n][0] ? urls[n] : "tcp://0.0.0.0:1", alts[n]};
 		n++;
 	}
 	if (n == 0) {
@@ -411,6 +455,7 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 			      .fence = true,
 			      .rec = &p->g->rec,
 			      .token_file = NULL,
+			      .home = link_home(c, c->nprim),
 			      .shrink = on_shrink,
 			      .arg = p};
 	c->nprim++; /* before the links start: on_shrink may run at once */
@@ -532,7 +577,7 @@ static void *resync_thread(void *arg)
 {
 	struct primary *p = arg;
 	struct repl_resync_result res;
-	int ret = repl_resync(p->rv, p->rs_node, p->rs_url, grow_ask, p, &res);
+	int ret = repl_resync(p->rv, p->rs_node, p->rs_url, p->rs_alt, grow_ask, p, &res);
 	if (ret)
 		LOG_WARN("volume %s: resync of %s failed: %s (tried again later)", p->name,
 			 p->rs_node, rdax_strerror(ret));
@@ -576,7 +621,8 @@ static void tend(struct cluster *c, struct primary *p)
 						.resync_bytes_total = mi[i].resync_total,
 						.resync_bytes_shipped = mi[i].resync_shipped};
 		snprintf(st.state, sizeof(st.state), "%s", member_state_name(mi[i].state));
-		snprintf(st.link, sizeof(st.link), "tcp");
+		snprintf(st.link, sizeof(st.link), "%s",
+			 mi[i].link.transport[0] ? mi[i].link.transport : "none");
 		char *json, key[CLUSTER_KEY_MAX];
 		if (cluster_status_encode(&st, &json) == 0) {
 			KEY(c, key, "volumes", p->name, "status", mi[i].node);
@@ -587,14 +633,15 @@ static void tend(struct cluster *c, struct primary *p)
 		}
 		if (mi[i].state != REPL_REMOVED || p->rs_started || now < p->rs_next_ms[i])
 			continue;
-		char url[CLUSTER_URL_MAX + 1];
-		node_url(c, mi[i].node, url, sizeof(url));
+		char url[CLUSTER_URL_MAX + 1], alt[CLUSTER_URL_MAX + 1];
+		link_urls(c, mi[i].node, url, alt, sizeof(url));
 		if (!url[0])
 			continue; /* its node is down: nothing to resync to */
 		p->rs_next_ms[i] = now + CLUSTER_RESYNC_RETRY_MS;
 		/* names are validated to CLUSTER_NAME_MAX: the precision only tells the compiler */
 		snprintf(p->rs_node, sizeof(p->rs_node), "%.*s", CLUSTER_NAME_MAX, mi[i].node);
 		snprintf(p->rs_url, sizeof(p->rs_url), "%.*s", CLUSTER_URL_MAX, url);
+		snprintf(p->rs_alt, sizeof(p->rs_alt), "%.*s", CLUSTER_URL_MAX, alt);
 		atomic_store(&p->rs_active, true);
 		sigset_t all, old;
 		sigfillset(&all);
@@ -694,13 +741,14 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 	snprintf(p->name, sizeof(p->name), "%s", v->name);
 	struct repl_member_spec m[CLUSTER_MAX_REPLICAS];
 	char urls[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
+	char alts[CLUSTER_MAX_REPLICAS][CLUSTER_URL_MAX + 1];
 	unsigned n = 0;
 	for (unsigned i = 0; i < v->nisr; i++) {
 		if (strcmp(v->isr[i], c->node) == 0)
 			continue;
-		node_url(c, v->isr[i], urls[n], sizeof(urls[n]));
-		m[n] =
-		    (struct repl_member_spec){v->isr[i], urls[n][0] ? urls[n] : "tcp://0.0.0.0:1"};
+		link_urls(c, v->isr[i], urls[n], alts[n], sizeof(urls[n]));
+		m[n] = (struct repl_member_spec){v->isr[i],
+						 urls[n][0] ? urls[n] : "tcp://0.0.0.0:1", alts[n]};
 		n++;
 	}
 	c->nprim++;
@@ -714,6 +762,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 				      .fence = true,
 				      .untrusted = true,
 				      .rec = &g->rec,
+				      .home = link_home(c, c->nprim - 1),
 				      .shrink = on_shrink,
 				      .arg = p};
 		if (repl_start(&o, m, n, &p->rv) || repl_registry_put(g->v, p->rv)) {

@@ -33,6 +33,7 @@
 
 #include "cluster_meta.h"
 #include "store.h"
+#include "worker.h"
 
 struct cluster;
 
@@ -46,6 +47,13 @@ struct cluster_opts {
 	struct store *store;
 	const char *version;
 	unsigned lease_ttl_s; /* 0: CLUSTER_DEFAULT_LEASE_S */
+	/*
+	 * The running workers whose loops run the replica links, a volume's
+	 * links on one of them (round-robin by volume); none: each link runs a
+	 * loop of its own. They must run until cluster_stop() returned.
+	 */
+	struct worker *const *workers;
+	unsigned nworkers;
 };
 
 /*

@@ -140,6 +140,32 @@ err_free:
 	return ret;
 }
 
+/*
+ * __revoke_windows -- under g->lock: revoke every replica link window of an
+ * epoch older than the copy's (struct gate_window). The control
+ * replica-no-fence leaves them, as it lets every request through.
+ */
+static void __revoke_windows(struct gate_vol *g)
+{
+	uint64_t seen = atomic_load(&g->epoch);
+	if (rdax_faults.replica_no_fence)
+		return;
+	for (struct gate_window **wp = &g->windows; *wp;) {
+		struct gate_window *w = *wp;
+		if (w->epoch >= seen) {
+			wp = &w->next;
+			continue;
+		}
+		*wp = w->next;
+		w->next = NULL;
+		w->revoked = true;
+		w->revoke(w);
+		LOG_INFO("volume %s: the RDMA window of a link of epoch %" PRIu64
+			 " is revoked (epoch %" PRIu64 " seen)",
+			 g->name, w->epoch, seen);
+	}
+}
+
 /* __raise -- under g->lock: persist @epoch if newer; 0 or -RDAX_E_STALE_EPOCH */
 static int __raise(struct gate_vol *g, uint64_t epoch)
 {
@@ -147,7 +173,37 @@ static int __raise(struct gate_vol *g, uint64_t epoch)
 		return -RDAX_E_STALE_EPOCH;
 	/* durable first, then visible: a request refused for it stays refused after a crash */
 	atomic_store_explicit(&g->epoch, change_record_epoch(&g->rec), memory_order_release);
+	/* and one-sided writes of older links stop here, before the raise is answered */
+	__revoke_windows(g);
 	return 0;
+}
+
+int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w)
+{
+	int ret = 0;
+	pthread_mutex_lock(&g->lock);
+	if (w->epoch < atomic_load(&g->epoch) && !rdax_faults.replica_no_fence) {
+		ret = -RDAX_E_STALE_EPOCH; /* raised between the open's check and now */
+	} else {
+		w->revoked = false;
+		w->next = g->windows;
+		g->windows = w;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return ret;
+}
+
+bool cluster_gate_window_remove(struct gate_vol *g, struct gate_window *w)
+{
+	pthread_mutex_lock(&g->lock);
+	bool revoked = w->revoked;
+	for (struct gate_window **wp = &g->windows; *wp; wp = &(*wp)->next)
+		if (*wp == w) {
+			*wp = w->next;
+			break;
+		}
+	pthread_mutex_unlock(&g->lock);
+	return revoked;
 }
 
 int cluster_gate_serve(struct gate_vol *g, uint64_t epoch)

@@ -58,6 +58,23 @@
 
 #define CLUSTER_GATE_MAX 256
 
+/*
+ * A window of direct access (RDMA: daemon/net/rdma_conn.c) over a copy,
+ * given to a replica link's handle opened at @epoch. One-sided writes land
+ * without the daemon seeing a request, so the check on every request cannot
+ * fence them: the window itself must go. Every raise of the copy's epoch
+ * revokes each window of an older epoch (@revoke, under the gate's lock)
+ * before it returns -- so before the newer primary's open is answered, and
+ * from then on a write of the old primary through it fails on the wire (a
+ * remote access error) instead of landing.
+ */
+struct gate_window {
+	struct gate_window *next; /* the gate's list, under its lock */
+	uint64_t epoch;
+	void (*revoke)(struct gate_window *w); /* under the gate's lock, at most once */
+	bool revoked;
+};
+
 struct gate_vol {
 	char name[CLUSTER_NAME_MAX + 1];
 	struct volume *v;    /* the local copy, open for as long as the daemon runs */
@@ -70,6 +87,7 @@ struct gate_vol {
 	char primary[CLUSTER_NAME_MAX + 1];    /* the volume key's primary, as last read */
 	char primary_url[CLUSTER_URL_MAX + 1]; /* its tcp:// address, "" if unknown */
 	uint64_t key_epoch;		       /* the volume key's epoch, as last read */
+	struct gate_window *windows;	       /* replica links' RDMA windows, under lock */
 };
 
 /* cluster_record_name -- "<volume>.rrec" into @out; 0 or -ENAMETOOLONG */
@@ -170,6 +188,21 @@ static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_e
 		return -RDAX_E_NOT_PRIMARY; /* the lease may have run out: another may lead */
 	return serving && serving >= seen ? 0 : -RDAX_E_NOT_PRIMARY;
 }
+
+/*
+ * cluster_gate_window_add -- a window of @w->epoch over @g's copy exists;
+ * a raise past that epoch revokes it. Returns 0, or -RDAX_E_STALE_EPOCH
+ * (a newer epoch was seen since the handle's open: the caller revokes the
+ * window itself and refuses the open). Context: the connection's worker.
+ */
+int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w);
+
+/*
+ * cluster_gate_window_remove -- forget @w (its handle or connection ends).
+ * Returns true if a raise revoked it already (the caller must not revoke it
+ * again), false if the caller revokes it now. Context: the connection's worker.
+ */
+bool cluster_gate_window_remove(struct gate_vol *g, struct gate_window *w);
 
 /* cluster_gate_close_all -- close every entry's volumes (after the workers stopped) */
 void cluster_gate_close_all(struct store *store);

@@ -3,7 +3,7 @@
  * completion.h -- wait on one thread for a result another thread delivers
  *
  * The replication callbacks (replica_link.h, repl_volume.h) complete on a
- * link's thread; a caller that must block until then (the resync's own
+ * link's home loop; a caller that must block until then (the resync's own
  * fsync, a test, the benchmark) embeds a struct completion next to its
  * waiter and waits on it.
  *

@@ -18,15 +18,17 @@
 
 struct member {
 	char node[CLUSTER_NAME_MAX + 1];
-	char url[CLUSTER_URL_MAX + 1];
+	char url[CLUSTER_URL_MAX + 1];	   /* where its link goes */
+	char alt_url[CLUSTER_URL_MAX + 1]; /* and where else ("" none): TCP behind RDMA */
 	struct replica_link *link;
 	enum repl_member_state state;
 	uint64_t *last_fwd;  /* per region: sequence of the last write forwarded */
 	uint64_t *confirmed; /* per region: every write up to this sequence is flushed there */
-	struct repl_wait_part *held; /* waits that need this member's removal */
-	int slot;		     /* its change-record slot while away, -1: none */
+	struct repl_wait_part *held;		/* waits that need this member's removal */
+	int slot;				/* its change-record slot while away, -1: none */
 	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
 	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
+	int refused;  /* FAILED, and the owner refused its removal (repl_removed): its error */
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -40,6 +42,9 @@ struct repl_volume {
 	unsigned n;
 	uint64_t nregions;
 	uint64_t seq; /* of the last write forwarded */
+	/* repl_prefer: the worker the last requests came from, and how many in a row */
+	struct worker *pref;
+	unsigned pref_streak;
 };
 
 static uint64_t region_of(uint64_t off)
@@ -58,6 +63,26 @@ static void part_done_locked(struct repl_wait *w, int status, bool *complete)
 static void finish(struct repl_wait *w)
 {
 	w->done(w, w->status);
+}
+
+/*
+ * __hold -- under the lock: @p needs FAILED member @m, whose removal from the
+ * ISR is not answered yet: held until it is (repl_removed). A member whose
+ * removal was refused (this node is no longer the primary, or the ISR may
+ * not shrink) will never be answered again: the wait fails at once (-EIO)
+ * instead of hanging. Returns true if held (counted in w->pending).
+ */
+static bool __hold(struct member *m, struct repl_wait_part *p)
+{
+	if (m->refused) {
+		if (!p->w->status)
+			p->w->status = -EIO;
+		return false;
+	}
+	p->w->pending++;
+	p->held_next = m->held;
+	m->held = p;
+	return true;
 }
 
 /*
@@ -119,8 +144,12 @@ static void on_member_fsync(struct rlink_waiter *lw, int status)
 	} else {
 		ask = m->state == REPL_LIVE;
 		member_failed_locked(rv, m);
-		p->held_next = m->held; /* released by repl_removed() */
-		m->held = p;
+		/* released by repl_removed(), or failed now if its removal was refused */
+		w->pending--;
+		if (!__hold(m, p)) {
+			w->pending++;
+			part_done_locked(w, 0, &complete);
+		}
 	}
 	pthread_mutex_unlock(&rv->lock);
 	if (ask && rv->o.shrink)
@@ -159,11 +188,34 @@ static void link_opts(struct repl_volume *rv, struct member *m, const char *url,
 				  .size = rv->o.size,
 				  .token_file = rv->o.token_file,
 				  .timeout_ms = rv->o.timeout_ms,
+				  .home = rv->o.home,
 				  .epoch = rv->o.fence ? rv->o.epoch : 0,
 				  .primary = rv->primary,
 				  .incarnation = rv->o.incarnation,
 				  .on_fail = on_link_fail,
 				  .arg = m};
+}
+
+/*
+ * link_start -- a link to member @m: at @url, or at @alt ("" or NULL: none)
+ * if that one cannot be made (an RDMA link falls back to TCP, said in the
+ * log and in the link's transport). 0, or the first URL's error in @err.
+ */
+static int link_start(struct repl_volume *rv, struct member *m, const char *url, const char *alt,
+		      struct replica_link **out, char *err, size_t errlen)
+{
+	struct rlink_opts lo;
+	link_opts(rv, m, url, &lo);
+	int ret = rlink_start(&lo, out, err, errlen);
+	if (ret == 0 || !alt || !alt[0])
+		return ret;
+	char why[512];
+	link_opts(rv, m, alt, &lo);
+	if (rlink_start(&lo, out, why, sizeof(why)) != 0)
+		return ret;
+	LOG_WARN("volume %s: replica %s: %s; linked over %s instead", rv->volume, m->node, err,
+		 alt);
+	return 0;
 }
 
 int repl_start(const struct repl_opts *o, const struct repl_member_spec *members, unsigned n,
@@ -185,6 +237,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 		struct member *m = &rv->m[i];
 		snprintf(m->node, sizeof(m->node), "%s", members[i].node);
 		snprintf(m->url, sizeof(m->url), "%s", members[i].url);
+		snprintf(m->alt_url, sizeof(m->alt_url), "%s",
+			 members[i].alt_url ? members[i].alt_url : "");
 		m->rv = rv;
 		m->index = i;
 		m->slot = -1;
@@ -200,10 +254,8 @@ int repl_start(const struct repl_opts *o, const struct repl_member_spec *members
 	rv->n = n;
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = &rv->m[i];
-		struct rlink_opts lo;
-		link_opts(rv, m, m->url, &lo);
 		char err[512];
-		if (rlink_start(&lo, &m->link, err, sizeof(err)) == 0)
+		if (link_start(rv, m, m->url, m->alt_url, &m->link, err, sizeof(err)) == 0)
 			continue;
 		LOG_WARN("volume %s: no link to replica %s: %s", rv->volume, m->node, err);
 		pthread_mutex_lock(&rv->lock);
@@ -245,6 +297,25 @@ void repl_write(struct repl_volume *rv, uint64_t off, uint64_t len)
 			m->last_fwd[r] = seq;
 		/* under the lock: every link gets the writes in the same order */
 		rlink_forward(m->link, off, len);
+	}
+	pthread_mutex_unlock(&rv->lock);
+}
+
+void repl_prefer(struct repl_volume *rv, struct worker *w)
+{
+	pthread_mutex_lock(&rv->lock);
+	if (w != rv->pref) {
+		rv->pref = w;
+		rv->pref_streak = 0;
+	}
+	if (rv->pref_streak < REPL_PREFER_STREAK)
+		rv->pref_streak++;
+	bool move = w && rv->pref_streak == REPL_PREFER_STREAK;
+	for (unsigned i = 0; move && i < rv->n; i++) {
+		struct member *m = &rv->m[i];
+		if (m->link && (m->state == REPL_LIVE || m->state == REPL_RESYNC) &&
+		    !rlink_home_is(m->link, w))
+			rlink_move(m->link, w);
 	}
 	pthread_mutex_unlock(&rv->lock);
 }
@@ -306,12 +377,11 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 		*p = (struct repl_wait_part){.lw = {.done = on_member_fsync}, .w = w, .member = i};
 		if (m->state == REPL_REMOVED)
 			continue;
-		w->pending++;
 		if (m->state == REPL_FAILED) {
-			p->held_next = m->held;
-			m->held = p;
+			__hold(m, p);
 			continue;
 		}
+		w->pending++;
 		send[nsend] = m->link;
 		parts[nsend++] = p;
 	}
@@ -353,11 +423,8 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 		if (m->state != REPL_LIVE && m->state != REPL_RESYNC) {
 			if (m->slot >= 0)
 				change_record_mark_slot(rv->o.rec, m->slot, off, len);
-			if (m->state == REPL_FAILED) {
-				w->pending++;
-				p->held_next = m->held;
-				m->held = p;
-			}
+			if (m->state == REPL_FAILED)
+				__hold(m, p);
 			continue;
 		}
 		for (uint64_t r = region_of(off); r <= region_of(off + len - 1); r++)
@@ -382,6 +449,8 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 			continue;
 		if (status == 0)
 			m->state = REPL_REMOVED;
+		else
+			m->refused = status;
 		for (struct repl_wait_part *p = m->held, *next; p; p = next) {
 			next = p->held_next;
 			bool complete;
@@ -418,7 +487,7 @@ static uint64_t region_len(const struct repl_volume *rv, uint64_t r)
 /*
  * Digests (docs/cluster.md, "Rejoin"): the resync asks the member for the
  * XXH3-128 of each 4 KiB block of a region it would ship (REPLICA_DIGEST, on
- * a connection of its own: the link's belongs to the link's thread) and
+ * a connection of its own: the link's belongs to the link's loop) and
  * ships only the blocks whose digests differ from its own, computed after
  * the member's answer; a full resync first compares whole regions, 32 at a
  * time. Sound while writes go on: the member is in catch-up already, so
@@ -437,6 +506,15 @@ struct digest_peer {
 	uint64_t batch_first;
 	bool batch_valid;
 };
+
+/*
+ * member_digest_url -- where digests are asked: a request and its answer,
+ * so the TCP address where the link is RDMA (nothing one-sided to gain)
+ */
+static const char *member_digest_url(const struct member *m)
+{
+	return m->alt_url[0] ? m->alt_url : m->url;
+}
 
 /* digest_peer_open -- the member's copy, opened as this primary's link for digests */
 static void digest_peer_open(struct repl_volume *rv, const char *url, struct digest_peer *dp)
@@ -575,7 +653,7 @@ static void sync_done(struct rlink_waiter *w, int status)
 	completion_complete(&((struct sync_wait *)w)->c, status);
 }
 
-int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+int repl_resync(struct repl_volume *rv, const char *node, const char *url, const char *alt_url,
 		int (*grow)(void *arg, const char *node), void *arg, struct repl_resync_result *res)
 {
 	struct member *m = NULL;
@@ -589,11 +667,9 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	if (!removed)
 		return -EINVAL;
 	rlink_stop(&m->link); /* the failed one: its thread is over */
-	struct rlink_opts lo;
-	link_opts(rv, m, url, &lo);
 	char err[512];
 	struct replica_link *l;
-	int ret = rlink_start(&lo, &l, err, sizeof(err));
+	int ret = link_start(rv, m, url, alt_url, &l, err, sizeof(err));
 	if (ret) {
 		LOG_WARN("volume %s: resync of %s: %s", rv->volume, node, err);
 		return ret;
@@ -601,6 +677,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	int slot = rv->o.rec ? change_record_slot_find(rv->o.rec, node) : -ENOENT;
 	pthread_mutex_lock(&rv->lock);
 	snprintf(m->url, sizeof(m->url), "%s", url);
+	snprintf(m->alt_url, sizeof(m->alt_url), "%s", alt_url ? alt_url : "");
 	m->link = l;
 	memset(m->last_fwd, 0, rv->nregions * sizeof(uint64_t));
 	memset(m->confirmed, 0, rv->nregions * sizeof(uint64_t));
@@ -618,7 +695,7 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url,
 	m->rs_total = m->rs_left = total;
 	pthread_mutex_unlock(&rv->lock);
 	struct digest_peer dp;
-	digest_peer_open(rv, url, &dp);
+	digest_peer_open(rv, member_digest_url(m), &dp);
 	for (uint64_t r = 0; r < rv->nregions; r++) {
 		if (slot >= 0 && !change_record_test(rv->o.rec, slot, r))
 			continue;
@@ -682,7 +759,7 @@ int repl_reconcile(struct repl_volume *rv)
 		if (!live)
 			continue;
 		struct digest_peer dp;
-		digest_peer_open(rv, m->url, &dp);
+		digest_peer_open(rv, member_digest_url(m), &dp);
 		uint64_t shipped = 0;
 		for (uint64_t r = 0; r < rv->nregions; r++) {
 			if (r % DIGEST_BATCH == 0)

@@ -29,8 +29,9 @@
  * the primary acknowledges nothing rather than guess.
  *
  * Thread safety: every function from any thread; one lock per volume.
- * w->done and o->shrink run on a link's thread or the caller's, never under
- * the lock.
+ * repl_before_write, repl_write, repl_fsync and repl_write_durable never
+ * block (a worker calls them). w->done and o->shrink run on the links' home
+ * worker or the caller's thread, never under the lock.
  */
 #ifndef RDAXD_REPL_VOLUME_H
 #define RDAXD_REPL_VOLUME_H
@@ -68,7 +69,8 @@ struct repl_wait {
 
 struct repl_member_spec {
 	const char *node; /* its name (the ISR's spelling) */
-	const char *url;  /* where its rdaxd is */
+	const char *url;  /* where its rdaxd is: rdma:// where both nodes have RDMA, else tcp:// */
+	const char *alt_url; /* tried when a link to @url cannot be made (NULL: none) */
 };
 
 struct repl_opts {
@@ -82,6 +84,7 @@ struct repl_opts {
 	struct change_record *rec; /* NULL: none (a failed member then needs a full resync) */
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
+	struct worker *home; /* the worker whose loop runs the links (NULL: each its own) */
 	/*
 	 * A failover's start: the members' copies are not known to equal this
 	 * one (un-acknowledged writes of the old primary may differ) until
@@ -128,6 +131,16 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_wait *w);
 
 /*
+ * repl_prefer -- a request of the volume comes from worker @w (a client's
+ * connection's). After REPL_PREFER_STREAK in a row from the same worker the
+ * links are asked to run on its loop (rlink_move), so a durable write from
+ * there crosses no thread; requests from several workers by turns leave
+ * them where they are. Any thread.
+ */
+#define REPL_PREFER_STREAK 16
+void repl_prefer(struct repl_volume *rv, struct worker *w);
+
+/*
  * repl_fsync_wait -- repl_fsync() and wait for it on the calling thread (a
  * pool thread: it may block). @rv NULL: 0 at once. Returns 0 or -EIO.
  */
@@ -153,18 +166,18 @@ struct repl_resync_result {
 };
 
 /*
- * repl_resync -- bring back @node (REMOVED), whose rdaxd is at @url: a new
- * link; from then on live writes are forwarded to it and every fsync waits
- * for it as for an ISR member (stronger than needed, so safe); the regions
- * its change-record slot marks (every region without a record) are shipped
- * from the mapping in the link's order, so the last send of a byte carries
- * its newest value; an fsync of the whole volume behind them; then
+ * repl_resync -- bring back @node (REMOVED), whose rdaxd is at @url (or
+ * @alt_url, NULL: none, if no link to @url can be made): a new link; from then on live writes are
+ * forwarded to it and every fsync waits for it as for an ISR member (stronger than needed, so
+ * safe); the regions its change-record slot marks (every region without a record) are shipped from
+ * the mapping in the link's order, so the last send of a byte carries its newest value; an fsync of
+ * the whole volume behind them; then
  * @grow(@arg, @node) must put it back in etcd's ISR (cluster_isr_change),
  * after which it is LIVE and its slot is closed. Blocks until done.
  * Returns 0, or a negative code (the member is REMOVED again; its record
  * is kept). Context: the owner's thread, not a link's.
  */
-int repl_resync(struct repl_volume *rv, const char *node, const char *url,
+int repl_resync(struct repl_volume *rv, const char *node, const char *url, const char *alt_url,
 		int (*grow)(void *arg, const char *node), void *arg,
 		struct repl_resync_result *res);
 

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* replica_link.c -- the primary's ordered, pipelined stream to one replica */
+/* replica_link.c -- the primary's ordered, pipelined stream to one replica, on a worker's loop */
 #include "replica_link.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <netinet/in.h>
-#include <signal.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../client/conn.h" /* librdax's own: a failed link's socket is aborted */
+#include <ev.h>
+
+#include "../../client/conn.h"		 /* librdax's own: run from a loop, the socket aborted */
+#include "../../client/transport_rdma.h" /* ... and its queue pair */
+#include "completion.h"
 #include "errors.h"
 #include "librdax.h"
 #include "log.h"
@@ -24,8 +28,10 @@
 #define RLINK_DEFAULT_DEPTH	 32
 /* A forwarded range is sent in pieces of at most this (every rdaxd takes 1 MiB requests). */
 #define RLINK_PIECE (1U << 20)
-/* While requests are in flight the thread looks at its queue at least this often. */
-#define RLINK_POLL_MS 1
+/* Completions taken from librdax per call. */
+#define RLINK_REAP_BATCH 16
+/* The stall check runs this often (a quarter of the timeout, at least this many ms). */
+#define RLINK_STALL_CHECK_MIN_MS 10
 
 enum rlink_kind { RLINK_WRITE, RLINK_FSYNC };
 
@@ -43,18 +49,32 @@ struct replica_link {
 	char *url, *volume;
 	struct rdax_conn *conn;
 	struct rdax_volume *vol;
-	pthread_t thread;
+	struct worker *home; /* the loop the link runs on */
+	struct worker *own;  /* a worker of the link's own (no home was given), else NULL */
+
+	/* the hand-over from any thread, under lock */
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct rlink_op *head, *tail; /* queued, not yet submitted (under lock) */
-	bool stop;		      /* under lock */
-	bool failed;		      /* under lock once set */
+	struct rlink_op *head, *tail; /* queued, not yet taken by the loop */
+	bool kicked;		      /* kick_msg is posted and has not run yet */
+	struct worker *move_to;	      /* rlink_move's wish: the loop to run on once quiet */
+	bool stop;
+	bool failed;
 	int code;
-	int fail_asked;		    /* under lock: a caller's failure for the thread to carry out */
-	struct rlink_op **inflight; /* by cookie's slot (cookie_slot); link thread only */
+	int fail_asked; /* a caller's failure for the loop to carry out */
+	struct rlink_stats stats;
+	struct worker_msg attach_msg, kick_msg, detach_msg;
+	struct completion detached; /* the loop let go of the link (rlink_stop) */
+
+	/* the loop's own: the home worker's thread only */
+	bool attached;
+	ev_io io[2]; /* the descriptors librdax waits on (conn_poll_prepare) */
+	bool io_on[2];
+	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
+	ev_idle more;	 /* work queued on this thread, or ready already: no sleep yet */
+	ev_timer stall;
+	struct rlink_op **inflight; /* by cookie's slot (cookie_slot) */
 	unsigned ninflight;
 	uint64_t next_cookie;
-	struct rlink_stats stats; /* under lock */
 };
 
 static uint64_t now_ms(void)
@@ -62,6 +82,12 @@ static uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* on_home -- is the calling thread the link's loop? */
+static bool on_home(const struct replica_link *l)
+{
+	return l->home->started && pthread_equal(pthread_self(), l->home->thread);
 }
 
 /* finish -- an op is over: complete its waiter, free it */
@@ -79,9 +105,15 @@ static void finish(struct rlink_op *op, int status)
  * on the replica after a resync's newer bytes over a new link. The socket is
  * replaced by a fresh unconnected one under the same descriptor (dup2), so
  * librdax's later calls on it fail instead of touching a reused descriptor.
+ * Over RDMA the queue pair goes to the error state: what was posted and not
+ * yet sent is flushed, never retransmitted later (rdma_tp_abort).
  */
 static void abort_socket(struct replica_link *l)
 {
+	if (l->conn && l->conn->rdma) {
+		rdma_tp_abort(l->conn->rdma);
+		return;
+	}
 	int fd = l->conn ? l->conn->fd : -1;
 	if (fd < 0)
 		return;
@@ -94,7 +126,25 @@ static void abort_socket(struct replica_link *l)
 	}
 }
 
-/* fail -- the link is done for: abort it, tell the owner once, complete everything with @code */
+/* unwatch -- the loop lets go of the link's watchers (home thread) */
+static void unwatch(struct replica_link *l)
+{
+	struct ev_loop *loop = l->home->loop;
+	for (unsigned i = 0; i < 2; i++)
+		if (l->io_on[i]) {
+			ev_io_stop(loop, &l->io[i]);
+			l->io_on[i] = false;
+		}
+	ev_prepare_stop(loop, &l->prep);
+	ev_idle_stop(loop, &l->more);
+	ev_timer_stop(loop, &l->stall);
+	l->attached = false;
+}
+
+/*
+ * fail -- the link is done for (home thread): abort it, let go of the
+ * loop, tell the owner once, complete everything with @code
+ */
 static void fail(struct replica_link *l, int code, const char *why)
 {
 	pthread_mutex_lock(&l->lock);
@@ -108,6 +158,8 @@ static void fail(struct replica_link *l, int code, const char *why)
 	pthread_mutex_unlock(&l->lock);
 	if (first) {
 		abort_socket(l);
+		if (l->attached)
+			unwatch(l); /* an aborted socket would wake the loop for ever */
 		LOG_WARN("replica link %s volume %s failed: %s", l->url, l->volume, why);
 		if (l->o.on_fail)
 			l->o.on_fail(l->o.arg, code, why);
@@ -137,7 +189,7 @@ static unsigned cookie_slot(uint64_t cookie)
 	return (unsigned)(cookie & 0xffff);
 }
 
-/* submit -- send @op (the thread owns it now); false if the link failed doing so */
+/* submit -- hand @op to librdax (home thread); false if the link failed doing so */
 static bool submit(struct replica_link *l, struct rlink_op *op)
 {
 	unsigned slot = 0;
@@ -163,110 +215,281 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 	return true;
 }
 
-/* reap -- take completions; false if the link failed */
-static bool reap(struct replica_link *l, int timeout_ms)
+/*
+ * take -- move what fits in the pipeline from the queue to librdax, in
+ * order (home thread); *@left: ops stay queued (no room). False if the link
+ * failed (or was asked to).
+ */
+static bool take(struct replica_link *l, bool *left)
 {
-	struct rdax_completion c[16];
-	int n = rdax_wait_completions(l->conn, c, 16, 1, timeout_ms);
-	if (n < 0) {
-		char why[320];
-		snprintf(why, sizeof(why), "connection: %s", rdax_conn_last_error(l->conn));
-		fail(l, n, why);
+	pthread_mutex_lock(&l->lock);
+	int asked = l->failed ? 0 : l->fail_asked;
+	struct rlink_op *batch = NULL, **tailp = &batch;
+	unsigned room = l->o.depth - l->ninflight;
+	while (!asked && !l->failed && !l->stop && l->head && room) {
+		struct rlink_op *op = l->head;
+		l->head = op->next;
+		op->next = NULL;
+		*tailp = op;
+		tailp = &op->next;
+		room--;
+	}
+	if (!l->head)
+		l->tail = NULL;
+	*left = l->head != NULL;
+	bool failed = l->failed;
+	pthread_mutex_unlock(&l->lock);
+	if (asked) {
+		fail(l, asked,
+		     asked == -ENOMEM ? "out of memory queueing a write" : "aborted by its owner");
 		return false;
 	}
-	for (int i = 0; i < n; i++) {
-		unsigned slot = cookie_slot(c[i].cookie);
-		struct rlink_op *op = slot < l->o.depth ? l->inflight[slot] : NULL;
-		if (!op || op->cookie != c[i].cookie) {
-			fail(l, -RDAX_E_PROTOCOL, "a completion of a request never sent");
-			return false;
-		}
-		l->inflight[slot] = NULL;
-		l->ninflight--;
-		if (c[i].status) {
-			char why[320];
-			snprintf(why, sizeof(why), "%s at %" PRIu64 "+%" PRIu64 ": %s",
-				 op->kind == RLINK_WRITE ? "write" : "fsync", op->off, op->len,
-				 rdax_conn_last_error(l->conn));
-			finish(op, c[i].status);
-			fail(l, c[i].status, why);
-			return false;
-		}
-		pthread_mutex_lock(&l->lock);
-		if (op->kind == RLINK_WRITE) {
-			l->stats.writes++;
-			l->stats.write_bytes += op->len;
-		} else {
-			l->stats.fsyncs++;
-		}
-		pthread_mutex_unlock(&l->lock);
-		finish(op, 0);
+	bool ok = !failed;
+	while (batch) {
+		struct rlink_op *next = batch->next;
+		if (ok)
+			ok = submit(l, batch);
+		else
+			finish(batch, l->code);
+		batch = next;
 	}
-	return true;
+	return ok;
 }
 
-/* stalled -- the oldest request in flight waited longer than the timeout */
-static bool stalled(struct replica_link *l)
+/*
+ * reap -- librdax's progress without waiting: send what the socket (or the
+ * queue pair) takes, take what arrived, complete the answered ops (home
+ * thread). Returns the ops completed, or -1 if the link failed.
+ */
+static int reap(struct replica_link *l)
 {
+	int total = 0;
+	for (;;) {
+		struct rdax_completion c[RLINK_REAP_BATCH];
+		int n = conn_reap(l->conn, c, RLINK_REAP_BATCH, 0, 0);
+		if (n < 0) {
+			char why[320];
+			snprintf(why, sizeof(why), "connection: %s", rdax_conn_last_error(l->conn));
+			fail(l, n, why);
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			unsigned slot = cookie_slot(c[i].cookie);
+			struct rlink_op *op = slot < l->o.depth ? l->inflight[slot] : NULL;
+			if (!op || op->cookie != c[i].cookie) {
+				fail(l, -RDAX_E_PROTOCOL, "a completion of a request never sent");
+				return -1;
+			}
+			l->inflight[slot] = NULL;
+			l->ninflight--;
+			if (c[i].status) {
+				char why[320];
+				snprintf(why, sizeof(why), "%s at %" PRIu64 "+%" PRIu64 ": %s",
+					 op->kind == RLINK_WRITE ? "write" : "fsync", op->off,
+					 op->len, rdax_conn_last_error(l->conn));
+				finish(op, c[i].status);
+				fail(l, c[i].status, why);
+				return -1;
+			}
+			pthread_mutex_lock(&l->lock);
+			if (op->kind == RLINK_WRITE) {
+				l->stats.writes++;
+				l->stats.write_bytes += op->len;
+			} else {
+				l->stats.fsyncs++;
+			}
+			pthread_mutex_unlock(&l->lock);
+			finish(op, 0);
+		}
+		total += n;
+		if (n < RLINK_REAP_BATCH)
+			return total;
+	}
+}
+
+/*
+ * maybe_move -- the owner asked for another loop (rlink_move): go there now
+ * if nothing is queued or in flight, so the link's order stays one loop's
+ * (home thread). Not while a kick is posted: kick_msg would then be wanted
+ * on two queues at once. True if it went.
+ */
+static bool maybe_move(struct replica_link *l)
+{
+	pthread_mutex_lock(&l->lock);
+	struct worker *to = l->move_to;
+	bool go = to && to != l->home && l->attached && !l->stop && !l->failed && !l->fail_asked &&
+		  !l->kicked && !l->head && l->ninflight == 0;
+	if (go) {
+		unwatch(l); /* the old loop's watchers, before the home changes */
+		l->home = to;
+	}
+	pthread_mutex_unlock(&l->lock);
+	/* rlink_stop reads the home under the lock: its detach follows this attach */
+	if (go) {
+		LOG_DEBUG("replica link %s volume %s: to worker %u's loop", l->url, l->volume,
+			  to->id);
+		worker_post(to, &l->attach_msg);
+	}
+	return go;
+}
+
+/* pump -- everything the link can do now (home thread) */
+static void pump(struct replica_link *l)
+{
+	if (!l->attached)
+		return;
+	/* reaping frees pipeline slots: take again while it does and ops wait */
+	int n;
+	bool left;
+	do {
+		if (!take(l, &left))
+			return;
+		n = reap(l);
+	} while (n > 0 && left);
+	if (n > 0)
+		maybe_move(l); /* just went quiet, maybe */
+}
+
+/* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
+static void watch(struct replica_link *l)
+{
+	struct ev_loop *loop = l->home->loop;
+	struct pollfd fds[2];
+	int n = conn_poll_prepare(l->conn, fds);
+	if (n == 0) {
+		ev_idle_start(loop, &l->more); /* ready already: reap before sleeping */
+		return;
+	}
+	ev_idle_stop(loop, &l->more);
+	for (int i = 0; i < 2; i++) {
+		int events = i < n ? ((fds[i].events & POLLIN ? EV_READ : 0) |
+				      (fds[i].events & POLLOUT ? EV_WRITE : 0))
+				   : 0;
+		if (l->io_on[i] &&
+		    (i >= n || l->io[i].fd != fds[i].fd || l->io[i].events != events)) {
+			ev_io_stop(loop, &l->io[i]);
+			l->io_on[i] = false;
+		}
+		if (i < n && !l->io_on[i]) {
+			ev_io_set(&l->io[i], fds[i].fd, events);
+			ev_io_start(loop, &l->io[i]);
+			l->io_on[i] = true;
+		}
+	}
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	pump(w->data);
+}
+
+static void on_idle(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	pump(w->data);
+}
+
+static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct replica_link *l = w->data;
+	pump(l);
+	if (l->attached)
+		watch(l);
+}
+
+/* on_stall -- the oldest request in flight waited longer than the timeout: a stalled replica */
+static void on_stall(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	struct replica_link *l = w->data;
 	uint64_t now = now_ms();
 	for (unsigned i = 0; i < l->o.depth; i++)
-		if (l->inflight[i] && now - l->inflight[i]->sent_ms > l->o.timeout_ms)
-			return true;
-	return false;
-}
-
-static void *link_thread(void *arg)
-{
-	struct replica_link *l = arg;
-	for (;;) {
-		pthread_mutex_lock(&l->lock);
-		while (!l->stop && !l->failed && !l->fail_asked && !l->head && l->ninflight == 0)
-			pthread_cond_wait(&l->cond, &l->lock);
-		int asked = l->fail_asked;
-		if (l->stop || l->failed || asked) {
-			pthread_mutex_unlock(&l->lock);
-			if (asked && !l->failed)
-				fail(l, asked,
-				     asked == -ENOMEM ? "out of memory queueing a write"
-						      : "aborted by its owner");
-			break;
-		}
-		/* take what fits in the pipeline, in order */
-		struct rlink_op *take = NULL, **tailp = &take;
-		unsigned room = l->o.depth - l->ninflight;
-		while (l->head && room) {
-			struct rlink_op *op = l->head;
-			l->head = op->next;
-			op->next = NULL;
-			*tailp = op;
-			tailp = &op->next;
-			room--;
-		}
-		if (!l->head)
-			l->tail = NULL;
-		pthread_mutex_unlock(&l->lock);
-		bool ok = true;
-		while (take) {
-			struct rlink_op *next = take->next;
-			if (ok)
-				ok = submit(l, take);
-			else
-				finish(take, l->code);
-			take = next;
-		}
-		if (!ok)
-			break;
-		if (l->ninflight && !reap(l, RLINK_POLL_MS))
-			break;
-		if (l->ninflight && stalled(l)) {
+		if (l->inflight[i] && now - l->inflight[i]->sent_ms > l->o.timeout_ms) {
 			char why[128];
 			snprintf(why, sizeof(why), "no answer for %u ms (stalled replica)",
 				 l->o.timeout_ms);
 			fail(l, -ETIMEDOUT, why);
-			break;
+			return;
 		}
+}
+
+/* attach_fn -- the home loop takes the link over (posted by rlink_start) */
+static void attach_fn(struct worker *w, struct worker_msg *m)
+{
+	struct replica_link *l =
+	    (struct replica_link *)((char *)m - offsetof(struct replica_link, attach_msg));
+	struct ev_loop *loop = w->loop;
+	for (unsigned i = 0; i < 2; i++) {
+		ev_io_init(&l->io[i], on_io, -1, 0);
+		l->io[i].data = l;
 	}
-	return NULL;
+	ev_prepare_init(&l->prep, on_prepare);
+	l->prep.data = l;
+	ev_idle_init(&l->more, on_idle);
+	l->more.data = l;
+	double period = (double)l->o.timeout_ms / 4000.0;
+	if (period < RLINK_STALL_CHECK_MIN_MS / 1000.0)
+		period = RLINK_STALL_CHECK_MIN_MS / 1000.0;
+	ev_timer_init(&l->stall, on_stall, period, period);
+	l->stall.data = l;
+	ev_prepare_start(loop, &l->prep);
+	ev_timer_start(loop, &l->stall);
+	l->attached = true;
+	pump(l);
+}
+
+/* kick_fn -- work queued from another thread (posted by enqueue) */
+static void kick_fn(struct worker *w, struct worker_msg *m)
+{
+	(void)w;
+	struct replica_link *l =
+	    (struct replica_link *)((char *)m - offsetof(struct replica_link, kick_msg));
+	pthread_mutex_lock(&l->lock);
+	l->kicked = false;
+	pthread_mutex_unlock(&l->lock);
+	pump(l);
+}
+
+/* detach_fn -- the home loop lets go of the link (posted by rlink_stop) */
+static void detach_fn(struct worker *w, struct worker_msg *m)
+{
+	(void)w;
+	struct replica_link *l =
+	    (struct replica_link *)((char *)m - offsetof(struct replica_link, detach_msg));
+	if (l->attached)
+		unwatch(l);
+	completion_complete(&l->detached, 0);
+}
+
+/*
+ * __kick -- under l->lock: make the loop look at the queue. On the loop's
+ * own thread the idle watcher keeps the loop from sleeping until it did (a
+ * burst of writes and the fsync behind them, queued by one turn of the
+ * loop, leave in one go; the idle watcher, not the prepare one, because
+ * another prepare watcher -- the connection set's flush -- may dispatch
+ * requests after this link's prepare ran); from another thread a message
+ * wakes it, one at a time. Returns true if the caller must post kick_msg
+ * (after dropping the lock).
+ */
+static bool __kick(struct replica_link *l)
+{
+	if (l->stop)
+		return false;
+	if (on_home(l)) {
+		if (l->attached) /* else the attach message takes the queue */
+			ev_idle_start(l->home->loop, &l->more);
+		return false;
+	}
+	if (l->kicked)
+		return false;
+	l->kicked = true;
+	return true;
 }
 
 /* enqueue -- add the chain @op.. (linked by next), or complete it at once if the link failed */
@@ -291,8 +514,24 @@ static void enqueue(struct replica_link *l, struct rlink_op *op)
 	else
 		l->head = op;
 	l->tail = last;
-	pthread_cond_signal(&l->cond);
+	bool post = __kick(l);
+	struct worker *home = l->home; /* no move while a kick is posted */
 	pthread_mutex_unlock(&l->lock);
+	if (post)
+		worker_post(home, &l->kick_msg);
+}
+
+/* ask_fail -- the loop fails the link with @code (any thread) */
+static void ask_fail(struct replica_link *l, int code)
+{
+	pthread_mutex_lock(&l->lock);
+	if (!l->fail_asked)
+		l->fail_asked = code;
+	bool post = __kick(l);
+	struct worker *home = l->home;
+	pthread_mutex_unlock(&l->lock);
+	if (post)
+		worker_post(home, &l->kick_msg);
 }
 
 void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len)
@@ -308,10 +547,7 @@ void rlink_forward(struct replica_link *l, uint64_t off, uint64_t len)
 	struct rlink_op *op = calloc(1, sizeof(*op));
 	if (!op) {
 		/* a write that cannot be queued is one the replica would lack: the link fails */
-		pthread_mutex_lock(&l->lock);
-		l->fail_asked = -ENOMEM;
-		pthread_cond_signal(&l->cond);
-		pthread_mutex_unlock(&l->lock);
+		ask_fail(l, -ENOMEM);
 		return;
 	}
 	*op = (struct rlink_op){.kind = RLINK_WRITE, .off = off, .len = len};
@@ -343,15 +579,19 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 	*wr = (struct rlink_op){.kind = RLINK_WRITE, .off = off, .len = len, .next = fs};
 	pthread_mutex_lock(&l->lock);
 	bool ok = !l->failed && !l->stop;
+	bool post = false;
 	if (ok) {
 		if (l->tail)
 			l->tail->next = wr;
 		else
 			l->head = wr;
 		l->tail = fs;
-		pthread_cond_signal(&l->cond);
+		post = __kick(l);
 	}
+	struct worker *home = l->home;
 	pthread_mutex_unlock(&l->lock);
+	if (post)
+		worker_post(home, &l->kick_msg);
 	if (!ok) {
 		free(wr);
 		free(fs);
@@ -361,11 +601,23 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 
 void rlink_abort(struct replica_link *l, int code)
 {
+	ask_fail(l, code);
+}
+
+void rlink_move(struct replica_link *l, struct worker *w)
+{
 	pthread_mutex_lock(&l->lock);
-	if (!l->fail_asked)
-		l->fail_asked = code;
-	pthread_cond_signal(&l->cond);
+	if (!l->own && w)
+		l->move_to = w;
 	pthread_mutex_unlock(&l->lock);
+}
+
+bool rlink_home_is(struct replica_link *l, const struct worker *w)
+{
+	pthread_mutex_lock(&l->lock);
+	bool same = l->home == w;
+	pthread_mutex_unlock(&l->lock);
+	return same;
 }
 
 void rlink_stats(struct replica_link *l, struct rlink_stats *out)
@@ -377,9 +629,9 @@ void rlink_stats(struct replica_link *l, struct rlink_stats *out)
 
 /*
  * drain -- take the completions librdax still owes (a failed link left
- * requests in flight): the connection's own timeout (the link's) ends a
- * stalled one, after which every request completes with its error, and the
- * volume can be closed
+ * requests in flight), once the loop let go: the connection's own timeout
+ * (the link's) ends a stalled one, after which every request completes with
+ * its error, and the volume can be closed
  */
 static void drain(struct replica_link *l)
 {
@@ -397,12 +649,35 @@ static void link_free(struct replica_link *l)
 		rdax_volume_close(&l->vol);
 	if (l->conn)
 		rdax_disconnect(&l->conn);
+	if (l->own) {
+		worker_stop(l->own);
+		worker_delete(&l->own);
+	}
+	completion_destroy(&l->detached);
 	pthread_mutex_destroy(&l->lock);
-	pthread_cond_destroy(&l->cond);
 	free(l->inflight);
 	free(l->url);
 	free(l->volume);
 	free(l);
+}
+
+/* link_home -- the loop the link runs on: the owner's worker, else a worker of its own */
+static int link_home(struct replica_link *l, const struct rlink_opts *o, char *err, size_t errlen)
+{
+	if (o->home) {
+		l->home = o->home;
+		return 0;
+	}
+	int ret = worker_new(0, &l->own);
+	if (ret == 0)
+		ret = worker_start(l->own);
+	if (ret) {
+		rdax_seterr(err, errlen, "cannot start the link's loop: %s", strerror(-ret));
+		worker_delete(&l->own);
+		return ret;
+	}
+	l->home = l->own;
+	return 0;
 }
 
 int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err, size_t errlen)
@@ -414,7 +689,10 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 	l->o.timeout_ms = o->timeout_ms ? o->timeout_ms : RLINK_DEFAULT_TIMEOUT_MS;
 	l->o.depth = o->depth ? o->depth : RLINK_DEFAULT_DEPTH;
 	pthread_mutex_init(&l->lock, NULL);
-	pthread_cond_init(&l->cond, NULL);
+	completion_init(&l->detached);
+	l->attach_msg.fn = attach_fn;
+	l->kick_msg.fn = kick_fn;
+	l->detach_msg.fn = detach_fn;
 	l->url = strdup(o->url);
 	l->volume = strdup(o->volume);
 	l->inflight = calloc(l->o.depth, sizeof(*l->inflight));
@@ -458,16 +736,22 @@ int rlink_start(const struct rlink_opts *o, struct replica_link **out, char *err
 		link_free(l);
 		return ret;
 	}
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = -pthread_create(&l->thread, NULL, link_thread, l);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (l->conn->rdma && !l->vol->direct) {
+		/* an RDMA link is one-sided writes; a replica that gives no window is refused */
+		rdax_seterr(err, errlen, "open %s on %s: no direct access over rdma://", o->volume,
+			    o->url);
+		link_free(l);
+		return -EOPNOTSUPP;
+	}
+	snprintf(l->stats.transport, sizeof(l->stats.transport), "%s",
+		 l->conn->rdma ? "rdma" : "tcp");
+	ret = link_home(l, o, err, errlen);
 	if (ret) {
-		rdax_seterr(err, errlen, "cannot start the link thread: %s", strerror(-ret));
 		link_free(l);
 		return ret;
 	}
+	/* from here on the connection is the home loop's */
+	worker_post(l->home, &l->attach_msg);
 	*out = l;
 	return 0;
 }
@@ -479,17 +763,22 @@ void rlink_stop(struct replica_link **lp)
 		return;
 	pthread_mutex_lock(&l->lock);
 	l->stop = true;
-	pthread_cond_signal(&l->cond);
+	struct worker *home = l->home; /* a move done by now posted its attach there */
 	pthread_mutex_unlock(&l->lock);
-	pthread_join(l->thread, NULL);
+	/* after the attach and any kick or move posted before (messages run in order) */
+	worker_post(home, &l->detach_msg);
+	completion_wait(&l->detached, -1, NULL);
 	/* what is still in flight or queued never got its answer */
 	for (unsigned i = 0; i < l->o.depth; i++)
-		if (l->inflight[i])
+		if (l->inflight[i]) {
 			finish(l->inflight[i], -ECANCELED);
+			l->inflight[i] = NULL;
+		}
 	for (struct rlink_op *q = l->head, *next; q; q = next) {
 		next = q->next;
 		finish(q, -ECANCELED);
 	}
+	l->head = l->tail = NULL;
 	link_free(l);
 	*lp = NULL;
 }

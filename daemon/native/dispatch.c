@@ -1161,6 +1161,21 @@ static void act_read(struct dispatch_out *out, struct session *s, Rdax__ReadRequ
 	out->reply.offset = rq->offset;
 }
 
+/*
+ * repl_of -- the replication from this node of @handle's volume @v, or NULL:
+ * not replicated from here, or @handle is a replica link's. A link's requests
+ * are another primary's replication and are never forwarded again -- a node
+ * that was the volume's primary before keeps its replication in the registry
+ * (repl_registry.h), whose members it must not be made to wait for.
+ */
+static struct repl_volume *repl_of(struct session *s, uint32_t handle, struct volume *v)
+{
+	struct session_slot *slot = session_handle_slot(s, handle);
+	if (slot && slot->epoch)
+		return NULL;
+	return repl_registry_get(v);
+}
+
 /* act_write -- accept the payload straight into the mapping, the handle held meanwhile */
 static void act_write(struct dispatch_out *out, struct session *s, const struct frame_header *h,
 		      Rdax__WriteRequest *rq)
@@ -1170,7 +1185,7 @@ static void act_write(struct dispatch_out *out, struct session *s, const struct 
 		out_error(out, false, -RDAX_E_NOT_OPEN, "handle not open");
 		return;
 	}
-	struct repl_volume *rv = repl_registry_get(v);
+	struct repl_volume *rv = repl_of(s, rq->handle, v);
 	if (rv) /* a replicated volume: record it for absent replicas before the bytes land */
 		repl_before_write(rv, rq->offset, h->payload_len);
 	out->action = DISPATCH_PAYLOAD;
@@ -1206,6 +1221,7 @@ static void act_held_job(const struct dispatch_env *env, struct dispatch_out *ou
 	j->pub.op.off = off;
 	j->pub.op.len = len;
 	j->pub.op.mode = vol_op_flush_mode(env->flush_mode, hammer);
+	j->pub.op.local_only = !repl_of(s, handle, j->pub.op.v);
 	if (!fsync) {
 		j->pub.mod_volume = j->pub.op.v;
 		j->pub.mod_offset = off;
@@ -1491,7 +1507,7 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 			  fmt_msg(m, "write not recorded: %s", rdax_strerror(ret)));
 		return;
 	}
-	struct repl_volume *rv = repl_registry_get(w->v);
+	struct repl_volume *rv = repl_of(s, w->hold, w->v);
 	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
 		repl_write(rv, w->offset, w->len);
 	if (w->fsync) {
@@ -1510,6 +1526,7 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		j->pub.op.off = w->offset;
 		j->pub.op.len = w->len;
 		j->pub.op.mode = vol_op_flush_mode(env->flush_mode, false);
+		j->pub.op.local_only = !rv;
 		out_job(out, j);
 		return;
 	}
@@ -1531,7 +1548,7 @@ void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_
 		volume_mark_written(w->v, w->offset, received);
 		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
 		 */
-		struct repl_volume *rv = repl_registry_get(w->v);
+		struct repl_volume *rv = repl_of(s, w->hold, w->v);
 		if (rv)
 			repl_write(rv, w->offset, received);
 	}
@@ -1650,7 +1667,7 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	}
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
-		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, &d);
+		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, g, epoch, &d);
 		if (ret) {
 			char m[STATUS_MSG_MAX];
 			struct volume *closed = NULL;

@@ -78,14 +78,19 @@ struct dispatch_direct {
  * (the transport's connection): a transport that lets clients reach
  * volumes directly grants and revokes that access with the handles.
  */
+struct gate_vol;
+
 struct dispatch_hooks {
 	/*
 	 * volume_opened -- @v was opened as @handle: give the client direct
-	 * access and describe it in *out. 0, or a negative code: the open then
-	 * fails with it (the handle is closed again).
+	 * access and describe it in *out. @gate: the cluster volume's gate
+	 * (cluster_gate.h), NULL for others; @epoch: a replica link's epoch, 0
+	 * for a client (a replica link's window is revoked when a newer epoch
+	 * is seen). 0, or a negative code: the open then fails with it (the
+	 * handle is closed again).
 	 */
-	int (*volume_opened)(void *arg, uint32_t handle, struct volume *v,
-			     struct dispatch_direct *out);
+	int (*volume_opened)(void *arg, uint32_t handle, struct volume *v, struct gate_vol *gate,
+			     uint64_t epoch, struct dispatch_direct *out);
 	/* volume_closed -- @handle was closed by the client: revoke its direct access now */
 	void (*volume_closed)(void *arg, uint32_t handle);
 };

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "checked.h"
+#include "cluster_gate.h"
 #include "errors.h"
 #include "frame.h"
 #include "log.h"
@@ -40,6 +41,18 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
  */
 #define SPIN_BURST_US 10
 
+/*
+ * A replica link's window, known to the copy's gate (cluster_gate.h,
+ * struct gate_window): a raise of the epoch on any thread deallocates it
+ * under the gate's lock, after which only the gate's word says it is gone.
+ */
+struct fenced_window {
+	struct gate_window gw;
+	struct gate_vol *gate;
+	struct ibv_mw *mw;
+	char peer[64]; /* for the log of a failed revoke */
+};
+
 /* A volume reachable over RDMA on this connection: a window and a notice range. */
 struct direct {
 	struct rdma_notice_range nr; /* its pages in the notice space (first: rdma_notice.h) */
@@ -47,6 +60,7 @@ struct direct {
 	struct volume *v;
 	struct ibv_mw *mw;
 	uint32_t rkey;
+	struct fenced_window *fw; /* a replica link's (its mw is @mw), NULL otherwise */
 };
 
 struct conn_rdma {
@@ -255,7 +269,7 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	 * loses power in between may miss the record's mark (docs/cluster.md,
 	 * "The change record", RDMA).
 	 */
-	struct repl_volume *rv = repl_registry_get(d->v);
+	struct repl_volume *rv = d->fw ? NULL : repl_registry_get(d->v); /* a link's: not again */
 	if (rv)
 		repl_before_write(rv, off, len);
 	int ret = volume_mark_written(d->v, off, len);
@@ -273,9 +287,31 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	return 0;
 }
 
+/*
+ * mw_dealloc -- deallocate a bound window: remote access through it ends at
+ * once. A failure aborts: the window may still be usable, and a client (or
+ * a fenced-off primary) must never keep access behind the daemon's back.
+ */
+static void mw_dealloc(struct ibv_mw *mw, uint32_t rkey, const char *peer)
+{
+	int ret = ibv_dealloc_mw(mw);
+	if (ret) {
+		LOG_ERROR("%s: ibv_dealloc_mw(rkey %#" PRIx32 ") failed: %s", peer, rkey,
+			  strerror(ret));
+		abort();
+	}
+}
+
+/* fenced_revoke -- the gate saw a newer epoch than the window's link (any thread, gate lock) */
+static void fenced_revoke(struct gate_window *gw)
+{
+	struct fenced_window *fw = (struct fenced_window *)gw;
+	mw_dealloc(fw->mw, fw->mw->rkey, fw->peer);
+}
+
 /* hook_volume_opened -- bind a window over the new handle's volume to this QP */
-static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
-			      struct dispatch_direct *out)
+static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, struct gate_vol *gate,
+			      uint64_t epoch, struct dispatch_direct *out)
 {
 	struct conn_rdma *c = arg;
 	if (!c->qp || c->nc.s.conn.dead || c->peer_gone)
@@ -303,10 +339,21 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 		c->dir = d;
 		c->dir_cap = cap;
 	}
+	struct fenced_window *fw = NULL;
+	if (gate && epoch) {
+		/* a replica link: its window goes when a newer epoch is seen (cluster_gate.h) */
+		fw = calloc(1, sizeof(*fw));
+		if (!fw)
+			return -ENOMEM;
+		fw->gw = (struct gate_window){.epoch = epoch, .revoke = fenced_revoke};
+		fw->gate = gate;
+		snprintf(fw->peer, sizeof(fw->peer), "%s", c->nc.s.conn.peer);
+	}
 	struct ibv_mw *mw = ibv_alloc_mw(dev->pd, IBV_MW_TYPE_2);
 	if (!mw) {
 		int ret = -errno;
 		LOG_ERROR("%s: ibv_alloc_mw failed: %s", c->nc.s.conn.peer, strerror(errno));
+		free(fw);
 		return ret;
 	}
 	uint32_t rkey = ibv_inc_rkey(mw->rkey);
@@ -333,9 +380,20 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 		LOG_ERROR("%s: ibv_post_send(BIND_MW, %s) failed: %s", c->nc.s.conn.peer, v->name,
 			  strerror(ret));
 		ibv_dealloc_mw(mw);
+		free(fw);
 		return -ret;
 	}
 	c->sq_used++;
+	if (fw) {
+		fw->mw = mw;
+		ret = cluster_gate_window_add(gate, &fw->gw);
+		if (ret) {
+			/* a newer epoch was seen since the open's check: no window for this link */
+			mw_dealloc(mw, rkey, c->nc.s.conn.peer);
+			free(fw);
+			return ret;
+		}
+	}
 	memmove(&c->dir[pos + 1], &c->dir[pos], (c->ndir - pos) * sizeof(*c->dir));
 	c->dir[pos] = (struct direct){
 	    .nr = {.base = base, .npages = npages},
@@ -343,6 +401,7 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 	    .v = v,
 	    .mw = mw,
 	    .rkey = rkey,
+	    .fw = fw,
 	};
 	c->ndir++;
 	out->remote_addr = (uintptr_t)v->data;
@@ -357,16 +416,16 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v,
 /* dir_revoke -- deallocate entry @i's window: remote access through it ends at once */
 static void dir_revoke(struct conn_rdma *c, unsigned i)
 {
-	if (!c->dir[i].mw)
+	struct direct *d = &c->dir[i];
+	if (!d->mw)
 		return;
-	int ret = ibv_dealloc_mw(c->dir[i].mw);
-	if (ret) {
-		/* the window may still be usable: never leave it bound behind the client's back */
-		LOG_ERROR("%s: ibv_dealloc_mw(rkey %#" PRIx32 ") failed: %s", c->nc.s.conn.peer,
-			  c->dir[i].rkey, strerror(ret));
-		abort();
-	}
-	c->dir[i].mw = NULL;
+	/* a replica link's window a raise revoked already: the gate freed the mw */
+	bool gone = d->fw && cluster_gate_window_remove(d->fw->gate, &d->fw->gw);
+	if (!gone)
+		mw_dealloc(d->mw, d->rkey, c->nc.s.conn.peer);
+	free(d->fw);
+	d->fw = NULL;
+	d->mw = NULL;
 }
 
 /* dir_remove -- revoke entry @i and forget it (its notice range is free again) */

@@ -21,11 +21,17 @@
  *             cluster volumes of 1, 2 and 3 replicas (its primary forwards),
  *             against the aim: within 1.3x of (1 replica + one link round trip)
  *
+ * Beside the times, what a loaded machine does not blur: per durable 4 KiB
+ * write, the context switches of every rdaxd thread of the four nodes
+ * (/proc/PID/task/TID/status) and their CPU time (/proc/PID/stat); and the
+ * load average and the CPU steal over the run (/proc/loadavg, /proc/stat).
+ *
  *   bench_cluster [--iterations N]   (default 2000 for the 4 KiB figures)
  *
  * Timings are this machine's at this moment: ratios, never a pass/fail.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -52,6 +58,91 @@
 
 static struct nx_cluster cl;
 static unsigned iters = 2000;
+
+/* What the nodes' rdaxd processes did: context switches of all threads, CPU time. */
+struct usage {
+	uint64_t ctx;	 /* voluntary + involuntary, every thread */
+	uint64_t cpu_ns; /* user + system */
+};
+
+/* nodes_usage -- the sum over the nodes' rdaxd processes */
+static void nodes_usage(struct usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	long hz = sysconf(_SC_CLK_TCK);
+	for (unsigned i = 0; i < NODES; i++) {
+		pid_t pid = cl.node[i].d.pid;
+		if (pid <= 0)
+			continue;
+		char path[96], line[256];
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			unsigned long ut = 0, st = 0;
+			/* after the command's closing parenthesis: fields 3.. ; utime 14, stime 15
+			 */
+			if (fgets(line, sizeof(line), f)) {
+				const char *p = strrchr(line, ')');
+				if (p &&
+				    sscanf(p + 2,
+					   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+					   &ut, &st) == 2)
+					u->cpu_ns +=
+					    (uint64_t)(ut + st) * 1000000000ULL / (uint64_t)hz;
+			}
+			fclose(f);
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (e->d_name[0] == '.')
+				continue;
+			char sp[400];
+			snprintf(sp, sizeof(sp), "%s/%s/status", path, e->d_name);
+			FILE *g = fopen(sp, "r");
+			while (g && fgets(line, sizeof(line), g)) {
+				unsigned long long v;
+				if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
+				    sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
+					u->ctx += v;
+			}
+			if (g)
+				fclose(g);
+		}
+		if (d)
+			closedir(d);
+	}
+}
+
+/* cpu_steal -- the machine's steal and total jiffies so far (/proc/stat) */
+static void cpu_steal(uint64_t *steal, uint64_t *total)
+{
+	*steal = *total = 0;
+	FILE *f = fopen("/proc/stat", "r");
+	unsigned long long v[8] = {0};
+	if (f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			&v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+		for (unsigned i = 0; i < 8; i++)
+			*total += v[i];
+		*steal = v[7];
+	}
+	if (f)
+		fclose(f);
+}
+
+static void loadavg(char *out, size_t len)
+{
+	FILE *f = fopen("/proc/loadavg", "r");
+	out[0] = '\0';
+	if (f && fgets(out, (int)len, f))
+		out[strcspn(out, " ")] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* Per durable 4 KiB write of the client() last run: the nodes' context switches, CPU us. */
+static double last_ctx, last_cpu_us;
 
 static uint64_t now_ns(void)
 {
@@ -187,11 +278,16 @@ static void client(const char *url, const char *vol, unsigned span_mib, double *
 	static uint8_t buf[1 << 20];
 	memset(buf, 0xab, sizeof(buf));
 	uint64_t *t = calloc(iters, sizeof(*t));
+	struct usage u0, u1;
+	nodes_usage(&u0);
 	for (unsigned i = 0; i < iters; i++) {
 		uint64_t t0 = now_ns();
 		rdax_write(v, (uint64_t)(i % (span_mib * 256)) * 4096, buf, 4096, RDAX_WRITE_FSYNC);
 		t[i] = now_ns() - t0;
 	}
+	nodes_usage(&u1);
+	last_ctx = (double)(u1.ctx - u0.ctx) / iters;
+	last_cpu_us = (double)(u1.cpu_ns - u0.cpu_ns) / 1000.0 / iters;
 	*p50 = p50_us(t, iters);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < MIB_ROUNDS; i++)
@@ -226,7 +322,7 @@ static int primary_url(const char *vol, char *url, size_t len)
 }
 
 /* e2e -- a cluster volume of @k replicas through rdaxd: a client of its primary */
-static void e2e(unsigned k, double *p50, double *mibs)
+static void e2e(unsigned k, double *p50, double *mibs, double *ctx, double *cpu_us)
 {
 	char name[8], n[4], url[128];
 	snprintf(name, sizeof(name), "c%u", k);
@@ -243,6 +339,8 @@ static void e2e(unsigned k, double *p50, double *mibs)
 	}
 	hx_run_free(&r);
 	client(url, name, 4, p50, mibs);
+	*ctx = last_ctx;
+	*cpu_us = last_cpu_us;
 }
 
 /* --- replicated: this process as the primary -------------------------------- */
@@ -275,7 +373,7 @@ static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 	struct repl_member_spec m[3];
 	static const char *names[] = {"n2", "n3", "n4"};
 	for (unsigned i = 0; i < k; i++)
-		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url};
+		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url, NULL};
 	struct repl_opts o = {.volume = "bench", .mapping = mapping, .size = VOL_SIZE, .epoch = 1};
 	struct repl_volume *rv;
 	*p50 = *mibs = 0;
@@ -348,21 +446,35 @@ int main(int argc, char **argv)
 		hx_run_free(&r);
 	}
 	uint8_t *mapping = calloc(1, VOL_SIZE);
+	char load0[32], load1[32];
+	uint64_t steal0, total0, steal1, total1;
+	loadavg(load0, sizeof(load0));
+	cpu_steal(&steal0, &total0);
 	double rtt = floor_rtt_us(), bw = floor_bandwidth_mibs();
 	double u4, u1m;
 	client(cl.node[0].url, "bench", 40, &u4, &u1m);
-	double e4[4] = {0}, e1m[4] = {0};
+	double uctx = last_ctx, ucpu = last_cpu_us;
+	double e4[4] = {0}, e1m[4] = {0}, ectx[4] = {0}, ecpu[4] = {0};
 	for (unsigned k = 1; k <= 3; k++)
-		e2e(k, &e4[k], &e1m[k]);
+		e2e(k, &e4[k], &e1m[k], &ectx[k], &ecpu[k]);
 	double r4[4] = {0}, r1m[4] = {0};
 	for (unsigned k = 1; k <= 3; k++)
 		repl(k, mapping, &r4[k], &r1m[k]);
 	double sh = ship(mapping);
-	printf("bench_cluster: %u iterations of 4 KiB, %d x 1 MiB\n", iters, MIB_ROUNDS);
+	loadavg(load1, sizeof(load1));
+	cpu_steal(&steal1, &total1);
+	printf(
+	    "bench_cluster: %u iterations of 4 KiB, %d x 1 MiB; load average %s at the start, %s "
+	    "at the end; CPU steal %.1f%% over the run\n",
+	    iters, MIB_ROUNDS, load0, load1,
+	    total1 > total0 ? 100.0 * (double)(steal1 - steal0) / (double)(total1 - total0) : 0.0);
 	printf("  link round trip (TCP ping-pong) p50     %8.1f us\n", rtt);
 	printf("  link bandwidth (TCP stream)             %8.1f MiB/s\n", bw);
 	printf("  unreplicated durable 4 KiB p50           %8.1f us\n", u4);
 	printf("  unreplicated durable 1 MiB               %8.1f MiB/s\n", u1m);
+	printf("  unreplicated durable 4 KiB: %.2f context switches, %.1f us CPU of the nodes per "
+	       "write\n",
+	       uctx, ucpu);
 	for (unsigned k = 1; k <= 3; k++)
 		printf("  replication stage, %u replica%s: 4 KiB p50 %8.1f us (%.2fx RTT), 1 MiB "
 		       "%7.1f MiB/s (%.2fx unreplicated)\n",
@@ -372,6 +484,11 @@ int main(int argc, char **argv)
 		       "(unreplicated + RTT)) (aim <= 1), 1 MiB %7.1f MiB/s (%.2fx unreplicated)\n",
 		       k, k == 1 ? " " : "s", e4[k], e4[k] / (1.3 * (u4 + rtt)), e1m[k],
 		       e1m[k] / u1m);
+	for (unsigned k = 1; k <= 3; k++)
+		printf("  through rdaxd, %u replica%s: %.2f context switches, %.1f us CPU of the "
+		       "nodes "
+		       "per durable 4 KiB write\n",
+		       k, k == 1 ? " " : "s", ectx[k], ecpu[k]);
 	printf("  resync shipping, 192 MiB over one link   %8.1f MiB/s = %.2fx the link (aim >= "
 	       "0.8)\n",
 	       sh, sh / bw);

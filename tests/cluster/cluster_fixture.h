@@ -31,6 +31,14 @@ struct nx_cluster {
 /* One more rdaxd flag for every joined node (e.g. "--lease-ttl=2"); NULL: none. */
 extern const char *nx_cluster_extra_arg;
 
+/*
+ * Joined nodes serve their metrics (rdaxd --metrics) at
+ * http://ADDR:NX_METRICS_PORT+i/metrics (nx_node.metrics) when set before
+ * nx_cluster_start (and no zones are given).
+ */
+extern bool nx_cluster_metrics;
+#define NX_METRICS_PORT 9480
+
 /* nx_seed -- --seed N from argv, else $RDAX_CLUSTER_SEED, else 1 */
 uint64_t nx_seed(int argc, char **argv);
 

@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <unistd.h>
 
 /* with_wrapper -- run @start(@nd) with RDAXD_WRAPPER entering the node's namespace */
 static int with_wrapper(struct nx_node *nd, int (*start)(struct nx_node *nd))
@@ -167,4 +171,40 @@ int nx_node_cli(const struct nx_node *nd, unsigned timeout_s, const void *in, si
 	va_end(ap);
 	argv[n] = NULL;
 	return hx_run_argv(argv, in, in_len, r);
+}
+
+long nx_http_get(const char *url, char *buf, size_t len)
+{
+	char host[64], path[128] = "/";
+	unsigned port;
+	if (len < 2 || sscanf(url, "http://%63[0-9.]:%u%127s", host, &port, path) < 2)
+		return -EINVAL;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return -EINVAL;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	struct timeval tv = {.tv_sec = 10};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, host);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || write(fd, req, (size_t)n) != n) {
+		int err = -errno;
+		close(fd);
+		return err;
+	}
+	size_t got = 0;
+	ssize_t r;
+	while (got + 1 < len && (r = read(fd, buf + got, len - 1 - got)) > 0)
+		got += (size_t)r;
+	close(fd);
+	buf[got] = '\0';
+	char *body = strstr(buf, "\r\n\r\n");
+	if (strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0 || !body)
+		return -EPROTO;
+	body += 4;
+	size_t blen = got - (size_t)(body - buf);
+	memmove(buf, body, blen + 1);
+	return (long)blen;
 }

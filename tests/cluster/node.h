@@ -36,6 +36,7 @@ struct nx_node {
 	char listen[64]; /* the extra --listen */
 	char ns_dir[256];
 	char args[6][256]; /* nx_node_start_args: more rdaxd flags */
+	char metrics[96];  /* http://ADDR:PORT/metrics where it serves them, "" if not */
 };
 
 /* The size of a node's namespace file (rdaxd --namespace ...,size=): "64M" unless a test sets it.
@@ -77,5 +78,12 @@ char nx_node_state(const struct nx_node *nd);
  */
 int nx_node_cli(const struct nx_node *nd, unsigned timeout_s, const void *in, size_t in_len,
 		struct hx_run *r, ...) __attribute__((sentinel));
+
+/*
+ * nx_http_get -- GET @url (http://IPV4:PORT/PATH) from the calling process's
+ * namespace; the body (NUL-terminated, at most @len - 1 bytes) into @buf.
+ * Returns the body's length, or -errno (-EPROTO: not an HTTP 200 answer).
+ */
+long nx_http_get(const char *url, char *buf, size_t len);
 
 #endif

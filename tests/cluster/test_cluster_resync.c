@@ -13,7 +13,11 @@
  * and at most X + 1 MiB of a 1 GiB volume -- the record marks 70 regions
  * (140 MiB), and the 4 KiB digests inside them leave only what differs; and
  * its whole copy equals the primary's (FNV-1a of both whole volumes, and the
- * bytes).
+ * bytes). The primary's metrics (rdaxd --metrics) show the resync while it
+ * runs: state resync with the bytes to compare (the 70 marked regions, or
+ * 71 when a write of the client landed before the resync began) and the
+ * bytes left falling to 0; afterwards the bytes shipped equal the status
+ * key's.
  *
  *   test_cluster_resync [--seed N]
  */
@@ -46,6 +50,7 @@ static int setup(void **state)
 {
 	(void)state;
 	nx_node_ns_size = "1200M";
+	nx_cluster_metrics = true;
 	return nx_cluster_start(&cl, "clrsy", NODES, seed, true, NULL) ? -1 : 0;
 }
 
@@ -120,6 +125,44 @@ static uint64_t shipped(const char *nd)
 	return n;
 }
 
+/*
+ * replica_metric -- the value of @family{volume="big",node="@nd"@more} in
+ * the primary's scrape @text; UINT64_MAX if absent
+ */
+static uint64_t replica_metric(const char *text, const char *family, const char *nd,
+			       const char *more)
+{
+	char pat[160];
+	snprintf(pat, sizeof(pat), "\n%s{volume=\"" VOL "\",node=\"%s\"%s} ", family, nd, more);
+	const char *at = strstr(text, pat);
+	return at ? strtoull(at + strlen(pat), NULL, 10) : UINT64_MAX;
+}
+
+/* The resync as the primary's metrics show it. */
+struct resync_seen {
+	unsigned scrapes, during; /* scrapes, and those that saw state resync */
+	uint64_t total, left_min, left_max;
+};
+
+/* scrape -- one look at the primary @p's metrics for replica @nd */
+static void scrape(unsigned p, const char *nd, struct resync_seen *rs, char *text, size_t len)
+{
+	long n = nx_http_get(cl.node[p].metrics, text, len);
+	if (n < 0)
+		fail_msg("GET %s: %s", cl.node[p].metrics, strerror((int)-n));
+	rs->scrapes++;
+	if (replica_metric(text, "rdax_replica_state", nd, ",state=\"resync\"") != 1)
+		return;
+	uint64_t total = replica_metric(text, "rdax_replica_resync_bytes", nd, "");
+	uint64_t left = replica_metric(text, "rdax_replica_resync_left_bytes", nd, "");
+	assert_true(total != UINT64_MAX && left != UINT64_MAX && left <= total);
+	if (rs->during++ == 0)
+		rs->left_min = rs->left_max = left;
+	rs->total = total;
+	rs->left_min = left < rs->left_min ? left : rs->left_min;
+	rs->left_max = left > rs->left_max ? left : rs->left_max;
+}
+
 static void test_delta_1g(void **state)
 {
 	(void)state;
@@ -159,10 +202,15 @@ static void test_delta_1g(void **state)
 	assert_int_equal(nx_node_restart(&cl.node[q]), 0);
 	/* a client writes on (the first 2 MiB, already shipped-equal) while it resyncs */
 	unsigned n = 0;
+	size_t tlen = 1 << 20;
+	char *text = malloc(tlen);
+	assert_non_null(text);
+	struct resync_seen rs = {0};
 	while (!in_isr(qn)) {
 		if (n++ > 1200)
 			fail_msg("%s did not rejoin the ISR", qn);
 		durable(v, (n % 512) * 4096, 4096);
+		scrape(p, qn, &rs, text, tlen);
 		usleep(20 * 1000);
 	}
 	for (unsigned i = 0; i < 20; i++)
@@ -183,6 +231,28 @@ static void test_delta_1g(void **state)
 	       qn, n, sh, (double)sh / MIB, (double)x / MIB);
 	assert_true(sh >= x);
 	assert_true(sh <= x + MIB);
+
+	/* the metrics: seen during the resync, and its end */
+	printf("  metrics: %u of %u scrapes saw the resync: %" PRIu64
+	       " bytes to compare, left from %" PRIu64 " down to %" PRIu64 "\n",
+	       rs.during, rs.scrapes, rs.total, rs.left_max, rs.left_min);
+	assert_true(rs.during > 0);
+	/* the 70 regions the record marks, and region 0 if a client write marked it first */
+	assert_true(rs.total == 140 * MIB || rs.total == 142 * MIB);
+	scrape(p, qn, &rs, text, tlen);
+	uint64_t m_total = replica_metric(text, "rdax_replica_resync_bytes", qn, "");
+	uint64_t m_left = replica_metric(text, "rdax_replica_resync_left_bytes", qn, "");
+	uint64_t m_shipped =
+	    replica_metric(text, "rdax_replica_resync_shipped_bytes_total", qn, "");
+	printf("  metrics after: state live %" PRIu64 ", %" PRIu64 " to compare, %" PRIu64
+	       " left, %" PRIu64 " shipped (status key: %" PRIu64 ")\n",
+	       replica_metric(text, "rdax_replica_state", qn, ",state=\"live\""), m_total, m_left,
+	       m_shipped, sh + before);
+	assert_int_equal(replica_metric(text, "rdax_replica_state", qn, ",state=\"live\""), 1);
+	assert_int_equal(m_total, rs.total);
+	assert_int_equal(m_left, 0);
+	assert_int_equal(m_shipped, sh + before);
+	free(text);
 
 	uint8_t *a = malloc(VOL_SIZE), *b = malloc(VOL_SIZE);
 	assert_non_null(a);

@@ -64,7 +64,7 @@ static bool one_case(const char *what, const struct fake_cfg *cfg, int answer)
 {
 	struct fake_server *fs;
 	assert_int_equal(fake_server_start(cfg, &fs), 0);
-	struct repl_member_spec m = {"fk", fs->url};
+	struct repl_member_spec m = {"fk", fs->url, NULL};
 	struct repl_opts o = {.volume = "vol",
 			      .mapping = mapping,
 			      .size = SIZE,

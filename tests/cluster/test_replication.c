@@ -336,7 +336,7 @@ static void place(void)
 
 static void start_primary(void)
 {
-	struct repl_member_spec m[] = {{"n2", cl.node[1].url}, {"n3", cl.node[2].url}};
+	struct repl_member_spec m[] = {{"n2", cl.node[1].url, NULL}, {"n3", cl.node[2].url, NULL}};
 	assert_int_equal(change_record_format(&rec, rec_pm.base, rec_pm.size, &rec_pm, vol_size, 1),
 			 0);
 	struct repl_opts o = {.volume = volname,
@@ -414,7 +414,7 @@ static void *resync_thread(void *arg)
 	snprintf(nd, sizeof(nd), "n%u", x->who + 1);
 	/* a link just brought up may not carry a connect at once: try again, as an owner would */
 	for (int t = 0; t < 10; t++) {
-		x->ret = repl_resync(rv, nd, cl.node[x->who].url, grow, NULL, &x->res);
+		x->ret = repl_resync(rv, nd, cl.node[x->who].url, NULL, grow, NULL, &x->res);
 		if (x->ret != -ETIMEDOUT && x->ret != -ECONNREFUSED && x->ret != -EHOSTUNREACH)
 			break;
 		usleep(300 * 1000);

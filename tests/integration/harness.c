@@ -49,6 +49,12 @@ void hx_pattern(void *buf, size_t len, uint64_t seed, uint64_t off)
 	}
 }
 
+const char *hx_tcp_host(void)
+{
+	const char *a = getenv("RDAX_IT_TCP_HOST");
+	return a && *a ? a : "127.0.0.1";
+}
+
 const char *hx_rdma_addr(void)
 {
 	const char *a = getenv("RDAX_IT_RDMA");
@@ -257,7 +263,7 @@ static int daemon_spawn(struct hx_daemon *d)
 	else
 		snprintf(ns_spec, sizeof(ns_spec), "%s,size=%s,mode=%s", d->ns_path,
 			 o->ns_size ? o->ns_size : "256M", run_mode(o));
-	snprintf(listen, sizeof(listen), "tcp://127.0.0.1:%d", d->port);
+	snprintf(listen, sizeof(listen), "tcp://%s:%d", hx_tcp_host(), d->port);
 	snprintf(listen_rdma, sizeof(listen_rdma), "rdma://%s:%d",
 		 hx_rdma_addr() ? hx_rdma_addr() : "", d->port);
 	snprintf(threads, sizeof(threads), "%u", o->threads ? o->threads : 2);
@@ -439,7 +445,7 @@ int hx_daemon_restart(struct hx_daemon *d)
 		if (hx_rdma_addr())
 			snprintf(d->url, sizeof(d->url), "rdma://%s:%d", hx_rdma_addr(), port);
 		else
-			snprintf(d->url, sizeof(d->url), "tcp://127.0.0.1:%d", port);
+			snprintf(d->url, sizeof(d->url), "tcp://%s:%d", hx_tcp_host(), port);
 		off_t log_from = file_size(d->log_path);
 		ret = daemon_spawn(d);
 		if (ret < 0)

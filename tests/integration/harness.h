@@ -29,6 +29,9 @@
  *   RDAX_IT_RDMA_BUSY_POLL=USEC  with RDAX_IT_RDMA: daemons run with
  *                      --rdma-busy-poll USEC (their loops spin on the CQs).
  *   RDAX_IT_LOG=LEVEL  the log level of daemons whose test names none.
+ *   RDAX_IT_TCP_HOST=ADDR  the tcp:// listener's address (default
+ *                      127.0.0.1): the RDMA address too where a daemon must
+ *                      advertise both to others (the cluster's RDMA links).
  *   RDAX_IT_TLS=psk    daemons run with --tls require and a PSK, each
  *                      listener behind a tls_proxy (harness_tls.c): d->port,
  *                      d->url and the ready line's nbd:// port are the
@@ -98,6 +101,9 @@ int hx_tls_prepare(struct hx_daemon *d);
 int hx_tls_front(struct hx_daemon *d);
 /* hx_tls_stop -- end the proxies (with the daemon) */
 void hx_tls_stop(struct hx_daemon *d);
+
+/* hx_tcp_host -- RDAX_IT_TCP_HOST: the tcp:// listeners' address, "127.0.0.1" by default */
+const char *hx_tcp_host(void);
 
 /* hx_rdma_addr -- RDAX_IT_RDMA: the RDMA address of this run, NULL over TCP */
 const char *hx_rdma_addr(void);

@@ -18,6 +18,12 @@
 #     (auto mode: CLWB + SFENCE).
 #  Before and after 3, rdax namespace list and the metrics name the kind
 #  (fsdax, devdax) and what the emulated device says of its health.
+#  4. cluster_rdma: tests/cluster's cluster_e2e with etcd (the host's, run in
+#     the VM) and three rdaxd nodes on rxe0's address, on ports: a volume
+#     replicated over RDMA links (one-sided writes into the replicas), the
+#     checker through the primary, a replica killed and stopped, their
+#     resyncs, volume info's link "rdma", the fence on the links' windows,
+#     and the controls repl-ack-early and replica-no-fence.
 # Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
 # log of a failed check is printed (its tail) and kept in LOG_DIR.
 set -u
@@ -199,6 +205,10 @@ check devdax_badinput 900 "$IT_BADINPUT"
 check devdax_cli 900 "$IT_CLI"
 unset RDAX_IT_NS
 check devdax_health 300 ns_health /dev/dax0.0 devdax
+
+# the cluster over RDMA links: sim-mode nodes on files, the tcp:// listeners on rxe0's address
+# too (both are advertised); etcd on loopback
+[ -n "${CLUSTER_E2E:-}" ] && check cluster_rdma 1500 env RDAX_IT_TCP_HOST=$ip "$CLUSTER_E2E"
 
 echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
 [ $fail = 0 ]
