@@ -95,6 +95,12 @@ struct rdax_faults {
 	 * report it
 	 */
 	bool leak_per_request;
+	/*
+	 * librdax: an fsync does not compare the server's verifier with the
+	 * writes it covers (a write lost by a restart goes unnoticed: the fsync
+	 * succeeds); the resume test's control must see the silent loss
+	 */
+	bool client_no_verifier;
 };
 
 extern struct rdax_faults rdax_faults;
