@@ -44,6 +44,7 @@
 #include "acl.h"
 #include "cluster.h"
 #include "config.h"
+#include "incarnation.h"
 #include "conn.h"
 #include "dispatch.h"
 #include "errors.h"
@@ -554,6 +555,7 @@ static int run_daemon(const struct config *cfg)
 	code = daemon_start_cluster(&d, cfg);
 	if (code)
 		goto out_stop;
+	incarnation_new();
 	code = daemon_start(&d, cfg);
 	if (code)
 		goto out_stop;
