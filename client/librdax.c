@@ -962,6 +962,11 @@ uint64_t rdax_volume_size(const struct rdax_volume *vol)
 	return vol ? vol->size : 0;
 }
 
+uint64_t rdax_volume_epoch(const struct rdax_volume *vol)
+{
+	return vol ? vol->epoch : 0;
+}
+
 const char *rdax_volume_name(const struct rdax_volume *vol)
 {
 	return vol ? vol->name : "";

@@ -401,6 +401,13 @@ int rdax_volume_close(struct rdax_volume **volp);
 /* rdax_volume_size -- its size in bytes (from the open reply) */
 uint64_t rdax_volume_size(const struct rdax_volume *vol);
 
+/*
+ * rdax_volume_epoch -- a cluster volume: the epoch of the node serving it on
+ * this connection, as its open reply said (after a resume, the new node's);
+ * 0 for a volume of a single rdaxd
+ */
+uint64_t rdax_volume_epoch(const struct rdax_volume *vol);
+
 /* rdax_volume_name -- its name */
 const char *rdax_volume_name(const struct rdax_volume *vol);
 

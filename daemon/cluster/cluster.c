@@ -636,6 +636,7 @@ static void another_primary(struct cluster *c, const struct cluster_volume_rec *
 		if (!p->deposed) {
 			p->deposed = true;
 			cluster_gate_serve(p->g, 0);
+			repl_registry_retire(p->g->v); /* a replica now, fenced at the others */
 			LOG_WARN("volume %s: %s is its primary at epoch %" PRIu64
 				 ": this node serves it no more",
 				 v->name, v->primary, v->epoch);
@@ -882,6 +883,7 @@ static void timers(struct cluster *c)
 				if (!c->prim[i].deposed) {
 					c->prim[i].deposed = true;
 					cluster_gate_serve(c->prim[i].g, 0);
+					repl_registry_retire(c->prim[i].g->v);
 				}
 			ret = join(c);
 		}

@@ -27,6 +27,12 @@ struct member {
 	int slot;		     /* its change-record slot while away, -1: none */
 	uint64_t rs_total, rs_left, rs_shipped; /* resync progress (repl_member_info) */
 	bool trusted; /* its copy equals this one but for what the record says (repl_reconcile) */
+	/*
+	 * its removal was refused because the volume key no longer names this
+	 * primary (-ESTALE: deposed by a failover): no removal will ever be
+	 * made, so a wait that needs it fails at once instead of being held
+	 */
+	bool deposed;
 	struct repl_volume *rv;
 	unsigned index;
 };
@@ -116,6 +122,8 @@ static void on_member_fsync(struct rlink_waiter *lw, int status)
 		/* not in etcd's ISR: nothing acknowledged depends on it */
 		m->state = REPL_REMOVED;
 		part_done_locked(w, 0, &complete);
+	} else if (m->deposed) {
+		part_done_locked(w, -EIO, &complete);
 	} else {
 		ask = m->state == REPL_LIVE;
 		member_failed_locked(rv, m);
@@ -306,6 +314,10 @@ void repl_fsync(struct repl_volume *rv, uint64_t off, uint64_t len, struct repl_
 		*p = (struct repl_wait_part){.lw = {.done = on_member_fsync}, .w = w, .member = i};
 		if (m->state == REPL_REMOVED)
 			continue;
+		if (m->state == REPL_FAILED && m->deposed) {
+			w->status = -EIO; /* a deposed primary acknowledges nothing that needs it */
+			continue;
+		}
 		w->pending++;
 		if (m->state == REPL_FAILED) {
 			p->held_next = m->held;
@@ -353,7 +365,9 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 		if (m->state != REPL_LIVE && m->state != REPL_RESYNC) {
 			if (m->slot >= 0)
 				change_record_mark_slot(rv->o.rec, m->slot, off, len);
-			if (m->state == REPL_FAILED) {
+			if (m->state == REPL_FAILED && m->deposed) {
+				w->status = -EIO; /* as repl_fsync */
+			} else if (m->state == REPL_FAILED) {
 				w->pending++;
 				p->held_next = m->held;
 				m->held = p;
@@ -382,6 +396,8 @@ void repl_removed(struct repl_volume *rv, const char *node, int status)
 			continue;
 		if (status == 0)
 			m->state = REPL_REMOVED;
+		if (status == -ESTALE)
+			m->deposed = true;
 		for (struct repl_wait_part *p = m->held, *next; p; p = next) {
 			next = p->held_next;
 			bool complete;
