@@ -191,6 +191,8 @@ struct rdax_conn {
 	uint32_t max_payload; /* 0 until HELLO: no data requests */
 	uint32_t max_body;
 	char *server_version;
+	uint64_t incarnation;  /* 0: the server sent none */
+	bool powercut_allowed; /* rdaxd --allow-powercut */
 	struct conn_namespace *namespaces;
 	unsigned nnamespaces;
 
@@ -237,7 +239,6 @@ struct rdax_conn {
 	char last_error[CONN_ERR_MAX];
 	/* the last refusal with RDAX_E_NOT_PRIMARY: where the primary is ("" if none) */
 	char primary_url[128];
-	uint64_t incarnation; /* the server's run, from HELLO (0: it sent none) */
 
 	unsigned nvolumes;
 	struct rdax_volume *volumes; /* open ones, to open again after a reconnect */

@@ -224,6 +224,7 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 		    "%s announced a max body of %u bytes (1024 at least expected)", c->peer,
 		    max_body);
 	c->incarnation = r->has_incarnation ? r->incarnation : 0;
+	c->powercut_allowed = r->has_powercut_allowed && r->powercut_allowed;
 	if (r->server_version && !(c->server_version = strdup(r->server_version)))
 		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
 	if (r->n_namespaces) {
@@ -463,6 +464,16 @@ unsigned rdax_conn_resumes(const struct rdax_conn *conn)
 const char *rdax_conn_url(const struct rdax_conn *conn)
 {
 	return conn ? conn->url_now : "";
+}
+
+uint64_t rdax_conn_incarnation(const struct rdax_conn *conn)
+{
+	return conn ? conn->incarnation : 0;
+}
+
+int rdax_conn_powercut_allowed(const struct rdax_conn *conn)
+{
+	return conn && conn->powercut_allowed;
 }
 
 unsigned rdax_conn_namespace_count(const struct rdax_conn *conn)
@@ -1129,6 +1140,33 @@ int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st)
 	    .fsyncs = r->fsyncs,
 	    .fsync_bytes = r->fsync_bytes,
 	};
+	protobuf_c_message_free_unpacked(msg, NULL);
+	return 0;
+}
+
+int rdax_powercut(struct rdax_conn *conn, uint64_t after, unsigned delay_ms, uint64_t *incarnation)
+{
+	if (!conn)
+		return -EINVAL;
+	if (delay_ms > RDAX_POWERCUT_MAX_DELAY_MS)
+		return conn_set_error(conn, -EINVAL, "power cut delay %u ms exceeds %u ms",
+				      delay_ms, RDAX_POWERCUT_MAX_DELAY_MS);
+	Rdax__PowercutRequest req = RDAX__POWERCUT_REQUEST__INIT;
+	if (after) {
+		req.has_after = 1;
+		req.after = after;
+	}
+	if (delay_ms) {
+		req.has_delay_ms = 1;
+		req.delay_ms = delay_ms;
+	}
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_POWERCUT, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__PowercutReply *r = (const Rdax__PowercutReply *)msg;
+	if (incarnation)
+		*incarnation = r->has_incarnation ? r->incarnation : 0;
 	protobuf_c_message_free_unpacked(msg, NULL);
 	return 0;
 }

@@ -12,12 +12,14 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "copy.h"
@@ -69,6 +71,7 @@ enum cmd_opt {
 	OPT_NAMESPACE = 1 << 1, /* --namespace ID */
 	OPT_JSON = 1 << 2,	/* --json: one JSON object on stdout (docs/cli.md) */
 	OPT_OWN = 1 << 3,	/* the command parses its own arguments and options */
+	OPT_POWERCUT = 1 << 4,	/* --after N, --delay SECONDS, --wait */
 };
 
 struct command {
@@ -85,6 +88,8 @@ struct cmd_opts {
 	bool fsync;
 	bool json;
 	const char *namespace_id;
+	const char *after, *delay; /* powercut */
+	bool wait;
 };
 
 static struct cmd_opts g_opts;
@@ -892,6 +897,144 @@ static int cmd_export(struct ctx *ctx, char **args, unsigned nargs)
 	return copy_done(ctx, ret, err, &cs);
 }
 
+/* How long "rdax powercut" waits for the new incarnation unless --timeout says. */
+#define POWERCUT_WAIT_MS 120000
+/* Between two attempts to reach the daemon after a cut. */
+#define POWERCUT_POLL_MS 100
+
+/* parse_delay -- --delay SECONDS (a decimal fraction allowed) as milliseconds; 0 or EXIT_USAGE */
+static int parse_delay(const char *v, unsigned *ms)
+{
+	char *end;
+	errno = 0;
+	double s = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(s) || s <= 0 ||
+	    s * 1000.0 > RDAX_POWERCUT_MAX_DELAY_MS) {
+		fail_msg("powercut: bad --delay '%s' (seconds, more than 0 and at most %u)", v,
+			 RDAX_POWERCUT_MAX_DELAY_MS / 1000);
+		return EXIT_USAGE;
+	}
+	*ms = (unsigned)(s * 1000.0 + 0.5);
+	if (*ms == 0)
+		*ms = 1; /* the shortest delay there is */
+	return 0;
+}
+
+/* mono_ms -- CLOCK_MONOTONIC in milliseconds */
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * wait_incarnation -- reconnect until the daemon answers HELLO with an
+ * incarnation other than @old, for at most @limit_ms (< 0: no limit);
+ * *now gets it. 0, or EXIT_FAIL with the reason said.
+ */
+static int wait_incarnation(struct ctx *ctx, uint64_t old, int64_t limit_ms, uint64_t *now)
+{
+	int64_t deadline = limit_ms < 0 ? INT64_MAX : mono_ms() + limit_ms;
+	int ret = 0;
+	for (;;) {
+		struct rdax_conn_opts *opts = NULL;
+		struct rdax_conn *c = NULL;
+		ret = rdax_conn_opts_new(&opts);
+		if (ret == 0 && ctx->token_file)
+			ret = rdax_conn_opts_set_token_file(opts, ctx->token_file);
+		if (ret == 0) {
+			rdax_conn_opts_set_client_name(opts, "rdax");
+			/* a HELLO waits while the cut runs; a daemon gone quiet is a failure */
+			rdax_conn_opts_set_timeout(
+			    opts,
+			    (int)(limit_ms < 0 || limit_ms > 60000 ? 60000 : limit_ms + 1000));
+			ret = rdax_connect(ctx->server, opts, &c);
+		}
+		rdax_conn_opts_delete(&opts);
+		if (ret == 0) {
+			*now = rdax_conn_incarnation(c);
+			rdax_disconnect(&c);
+			if (*now != old)
+				return 0;
+		}
+		if (mono_ms() >= deadline)
+			break;
+		struct timespec ts = {0, POWERCUT_POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	fail_msg(
+	    "powercut: %s after %.0f s (%s)",
+	    ret ? "the daemon does not answer" : "the incarnation did not change",
+	    limit_ms / 1000.0,
+	    ret ? (rdax_connect_last_error()[0] ? rdax_connect_last_error() : rdax_strerror(ret))
+		: "is the cut armed for later?");
+	return EXIT_FAIL;
+}
+
+/* cmd_powercut -- rdax powercut [--after N] [--delay SECONDS] [--wait] [--json] */
+static int cmd_powercut(struct ctx *ctx, char **args, unsigned nargs)
+{
+	uint64_t after = 0;
+	unsigned delay_ms = 0;
+	int ret;
+	if (g_opts.after) {
+		if (strspn(g_opts.after, "0123456789") != strlen(g_opts.after) ||
+		    size_parse(g_opts.after, &after) || after == 0) {
+			fail_msg("powercut: bad --after '%s' (a count of acknowledged requests, at "
+				 "least 1)",
+				 g_opts.after);
+			return EXIT_USAGE;
+		}
+	}
+	if (g_opts.delay && (ret = parse_delay(g_opts.delay, &delay_ms)))
+		return ret;
+	if ((ret = connect_server(ctx)))
+		return ret;
+	uint64_t old = rdax_conn_incarnation(ctx->conn), ended = 0;
+	if (old == 0) {
+		fail_msg("powercut: %s does not report an incarnation: an rdaxd without power cuts",
+			 ctx->server);
+		return EXIT_FAIL;
+	}
+	ret = rdax_powercut(ctx->conn, after, delay_ms, &ended);
+	bool now = after == 0 && delay_ms == 0;
+	if (ret == -EPERM || ret == -EBUSY || ret == -EINVAL || ret == -RDAX_E_PROTOCOL ||
+	    (ret && !now))
+		return fail(ctx, ret);
+	/* at once: the reply may be lost with the connection, which the cut drops either way */
+	rdax_disconnect(&ctx->conn);
+	uint64_t inc = 0;
+	if (now || g_opts.wait) {
+		int64_t limit = ctx->timeout_ms ? ctx->timeout_ms : now ? POWERCUT_WAIT_MS : -1;
+		if ((ret = wait_incarnation(ctx, old, limit, &inc)))
+			return ret;
+	}
+	char before[17], after_s[17];
+	snprintf(before, sizeof(before), "%016" PRIx64, old);
+	snprintf(after_s, sizeof(after_s), "%016" PRIx64, inc);
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "server", ctx->server);
+		json_bool(&j, "done", inc != 0);
+		json_str(&j, "incarnation_before", before);
+		json_str(&j, "incarnation_after", inc ? after_s : NULL);
+		json_finish(&j);
+	} else if (inc) {
+		printf("power cut: incarnation %s ended; %s serves again as incarnation %s\n",
+		       before, ctx->server, after_s);
+	} else {
+		printf("power cut armed on %s (incarnation %s): ", ctx->server, before);
+		if (after)
+			printf("after %" PRIu64 " more acknowledged requests%s", after,
+			       delay_ms ? " or " : "\n");
+		if (delay_ms)
+			printf("in %.3f s\n", delay_ms / 1000.0);
+	}
+	return 0;
+}
+
 /* crash_connect -- crash_cmd_env.connect: the command's one connection */
 static int crash_connect(void *arg, struct rdax_conn **connp)
 {
@@ -980,6 +1123,20 @@ static const struct command commands[] = {
      "(null: none), volume_offset}], marked_volumes: [NAME]}]}, sizes in bytes.\n",
      cmd_namespace_list},
     {"crash-states", CRASH_CMD_USAGE, 0, 0, OPT_OWN, crash_cmd_help, cmd_crash_states},
+    {"powercut", "[--after N] [--delay SECONDS] [--wait] [--json]", 0, 0, OPT_POWERCUT | OPT_JSON,
+     "Cut the power of the server (an rdaxd started with --allow-powercut, every\n"
+     "namespace in mode=sim): every connection is dropped, everything not made\n"
+     "durable is lost, and the daemon serves again, the same process, as a new\n"
+     "incarnation (docs/persistence-testing.md).\n"
+     "Without options: at once; the command returns once the daemon serves again\n"
+     "and prints both incarnations (waiting at most --timeout, default 120 s).\n"
+     "--after N: after N more acknowledged writes, discards and fsyncs of any\n"
+     "client (the Nth is acknowledged, nothing after it). --delay SECONDS: after\n"
+     "that long (fractions allowed). Both: whichever comes first. These return\n"
+     "once the cut is armed, or with --wait once it happened.\n"
+     "--json: {server, done, incarnation_before, incarnation_after} (hex strings;\n"
+     "incarnation_after null while the cut is only armed).\n",
+     cmd_powercut},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -1115,6 +1272,9 @@ static const struct {
     {{"fsync", no_argument, NULL, 'f'}, OPT_FSYNC},
     {{"namespace", required_argument, NULL, 'n'}, OPT_NAMESPACE},
     {{"json", no_argument, NULL, 'j'}, OPT_JSON},
+    {{"after", required_argument, NULL, 'a'}, OPT_POWERCUT},
+    {{"delay", required_argument, NULL, 'd'}, OPT_POWERCUT},
+    {{"wait", no_argument, NULL, 'w'}, OPT_POWERCUT},
 };
 #define NCMD_OPTIONS (sizeof(cmd_options) / sizeof(cmd_options[0]))
 
@@ -1150,6 +1310,15 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 			break;
 		case 'j':
 			g_opts.json = true;
+			break;
+		case 'a':
+			g_opts.after = optarg;
+			break;
+		case 'd':
+			g_opts.delay = optarg;
+			break;
+		case 'w':
+			g_opts.wait = true;
 			break;
 		case ':':
 			fail_msg("%s: %s needs a value", cmd->name, argv[optind - 1]);

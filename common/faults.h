@@ -101,6 +101,11 @@ struct rdax_faults {
 	 * succeeds); the resume test's control must see the silent loss
 	 */
 	bool client_no_verifier;
+	/*
+	 * ns_power_cut: keep the private mapping (its unwritten stores survive
+	 * the "cut"); volumes and metadata are still dropped and reloaded
+	 */
+	bool powercut_keep_mapping;
 };
 
 extern struct rdax_faults rdax_faults;

@@ -104,6 +104,7 @@ static const char *const type_names[FRAME_TYPE_MAX] = {
 	[FRAME_STAT] = "stat",
 	[FRAME_NAMESPACE_LIST] = "namespace-list",
 	[FRAME_REPLICA_DIGEST] = "replica-digest",
+	[FRAME_POWERCUT] = "powercut",
 };
 
 const char *frame_type_name(uint16_t type)

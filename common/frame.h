@@ -47,6 +47,7 @@ enum frame_type {
 	FRAME_STAT,
 	FRAME_NAMESPACE_LIST, /* added later: a daemon before it answers "unknown request type" */
 	FRAME_REPLICA_DIGEST, /* cluster: block digests of a replica link's volume */
+	FRAME_POWERCUT,	      /* rdaxd --allow-powercut only */
 	FRAME_TYPE_MAX	      /* one past the last */
 };
 

@@ -20,6 +20,7 @@
 #include "namespace.h"
 #include "size.h"
 #include "url.h"
+#include "write_recorder.h"
 
 /* Every setting, in the order of --help. */
 enum config_key {
@@ -44,6 +45,9 @@ enum config_key {
 	KEY_ADVERTISE,
 	KEY_ZONE,
 	KEY_LEASE_TTL,
+	KEY_WRITE_LOG,
+	KEY_WRITE_LOG_MAX,
+	KEY_ALLOW_POWERCUT,
 	KEY_CONFIG,
 	KEY_FORMAT,
 	KEY_FORCE,
@@ -84,6 +88,9 @@ static const struct setting {
     [KEY_ADVERTISE] = {"advertise", required_argument, IN_FILE},
     [KEY_ZONE] = {"zone", required_argument, IN_FILE},
     [KEY_LEASE_TTL] = {"lease-ttl", required_argument, IN_FILE},
+    [KEY_WRITE_LOG] = {"write-log", required_argument, IN_FILE},
+    [KEY_WRITE_LOG_MAX] = {"write-log-max", required_argument, IN_FILE},
+    [KEY_ALLOW_POWERCUT] = {"allow-powercut", no_argument, IN_FILE},
     [KEY_CONFIG] = {"config", required_argument, 0},
     [KEY_FORMAT] = {"format", required_argument, 0},
     [KEY_FORCE] = {"force", no_argument, 0},
@@ -100,6 +107,7 @@ void config_init(struct config *c)
 	c->log_level = LOG_LEVEL_INFO;
 	c->flush_mode = FLUSH_TRACKED;
 	c->max_payload = FRAME_DEFAULT_MAX_PAYLOAD;
+	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -136,6 +144,7 @@ void config_free(struct config *c)
 	free(c->config_path);
 	free(c->metrics);
 	free(c->format_path);
+	free(c->write_log);
 	free(c->cluster);
 	free(c->cluster_name);
 	free(c->node_name);
@@ -256,6 +265,22 @@ int config_parse_listen(const char *uri, struct config_listen *out, char *err, s
 	}
 	*out = l;
 	return 0;
+}
+
+/*
+ * parse_flag_bool -- a flag's value: "" (the flag given on the command line),
+ * yes/true/1 or no/false/0 (the config file). Returns 0 or -EINVAL.
+ */
+static int parse_flag_bool(const char *value, bool *out)
+{
+	static const char *const yes[] = {"", "yes", "true", "1"}, *const no[] = {"no", "false", "0"};
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+		if (strcmp(value, yes[i]) == 0)
+			return *out = true, 0;
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+		if (strcmp(value, no[i]) == 0)
+			return *out = false, 0;
+	return -EINVAL;
 }
 
 /* replace_string -- *dst = strdup(value), freeing the old one; 0 or -ENOMEM */
@@ -453,16 +478,25 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 			return -EINVAL;
 		}
 		return 0;
+	case KEY_WRITE_LOG_MAX:
+		ret = size_parse(value, &size);
+		if (ret || size < WRITE_RECORDER_MIN_MAX) {
+			char hint[128];
+			rdax_seterr(err, errlen, "%s%s '%s': not a size of at least %lluK (%s)",
+				    from, name, value, WRITE_RECORDER_MIN_MAX >> 10,
+				    ret ? size_syntax_hint(value, hint, sizeof(hint))
+					: "too small");
+			return -EINVAL;
+		}
+		c->write_log_max = size;
+		return 0;
 	case KEY_TLS_VERIFY_PEER:
+	case KEY_ALLOW_POWERCUT:
 		/* a flag on the command line (value ""), a boolean in the file */
-		if (*value == '\0' || strcmp(value, "true") == 0 || strcmp(value, "yes") == 0 ||
-		    strcmp(value, "1") == 0)
-			c->tls_verify_peer = true;
-		else if (strcmp(value, "false") == 0 || strcmp(value, "no") == 0 ||
-			 strcmp(value, "0") == 0)
-			c->tls_verify_peer = false;
-		else {
-			rdax_seterr(err, errlen, "%s%s '%s': not true or false", from, name, value);
+		if (parse_flag_bool(value, key == KEY_TLS_VERIFY_PEER ? &c->tls_verify_peer
+								      : &c->allow_powercut)) {
+			rdax_seterr(err, errlen, "%s%s '%s': not yes or no (true or false)", from,
+				    name, value);
 			return -EINVAL;
 		}
 		return 0;
@@ -473,6 +507,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 	case KEY_ACL:
 	case KEY_CONFIG:
 	case KEY_FORMAT:
+	case KEY_WRITE_LOG:
 		if (*value == '\0') {
 			rdax_seterr(err, errlen, "%s%s: empty path", from, name);
 			return -EINVAL;
@@ -483,6 +518,7 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 				      : key == KEY_TLS_PSK	    ? &c->tls_psk_file
 				      : key == KEY_ACL		    ? &c->acl_file
 				      : key == KEY_CONFIG	    ? &c->config_path
+				      : key == KEY_WRITE_LOG	    ? &c->write_log
 								    : &c->format_path,
 				      value);
 	case KEY_FORCE:
@@ -748,7 +784,9 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
 		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
 		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us || c->metrics || c->cluster ||
-		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s) {
+		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s ||
+		    c->write_log || c->write_log_max != WRITE_RECORDER_DEFAULT_MAX ||
+		    c->allow_powercut) {
 			rdax_seterr(
 			    err, errlen,
 			    "--format takes only --force and --log-level (rdaxd --format PATH "
@@ -776,9 +814,19 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		rdax_seterr(err, errlen, "--tls-verify-peer needs --tls-certificates DIR");
 		return -EINVAL;
 	}
+	if (c->allow_powercut && c->cluster) {
+		rdax_seterr(err, errlen,
+			    "--allow-powercut does not go with --cluster: a power cut is a test of "
+			    "one daemon (a cluster's nodes are cut with kill -9, docs/cluster.md)");
+		return -EINVAL;
+	}
 	int cluster_ret = config_finish_cluster(c, err, errlen);
 	if (cluster_ret)
 		return cluster_ret;
+	if (c->write_log_max != WRITE_RECORDER_DEFAULT_MAX && !c->write_log) {
+		rdax_seterr(err, errlen, "--write-log-max only goes with --write-log DIR");
+		return -EINVAL;
+	}
 	if (c->threads == 0) {
 		long n = sysconf(_SC_NPROCESSORS_ONLN);
 		c->threads = n < 1 ? 1 : n > CONFIG_MAX_THREADS ? CONFIG_MAX_THREADS : (unsigned)n;
@@ -884,6 +932,18 @@ void config_usage(FILE *f)
 		"                        distinct zones first\n"
 		"  --lease-ttl SECONDS   the node's lease in etcd: a node silent this long\n"
 		"                        is down and its keys go (2 to 60, default 5)\n"
+		"  --write-log DIR       record every acknowledged write, discard and fsync\n"
+		"                        of each volume, in acknowledgement order, into\n"
+		"                        DIR/VOLUME.N.wlog (one log from a volume's first\n"
+		"                        open to its last close; DIR created if missing)\n"
+		"                        for rdax crash-states (docs/persistence-testing.md)\n"
+		"  --write-log-max SIZE  largest write log (default 1G, at least 64K); a full\n"
+		"                        log ends with a FULL record, the volume is served\n"
+		"                        on, its later requests unrecorded (one error logged)\n"
+		"  --allow-powercut      accept power cuts on demand (rdax powercut): every\n"
+		"                        connection dropped, everything not written back\n"
+		"                        lost, served again as a new incarnation. Every\n"
+		"                        namespace must be in mode=sim; not with --cluster\n"
 		"  --config PATH         read settings from PATH first: one 'key = value' per\n"
 		"                        line, keys as the long options, '#' comments;\n"
 		"                        options on the command line add to / override it\n"

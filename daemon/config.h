@@ -102,6 +102,11 @@ struct config {
 	bool ns_defaulted; /* config_finish() added the default namespace (its directory may need
 			      creating) */
 
+	/* persistence testing (docs/persistence-testing.md) */
+	char *write_log; /* --write-log DIR: a write log per volume open period; NULL: none */
+	uint64_t write_log_max; /* --write-log-max SIZE: bytes per log */
+	bool allow_powercut;	/* --allow-powercut: POWERCUT requests (every namespace sim) */
+
 	/* rdaxd --format PATH [--force]: format and exit */
 	char *format_path;
 	bool force;

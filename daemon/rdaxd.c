@@ -20,6 +20,11 @@
  *  Pools hand results back to the connection's worker with ev_async
  *  (docs/architecture.md, "Threads").
  *
+ * Persistence testing (docs/persistence-testing.md): with --write-log the
+ * write recorder keeps a log per volume (write_recorder.h); with
+ * --allow-powercut a POWERCUT request cuts the power in-process
+ * (powercut.h): the cut runs on the main thread, which then serves again.
+ *
  * Shutdown (SIGTERM/SIGINT): stop accepting on every listener; every
  * connection of every transport stops reading, its requests in flight
  * (fsyncs included) finish and their replies go out -- one drain for all
@@ -58,12 +63,14 @@
 #include "native_conn.h"
 #include "nbd_conn.h"
 #include "notify.h"
+#include "powercut.h"
 #include "rdma_listen.h"
 #include "size.h"
 #include "store.h"
 #include "tls_server.h"
 #include "token.h"
 #include "worker.h"
+#include "write_recorder.h"
 
 #ifndef RDAX_VERSION
 #define RDAX_VERSION "unknown"
@@ -162,7 +169,9 @@ static void ready_line(const struct listener *l, const struct store *store, char
 				      persist_method_name(ns->persist.method));
 	}
 	if (n < len)
-		snprintf(buf + n, len - n, ")");
+		n += (size_t)snprintf(buf + n, len - n, ")");
+	if (n < len && powercut_allowed())
+		snprintf(buf + n, len - n, ", power cuts allowed");
 }
 
 /* on_signal -- SIGTERM/SIGINT: leave the accept loop, main() shuts down */
@@ -192,6 +201,7 @@ struct daemon {
 	struct cluster *cluster;  /* NULL without --cluster */
 	struct metrics_expo_src metrics_src;
 	struct metrics_http *metrics; /* NULL without --metrics */
+	struct write_recorder *recorder; /* NULL without --write-log */
 	bool served;		      /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
@@ -226,6 +236,30 @@ static int daemon_open_namespaces(struct daemon *d, const struct config *cfg)
 		ret = store_namespace_add(d->store, n->path, n->size, n->mode, err, sizeof(err));
 		if (ret)
 			return fail(1, "%s", err);
+	}
+	if (cfg->allow_powercut && !store_all_sim(d->store)) {
+		for (unsigned i = 0; i < store_namespace_count(d->store); i++) {
+			struct ns *ns = store_namespace(d->store, i);
+			if (ns->persist.mode != PERSIST_SIM)
+				return fail(1,
+					    "--allow-powercut needs every namespace in sim mode: "
+					    "namespace %s is in %s mode (a real namespace cannot "
+					    "lose its CPU caches on demand; serve it as "
+					    "--namespace %s,mode=sim to test with power cuts)",
+					    ns->path, persist_mode_name(ns->persist.mode),
+					    ns->path);
+		}
+	}
+	if (cfg->write_log) {
+		ret = mkdir_p(cfg->write_log, 0700);
+		if (ret)
+			return fail(1, "--write-log %s: cannot create it: %s", cfg->write_log,
+				    strerror(-ret));
+		ret = write_recorder_new(cfg->write_log, cfg->write_log_max, &d->recorder, err,
+					 sizeof(err));
+		if (ret)
+			return fail(1, "%s", err);
+		write_recorder_attach(d->recorder, d->store);
 	}
 	return 0;
 }
@@ -425,6 +459,7 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 static void daemon_stop(struct daemon *d, const struct config *cfg)
 {
 	metrics_http_stop(&d->metrics); /* first: a scrape reads everything below */
+	powercut_shutdown();
 	if (d->served) {
 		/* accept nothing more anywhere, then one drain for every transport at once */
 		listener_close(d->listener);
@@ -443,7 +478,8 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 		worker_delete(&d->workers[i]);
 	free(d->workers);
 	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
-	store_delete(&d->store);
+	store_delete(&d->store); /* every write log has ended: its volume was closed */
+	write_recorder_delete(&d->recorder);
 	tls_server_delete(&d->tls);
 	acl_delete(&d->acl);
 	if (d->pidfile_written && unlink(cfg->pidfile) < 0)
@@ -523,6 +559,38 @@ static int daemon_load_security(struct daemon *d, const struct config *cfg)
 	return 0;
 }
 
+/* on_served -- after a power cut: the daemon serves again; say so like the ready line */
+static void on_served(void *arg, uint64_t incarnation, uint64_t cuts)
+{
+	struct daemon *d = arg;
+	char line[2048], status[2200];
+	ready_line(d->listener, d->store, line, sizeof(line));
+	snprintf(status, sizeof(status),
+		 "%s (after power cut %" PRIu64 ", incarnation %016" PRIx64 ")", line, cuts,
+		 incarnation);
+	printf("%s\n", status);
+	fflush(stdout);
+	notify_ready(status);
+}
+
+/* daemon_start_powercut -- with --allow-powercut: the cut's watchers on the accept loop */
+static int daemon_start_powercut(struct daemon *d, const struct config *cfg)
+{
+	if (!cfg->allow_powercut)
+		return 0;
+	const struct powercut_parts parts = {
+	    .loop = ev_default_loop(0),
+	    .store = d->store,
+	    .sets = d->sets,
+	    .rdma = d->rdma,
+	    .served = on_served,
+	    .arg = d,
+	};
+	if (powercut_setup(&parts))
+		return fail(1, "cannot set up power cuts");
+	return 0;
+}
+
 /* run_daemon -- serve until SIGTERM/SIGINT; the exit code */
 static int run_daemon(const struct config *cfg)
 {
@@ -568,6 +636,9 @@ static int run_daemon(const struct config *cfg)
 			goto out_stop;
 		}
 	}
+	code = daemon_start_powercut(&d, cfg);
+	if (code)
+		goto out_stop;
 
 	if (cfg->pidfile) {
 		int ret = pidfile_write(cfg->pidfile);
@@ -590,16 +661,21 @@ static int run_daemon(const struct config *cfg)
 		snprintf(line + strlen(line), sizeof(line) - strlen(line), "; metrics %s/metrics",
 			 metrics_http_url(d.metrics));
 	char mp[SIZE_FORMAT_MAX];
-	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s)", line, cfg->threads,
-		 cfg->threads == 1 ? "" : "s",
+	LOG_INFO("%s (%u event-loop thread%s, flush mode %s, max payload %s%s, incarnation "
+		 "%016" PRIx64 "%s%s)",
+		 line, cfg->threads, cfg->threads == 1 ? "" : "s",
 		 cfg->flush_mode == FLUSH_HAMMER ? "hammer" : "tracked",
-		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "");
+		 size_format(cfg->max_payload, mp, sizeof(mp)), d.token ? ", token required" : "",
+		 incarnation_get(), cfg->write_log ? ", write logs in " : "",
+		 cfg->write_log ? cfg->write_log : "");
 	printf("%s\n", line);
 	fflush(stdout);
 	notify_ready(line);
 
 	d.served = true;
 	ev_run(loop, 0);
+	if (powercut_failed())
+		code = 1; /* the namespaces did not come back from a power cut (logged) */
 	notify_stopping();
 
 	ev_signal_stop(loop, &sigterm);

@@ -8,7 +8,9 @@
 #include "metrics.h"
 #include "namespace.h"
 #include "persist.h"
+#include "powercut.h"
 #include "repl_registry.h"
+#include "vol_ack.h"
 
 enum flush_mode vol_op_flush_mode(enum flush_mode configured, bool hammer)
 {
@@ -45,10 +47,21 @@ bool vol_op_fsync_try_inline(struct volume *v, uint64_t off, uint64_t len, enum 
 	return true;
 }
 
+/* op_cut -- an FSYNC or DISCARD after a power cut was decided: not run (VOL_OP_CUT) */
+static bool op_cut(struct vol_op *op)
+{
+	if ((op->kind != VOL_OP_FSYNC && op->kind != VOL_OP_DISCARD) || !powercut_pending())
+		return false;
+	op->code = VOL_OP_CUT;
+	return true;
+}
+
 bool vol_op_try_inline(struct vol_op *op)
 {
 	if (!op || op->kind != VOL_OP_FSYNC)
 		return false;
+	if (op_cut(op))
+		return true;
 	return vol_op_fsync_try_inline(op->v, op->off, op->len, op->mode, &op->code,
 				       &op->written_back);
 }
@@ -61,6 +74,8 @@ enum vol_op_pool vol_op_pool(const struct vol_op *op)
 
 void vol_op_run(struct vol_op *op)
 {
+	if (op_cut(op))
+		return;
 	switch (op->kind) {
 	case VOL_OP_FSYNC: {
 		uint64_t t0 = metrics_now_ns();
@@ -117,6 +132,8 @@ static void op_task_run(struct fsync_task *t)
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m))
 {
+	if (op->kind == VOL_OP_FSYNC)
+		op->mark = vol_ack_fsync_mark(op->v);
 	if (vol_op_try_inline(op))
 		return true;
 	op->task.run = op_task_run;

@@ -28,6 +28,7 @@
 #ifndef RDAXD_VOL_OP_H
 #define RDAXD_VOL_OP_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,6 +66,8 @@ struct vol_op {
 	const char *name;		 /* OPEN, INFO: the caller's string */
 	void (*call)(struct vol_op *op); /* CALL */
 
+	uint64_t mark; /* FSYNC: the write log's mark, taken when it starts */
+
 	/* results */
 	int code;		  /* 0 or a negative code (CALL: whatever call sets) */
 	uint64_t written_back;	  /* FSYNC */
@@ -72,6 +75,13 @@ struct vol_op {
 	struct volume_info *list; /* LIST: malloc'd, the caller frees */
 	unsigned count;
 };
+
+/*
+ * The code of an FSYNC or DISCARD that was not run because a power cut is
+ * decided (powercut.h): nothing is made durable that the cut would not
+ * have kept, and the protocol drops the connection instead of replying.
+ */
+#define VOL_OP_CUT (-ESHUTDOWN)
 
 /*
  * Small range fsyncs run on the connection's loop.
@@ -117,8 +127,11 @@ void vol_op_run(struct vol_op *op);
 /*
  * vol_op_start -- run @op inline if the rule takes it (returns true: the
  * result is in @op, nothing is posted), else submit it to its pool of
- * @pools and return false: @done(@owner, &op->task.done) runs on @owner's
- * thread once it ran (vol_op_of_msg() gives @op back).
+ * @pools and return false; an FSYNC takes its write-log mark first
+ * (vol_ack.h), and an FSYNC or DISCARD is not run once a power cut is
+ * decided (op->code VOL_OP_CUT, wherever it would have run).
+ * @done(@owner, &op->task.done) runs on @owner's thread once a pool ran it
+ * (vol_op_of_msg() gives @op back).
  */
 bool vol_op_start(struct vol_op *op, const struct vol_pools *pools, struct worker *owner,
 		  void (*done)(struct worker *w, struct worker_msg *m));

@@ -3,6 +3,7 @@
 # (libgnutls28-dev: TLS; gnutls-bin: certtool and psktool for the TLS tests;
 # qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, tests/vm;
+# nbd-client: the kernel NBD client the VM suite's ext4 example attaches with;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; libxxhash-dev: the resync's
 # block digests; etcd-server, iptables,
 # libnetfilter-queue-dev: the cluster tests' etcd and network faults; scdoc: the man
@@ -20,7 +21,7 @@ packages="build-essential cmake pkg-config
 	libcmocka-dev python3 libgnutls28-dev gnutls-bin
 	qemu-utils libnbd-bin python3-libnbd fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
-	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs
+	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs nbd-client
 	libcurl4-openssl-dev libjson-c-dev libxxhash-dev etcd-server iptables libnetfilter-queue-dev
 	scdoc mandoc groff-base prometheus
 	libsystemd-dev systemd systemd-container debootstrap lintian dpkg-dev file procps man-db

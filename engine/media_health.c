@@ -208,7 +208,7 @@ int media_health_open(struct media_health *h, const char *path, int fd, struct v
 
 void media_health_close(struct media_health *h, struct vol_table *t)
 {
-	if (!h->recorded)
+	if (!h->recorded || !t) /* no table: a power cut's reload failed (ns_power_cut) */
 		return;
 	struct vt_shutdown sds;
 	vol_table_shutdown_get(t, &sds);

@@ -155,6 +155,51 @@ static void ns_volumes_free(struct ns *ns)
 	ns->nvolumes = ns->volumes_cap = 0;
 }
 
+/*
+ * ns_load_metadata -- load the metadata from ns->persist (mapped), make the
+ * in-memory volumes and repair a metadata copy left behind: what ns_open()
+ * and ns_power_cut() share. On failure no table and no volume is left (the
+ * mapping is the caller's). Needs the namespace lock (ns->hold_fd) held.
+ */
+static int ns_load_metadata(struct ns *ns)
+{
+	int ret = vol_table_load(&ns->persist, &ns->table);
+	if (ret) /* logged by vol_table_load with its reason; the caller names the path */
+		return ret;
+	ns->data_offset = vol_table_data_offset(ns->table);
+	ns->data_size = vol_table_data_size(ns->table);
+
+	for (unsigned i = 0; i < vol_table_count(ns->table); i++) {
+		const struct vt_volume *tv = vol_table_get(ns->table, i);
+		struct volume *v;
+		ret = ns_volumes_reserve(ns);
+		if (ret)
+			goto err_free_volumes;
+		ret = volume_new(ns, tv->name, tv->ns_offset, tv->size, &v);
+		if (ret) {
+			LOG_ERROR("open %s: volume \"%s\": %s", ns->path, tv->name,
+				  rdax_strerror(ret));
+			goto err_free_volumes;
+		}
+		ns->volumes[ns->nvolumes++] = v;
+	}
+
+	if (!vol_table_copies_agree(ns->table)) {
+		/* one copy holds the state: give it its twin back before anything else can fail */
+		LOG_WARN("open %s: rewriting the metadata copy that does not hold the latest state",
+			 ns->path);
+		ret = vol_table_repair(ns->table);
+		if (ret)
+			goto err_free_volumes;
+	}
+	return 0;
+
+err_free_volumes:
+	ns_volumes_free(ns);
+	vol_table_delete(&ns->table);
+	return ret;
+}
+
 int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **out)
 {
 	if (!path || !out || id > DLOC_NS_MAX || (mode != PERSIST_AUTO && mode != PERSIST_SIM))
@@ -186,31 +231,14 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 	ret = persist_map(path, mode, &ns->persist);
 	if (ret)
 		goto err_release;
-	ret = vol_table_load(&ns->persist, &ns->table);
-	if (ret) /* logged by vol_table_load with its reason; the caller names the path */
+	ret = ns_load_metadata(ns);
+	if (ret)
 		goto err_unmap;
-	ns->data_offset = vol_table_data_offset(ns->table);
-	ns->data_size = vol_table_data_size(ns->table);
-
-	for (unsigned i = 0; i < vol_table_count(ns->table); i++) {
-		const struct vt_volume *tv = vol_table_get(ns->table, i);
-		struct volume *v;
-		ret = ns_volumes_reserve(ns);
-		if (ret)
-			goto err_free_volumes;
-		ret = volume_new(ns, tv->name, tv->ns_offset, tv->size, &v);
-		if (ret) {
-			LOG_ERROR("open %s: volume \"%s\": %s", path, tv->name, rdax_strerror(ret));
-			goto err_free_volumes;
-		}
-		ns->volumes[ns->nvolumes++] = v;
-	}
-
 	ns->kind = ns_kind_of(&ns->persist, path);
 	ret = media_health_open(&ns->health, path, ns->hold_fd, ns->table);
 	if (ret) {
 		media_health_destroy(&ns->health);
-		goto err_free_volumes;
+		goto err_free_metadata;
 	}
 	for (unsigned i = 0; i < ns->nvolumes; i++) {
 		int idx = vol_table_find(ns->table, ns->volumes[i]->name);
@@ -219,23 +247,12 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
 				  ns->volumes[i]->name);
 	}
 
-	if (!vol_table_copies_agree(ns->table)) {
-		/* one copy holds the state: give it its twin back before anything else can fail */
-		LOG_WARN("open %s: rewriting the metadata copy that does not hold the latest state",
-			 path);
-		ret = vol_table_repair(ns->table);
-		if (ret)
-			goto err_health;
-	}
-
 	LOG_INFO("opened namespace %s: id=%" PRIu32 ", %u volumes, data %" PRIu64 " bytes", path,
 		 id, ns->nvolumes, ns->data_size);
 	*out = ns;
 	return 0;
 
-err_health:
-	media_health_destroy(&ns->health);
-err_free_volumes:
+err_free_metadata:
 	ns_volumes_free(ns);
 	vol_table_delete(&ns->table);
 err_unmap:
@@ -248,6 +265,46 @@ err_free_path:
 	free(ns->path);
 err_free_ns:
 	free(ns);
+	return ret;
+}
+
+int ns_power_cut(struct ns *ns)
+{
+	if (!ns)
+		return -EINVAL;
+	if (ns->persist.mode != PERSIST_SIM)
+		return -EOPNOTSUPP;
+	pthread_mutex_lock(&ns->lock);
+	for (unsigned i = 0; i < ns->nvolumes; i++) {
+		if (ns->volumes[i]->open_count) {
+			LOG_ERROR("power cut of %s refused: volume \"%s\" has %u openers", ns->path,
+				  ns->volumes[i]->name, ns->volumes[i]->open_count);
+			pthread_mutex_unlock(&ns->lock);
+			return -EBUSY;
+		}
+	}
+	unsigned dropped = ns->nvolumes;
+	/* what is volatile goes: the dirty trees, unwritten, and the in-memory table */
+	ns_volumes_free(ns);
+	vol_table_delete(&ns->table);
+	int ret = 0;
+	/* the private copies go with the mapping; the file holds what was written back */
+	if (!rdax_faults.powercut_keep_mapping) { /* the control (faults.h) keeps them */
+		persist_unmap(&ns->persist);
+		ret = persist_map(ns->path, PERSIST_SIM, &ns->persist);
+	}
+	if (ret == 0)
+		ret = ns_load_metadata(ns);
+	if (ret) /* left for ns_close(): nothing loaded, nothing mapped */
+		persist_unmap(&ns->persist);
+	pthread_mutex_unlock(&ns->lock);
+	if (ret)
+		LOG_ERROR("power cut of %s: the namespace does not load again: %s", ns->path,
+			  rdax_strerror(ret));
+	else
+		LOG_INFO("power cut of %s: %u volumes dropped with everything not written back; "
+			 "%u loaded from the file",
+			 ns->path, dropped, ns->nvolumes);
 	return ret;
 }
 
@@ -287,9 +344,12 @@ void ns_close(struct ns **nsp)
 
 	for (unsigned i = 0; i < ns->nvolumes; i++) {
 		struct volume *v = ns->volumes[i];
-		if (v->open_count)
+		if (v->open_count) {
 			LOG_WARN("close %s: volume \"%s\" still has %u openers", ns->path, v->name,
 				 v->open_count);
+			if (ns->observer.last_close)
+				ns->observer.last_close(ns->observer.arg, v);
+		}
 		uint64_t written = 0;
 		int ret = fsync_range(v, 0, 0, FLUSH_TRACKED, &written);
 		if (ret)
@@ -497,6 +557,7 @@ int ns_volume_create(struct ns *ns, const char *name, uint64_t size)
 	ret = vol_table_add(ns->table, name, off, size, NULL);
 	if (ret)
 		goto err_delete_volume;
+	v->pristine = true; /* zeroed above: it reads zeros until someone opens it */
 	ns->volumes[ns->nvolumes++] = v;
 	LOG_INFO("created volume \"%s\" in %s: %" PRIu64 " bytes at offset %" PRIu64, name,
 		 ns->path, size, off);
@@ -674,12 +735,28 @@ int ns_volume_open(struct ns *ns, const char *name, struct volume **out)
 	int ret = __ns_volume_find(ns, name);
 	if (ret >= 0) {
 		struct volume *v = ns->volumes[ret];
-		v->open_count++;
+		if (v->open_count++ == 0 && ns->observer.first_open) {
+			int idx = vol_table_find(ns->table, v->name);
+			static const uint8_t no_uuid[16];
+			ns->observer.first_open(
+			    ns->observer.arg, v,
+			    idx >= 0 ? vol_table_get(ns->table, (unsigned)idx)->uuid : no_uuid);
+		}
 		*out = v;
 		ret = 0;
 	}
 	pthread_mutex_unlock(&ns->lock);
 	return ret;
+}
+
+void ns_set_observer(struct ns *ns, const struct ns_observer *obs)
+{
+	if (!ns)
+		return;
+	if (obs)
+		ns->observer = *obs;
+	else
+		memset(&ns->observer, 0, sizeof(ns->observer));
 }
 
 void ns_volume_close(struct ns *ns, struct volume **vp)
@@ -692,8 +769,8 @@ void ns_volume_close(struct ns *ns, struct volume **vp)
 		LOG_ERROR("close volume \"%s\": not a volume of %s", v->name, ns->path);
 	else if (v->open_count == 0)
 		LOG_ERROR("close volume \"%s\": not open", v->name);
-	else
-		v->open_count--;
+	else if (--v->open_count == 0 && ns->observer.last_close)
+		ns->observer.last_close(ns->observer.arg, v);
 	pthread_mutex_unlock(&ns->lock);
 	*vp = NULL;
 }

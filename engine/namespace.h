@@ -44,6 +44,19 @@
 struct volume;
 struct vol_table;
 
+/*
+ * Who is told when a volume gets its first opener and loses its last
+ * (rdaxd's write recorder: a volume's write log spans one such period).
+ * Both run under ns->lock, in the thread that opens or closes (a pool
+ * thread in rdaxd), and may block on file I/O; they must not call back
+ * into the namespace. @uuid is the volume's in the table.
+ */
+struct ns_observer {
+	void (*first_open)(void *arg, struct volume *v, const uint8_t *uuid);
+	void (*last_close)(void *arg, struct volume *v);
+	void *arg;
+};
+
 /* Smallest namespace: metadata area plus one 2 MiB block of data. */
 #define NS_MIN_SIZE (4ULL << 20)
 
@@ -61,6 +74,7 @@ struct ns {
 	struct volume **volumes; /* in-memory volumes, one per table entry in use */
 	unsigned nvolumes;
 	unsigned volumes_cap;
+	struct ns_observer observer; /* members NULL: none */
 };
 
 /*
@@ -110,6 +124,36 @@ int ns_open(const char *path, enum persist_mode mode, uint32_t id, struct ns **o
  * NULL; sets *nsp = NULL.
  */
 void ns_close(struct ns **nsp);
+
+/*
+ * ns_set_observer -- tell @obs (NULL: nobody) of first opens and last
+ * closes from now on (see struct ns_observer); before the namespace is
+ * shared. ns_close() ends the period of a volume still open with
+ * last_close too.
+ */
+void ns_set_observer(struct ns *ns, const struct ns_observer *obs);
+
+/*
+ * ns_power_cut -- a power failure of a sim-mode namespace, inside the
+ * process: every in-memory volume is dropped with its dirty tree (nothing
+ * is written back), the private mapping is unmapped -- its copies of the
+ * pages are what a power failure loses -- and the file, the simulator's
+ * persistence domain holding exactly what was flushed (persist.h), is
+ * mapped afresh; the metadata is then loaded from it as ns_open() does
+ * (a copy left behind by an interrupted update is repaired). The namespace
+ * lock is kept throughout, and the namespace keeps its id and path. The
+ * mapping's address changes: whatever was registered over the old one
+ * (RDMA) must be dropped before and registered again after.
+ * Context: nothing may use the namespace meanwhile -- no volume open (the
+ * daemon ends every connection first), no fsync or discard running; takes
+ * ns->lock. Old struct volume pointers are invalid afterwards.
+ * Returns 0; -EINVAL (NULL); -EOPNOTSUPP (not PERSIST_SIM: a real
+ * namespace cannot lose its caches on demand); -EBUSY (a volume is open:
+ * nothing done); the codes of persist_map() and vol_table_load(): the
+ * namespace is then left with no volume and no mapping, fit only for
+ * ns_close().
+ */
+int ns_power_cut(struct ns *ns);
 
 /* Limits on volume names: 1..NS_VOLUME_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-'. */
 #define NS_VOLUME_NAME_MAX 63

@@ -490,3 +490,36 @@ void store_largest_free(struct store *s, uint64_t *largest, uint32_t *ns_id)
 	if (ns_id)
 		*ns_id = best_id;
 }
+
+int store_power_cut(struct store *s, char *err, size_t errlen)
+{
+	if (!s)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	int ret = 0;
+	for (unsigned i = 0; i < s->count && ret == 0; i++) {
+		ret = ns_power_cut(s->nss[i].ns);
+		if (ret)
+			rdax_seterr(err, errlen, "power cut of namespace %s: %s",
+				    s->nss[i].ns->path,
+				    ret == -EOPNOTSUPP ? "not in sim mode" : rdax_strerror(ret));
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+bool store_all_sim(const struct store *s)
+{
+	if (!s || s->count == 0)
+		return false;
+	for (unsigned i = 0; i < s->count; i++)
+		if (s->nss[i].ns->persist.mode != PERSIST_SIM)
+			return false;
+	return true;
+}
+
+void store_set_observer(struct store *s, const struct ns_observer *obs)
+{
+	for (unsigned i = 0; s && i < s->count; i++)
+		ns_set_observer(s->nss[i].ns, obs);
+}

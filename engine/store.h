@@ -103,6 +103,21 @@ int store_volume_info(struct store *s, const char *name, struct volume_info *out
  */
 int store_volume_list(struct store *s, struct volume_info **out, unsigned *count);
 
+/*
+ * store_power_cut -- ns_power_cut() of every namespace, in id order: the
+ * daemon's power cut (daemon/powercut.h). Every namespace must be in sim
+ * mode and unused (no volume open). @err gets one line on failure.
+ * Returns 0, or the first failure's code: the namespaces after it were not
+ * cut, the failed one is fit only for store_delete().
+ */
+int store_power_cut(struct store *s, char *err, size_t errlen);
+
+/* store_set_observer -- ns_set_observer(@obs) on every namespace; before they are shared */
+void store_set_observer(struct store *s, const struct ns_observer *obs);
+
+/* store_all_sim -- are all namespaces in sim mode (and is there one)? */
+bool store_all_sim(const struct store *s);
+
 /* store_largest_free -- the largest free extent of any namespace, and which (*ns_id may be NULL) */
 void store_largest_free(struct store *s, uint64_t *largest, uint32_t *ns_id);
 

@@ -20,6 +20,8 @@
 #include "dirty_tree.h"
 #include "namespace.h"
 
+struct write_recording;
+
 enum flush_mode {
 	FLUSH_DEFAULT = 0, /* the volume's own mode */
 	FLUSH_TRACKED,	   /* write back what the dirty tree says (docs/architecture.md) */
@@ -44,6 +46,15 @@ struct volume {
 	pthread_mutex_t fsync_lock; /* serialises fsyncs of this volume (fsync.c) */
 	atomic_uint_fast64_t fsyncs;
 	atomic_uint_fast64_t fsync_bytes; /* bytes written back by fsync */
+	/*
+	 * The daemon's, never the engine's (namespace.h, struct ns_observer):
+	 * what records the volume's requests while it is open (rdaxd
+	 * --write-log, daemon/write_recorder.h), set by the first opener and
+	 * cleared by the last, under ns->lock; and whether the volume still
+	 * reads as the zeros ns_volume_create() gave it (no opener since).
+	 */
+	struct write_recording *recording;
+	bool pristine;
 };
 
 struct volume_stats {

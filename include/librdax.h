@@ -280,6 +280,18 @@ unsigned rdax_conn_resumes(const struct rdax_conn *conn);
 /* rdax_conn_url -- the address (one of rdax_connect's list, or a primary followed) in use */
 const char *rdax_conn_url(const struct rdax_conn *conn);
 
+/*
+ * rdax_conn_incarnation -- which life of the server answered HELLO: a
+ * random number the daemon draws when it starts and again at every power
+ * cut (rdax_powercut). Another value on a later connection means the server
+ * lost, in between, everything that was not made durable. 0: the server
+ * sent none (an older rdaxd).
+ */
+uint64_t rdax_conn_incarnation(const struct rdax_conn *conn);
+
+/* rdax_conn_powercut_allowed -- 1 if the server accepts rdax_powercut (rdaxd --allow-powercut) */
+int rdax_conn_powercut_allowed(const struct rdax_conn *conn);
+
 enum rdax_persist_method {
 	RDAX_PERSIST_CPU_CACHE_FLUSH = 0, /* CLWB/CLFLUSHOPT + SFENCE */
 	RDAX_PERSIST_FENCE_ONLY = 1,	  /* eADR: SFENCE only */
@@ -460,6 +472,30 @@ struct rdax_volume_stat {
 
 /* rdax_stat -- the volume's counters into *st */
 int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st);
+
+/* --- persistence testing ------------------------------------------------ */
+
+/* The longest delay of rdax_powercut, in milliseconds (a day). */
+#define RDAX_POWERCUT_MAX_DELAY_MS (24U * 3600U * 1000U)
+
+/*
+ * rdax_powercut -- cut the server's power (a daemon started with
+ * --allow-powercut, every namespace in sim mode): every connection is
+ * dropped -- this one too -- everything not written back is lost, and the
+ * daemon serves again as a new incarnation (docs/persistence-testing.md).
+ * @after > 0: after that many more acknowledged writes, discards and
+ * fsyncs of any client (the last of them is acknowledged, nothing after
+ * it); @delay_ms > 0: after that many milliseconds; both: whichever comes
+ * first; neither: at once. *incarnation (may be NULL) gets the incarnation
+ * the cut will end. The connection breaks when the cut happens: reconnect
+ * and compare rdax_conn_incarnation() to know it did.
+ * Returns 0 (armed; for a cut at once the connection breaks right after),
+ * -EINVAL (@delay_ms over RDAX_POWERCUT_MAX_DELAY_MS), -EPERM (the daemon
+ * does not allow power cuts), -EBUSY (a cut is already armed),
+ * -RDAX_E_PROTOCOL (a server that does not know the request closes the
+ * connection), or a connection error.
+ */
+int rdax_powercut(struct rdax_conn *conn, uint64_t after, unsigned delay_ms, uint64_t *incarnation);
 
 /* --- asynchronous I/O --------------------------------------------------- */
 /*

@@ -22,11 +22,15 @@
 #include "log.h"
 #include "rdax.pb-c.h"
 #include "size.h"
+#include "incarnation.h"
+#include "powercut.h"
+#include "vol_ack.h"
 #include "vol_op.h"
 #include "cluster_gate.h"
 #include "verifier.h"
 #include "repl_registry.h"
 #include "xxhash.h"
+#include "write_log.h"
 
 #define STATUS_MSG_MAX 256
 
@@ -57,6 +61,7 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_STAT] = &rdax__stat_request__descriptor,
     [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_request__descriptor,
     [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_request__descriptor,
+    [FRAME_POWERCUT] = &rdax__powercut_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -74,6 +79,7 @@ union request {
 	Rdax__DiscardRequest *discard;
 	Rdax__StatRequest *stat;
 	Rdax__ReplicaDigestRequest *digest;
+	Rdax__PowercutRequest *powercut;
 };
 
 enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
@@ -437,6 +443,10 @@ static void run_hello(struct vol_op *op)
 	rep.server_version = (char *)env->server_version;
 	rep.n_transports = env->ntransports;
 	rep.transports = (char **)env->transports;
+	rep.has_incarnation = 1;
+	rep.incarnation = incarnation_get();
+	rep.has_powercut_allowed = 1;
+	rep.powercut_allowed = powercut_allowed();
 	j->pub.op.code = reply_pack(&rep.base, &j->reply);
 out_free:
 	free(ptrs);
@@ -911,6 +921,13 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 	case FRAME_VOLUME_LIST:
 	case FRAME_NAMESPACE_LIST:
 		return 0;
+	case FRAME_POWERCUT:
+		if (req.powercut->has_delay_ms && req.powercut->delay_ms > POWERCUT_MAX_DELAY_MS) {
+			fmt_msg(m, "delay of %" PRIu32 " ms exceeds the longest, %u ms",
+				req.powercut->delay_ms, POWERCUT_MAX_DELAY_MS);
+			return -EINVAL;
+		}
+		return 0;
 	case FRAME_VOLUME_CLOSE:
 		/* a fenced handle may still be closed */
 		ret = session_handle_get(s, req.close->handle, &v);
@@ -1046,6 +1063,28 @@ static void act_stat(struct dispatch_out *out, struct volume *v)
 	rep.tree_bytes = vs.tree_bytes;
 	rep.fsyncs = vs.fsyncs;
 	rep.fsync_bytes = vs.fsync_bytes;
+	out_reply(out, &rep.base);
+}
+
+/* act_powercut -- arm a power cut (powercut.h), on the loop; the reply names the incarnation */
+static void act_powercut(struct dispatch_out *out, struct session *s, Rdax__PowercutRequest *rq)
+{
+	char m[STATUS_MSG_MAX];
+	uint64_t inc = 0;
+	uint64_t after = rq->has_after ? rq->after : 0;
+	uint32_t delay_ms = rq->has_delay_ms ? rq->delay_ms : 0;
+	int ret = powercut_arm(after, delay_ms, &inc, m, sizeof(m));
+	if (ret) {
+		out_error(out, false, ret, m);
+		return;
+	}
+	LOG_INFO("%s: power cut requested (after %" PRIu64 ", delay %" PRIu32 " ms)", s->peer,
+		 after, delay_ms);
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__PowercutReply rep = RDAX__POWERCUT_REPLY__INIT;
+	rep.status = &st;
+	rep.has_incarnation = 1;
+	rep.incarnation = inc;
 	out_reply(out, &rep.base);
 }
 
@@ -1201,6 +1240,9 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 	}
 	case FRAME_STAT:
 		act_stat(out, v);
+		return;
+	case FRAME_POWERCUT:
+		act_powercut(out, s, req.powercut);
 		return;
 	case FRAME_READ:
 		act_read(out, s, req.read);
@@ -1406,6 +1448,8 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
 		repl_write(rv, w->offset, w->len);
 	if (w->fsync) {
+		/* recorded now, acknowledged (and its fsync recorded) once durable */
+		vol_ack_record_write(w->v, w->offset, w->len);
 		struct frame_header h = {.type = FRAME_WRITE, .request_id = w->request_id};
 		struct job *j = job_new(env, &h, VOL_OP_FSYNC, false, NULL);
 		if (!j) {
@@ -1422,9 +1466,14 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		out_job(out, j);
 		return;
 	}
+	bool ack = vol_ack_write(w->v, w->offset, w->len);
 	struct session_slot *slot = session_handle_slot(s, w->hold);
 	uint64_t verifier = verifier_of(slot ? slot->gate : NULL);
 	session_handle_release(s, w->hold);
+	if (!ack) {
+		out->action = DISPATCH_DROP; /* a power cut: nothing acknowledged after it */
+		return;
+	}
 	/* a WriteReply without written_back: the status and the verifier */
 	out->action = DISPATCH_REPLY;
 	reply_ok_verifier(&out->reply, verifier);
@@ -1564,6 +1613,31 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	out_reply(out, &rep.base);
 }
 
+/*
+ * job_ack -- the acknowledgement of a data job that succeeded (a durable
+ * WRITE, FSYNC, DISCARD): false when it must not be acknowledged (a power
+ * cut is decided; also a job the cut kept from running). Other jobs and
+ * failures: true (their reply claims nothing durable).
+ */
+static bool job_ack(struct job *j)
+{
+	const struct vol_op *op = &j->pub.op;
+	if (op->code == VOL_OP_CUT && (op->kind == VOL_OP_FSYNC || op->kind == VOL_OP_DISCARD))
+		return false;
+	if (op->code)
+		return true;
+	switch (j->type) {
+	case FRAME_WRITE:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FUA);
+	case FRAME_FSYNC:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, 0);
+	case FRAME_DISCARD:
+		return vol_ack_discard(op->v, op->off, op->len, WLOG_DISCARD_DURABLE);
+	default:
+		return true;
+	}
+}
+
 void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 			 struct dispatch_job *pub, struct dispatch_out *out)
 {
@@ -1571,6 +1645,18 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	out_init(out, j->type, j->request_id);
 	if (j->kind == JOB_TEARDOWN) {
 		out->action = DISPATCH_NONE;
+		free(j);
+		return;
+	}
+	/*
+	 * A data request: through the gate and into the write log (vol_ack.h)
+	 * while its handle still holds the volume open.
+	 */
+	if (!job_ack(j)) {
+		if (j->hold)
+			session_handle_release(s, j->hold);
+		dispatch_reply_release(NULL, &j->reply);
+		out->action = DISPATCH_DROP;
 		free(j);
 		return;
 	}

@@ -26,11 +26,17 @@
  *                     Unordered jobs (FSYNC, WRITE with fsync) let later
  *                     requests go ahead; their replies may come later.
  *   DISPATCH_NONE     nothing to send (the end of a connection's teardown)
+ *   DISPATCH_DROP     send nothing, drop the connection now: a data request
+ *                     completed after a power cut was decided, and nothing
+ *                     is acknowledged after the cut (powercut.h, vol_ack.h)
  *
  * Which requests become jobs: whatever may block -- fsync and discard (the
  * data pool); hello, volume create/delete/list/info/open/close (the metadata
  * pool: they take namespace locks, and create zeroes the new volume).
- * WRITE, READ and STAT run on the loop.
+ * WRITE, READ, STAT and POWERCUT (which only arms the cut) run on the loop.
+ *
+ * Every acknowledgement of a WRITE, DISCARD or FSYNC goes through vol_ack.h
+ * (the power cut's gate, then the write log) right before its reply.
  *
  * Every reply body starts with field 1, the Status (proto/rdax.proto), so an
  * error reply is packed as a StatusReply whatever the request type: a
@@ -131,6 +137,7 @@ enum dispatch_action {
 	DISPATCH_CLOSE,
 	DISPATCH_PAYLOAD,
 	DISPATCH_JOB,
+	DISPATCH_DROP,
 };
 
 /* A WRITE between its request and the end of its payload. */

@@ -198,6 +198,8 @@ static void job_complete(struct native_conn *nc, struct dispatch_job *job)
 		queue_reply(nc, &out.reply);
 	if (out.action == DISPATCH_CLOSE && !c->closing)
 		conn_close(c, "out of memory");
+	else if (out.action == DISPATCH_DROP)
+		conn_fail(c, "power cut");
 }
 
 /* job_done -- a pool job ran (worker thread, posted by the pool) */
@@ -273,6 +275,9 @@ static void handle_out(struct native_conn *nc, struct dispatch_out *out)
 		break;
 	case DISPATCH_JOB:
 		submit_job(nc, out->job);
+		break;
+	case DISPATCH_DROP:
+		conn_fail(&nc->s.conn, "power cut");
 		break;
 	}
 }

@@ -17,6 +17,8 @@
 #include "metrics.h"
 #include "nbd_conn.h"
 #include "repl_registry.h"
+#include "vol_ack.h"
+#include "write_log.h"
 
 static const struct stream_limits nbd_limits = {
     .max_pending = NBD_CONN_MAX_PENDING,
@@ -177,10 +179,15 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 	struct repl_volume *rv = repl_registry_get(c->v);
 	if (rv) /* forwarded to every in-sync replica, after it landed (docs/cluster.md) */
 		repl_write(rv, r->offset, r->length);
-	if (r->flags & NBD_CMD_FLAG_FUA)
+	if (r->flags & NBD_CMD_FLAG_FUA) {
+		/* recorded now, acknowledged (and its fsync recorded) once durable */
+		vol_ack_record_write(c->v, r->offset, r->length);
 		req_job(c, r, JOB_FUA);
-	else
+	} else if (vol_ack_write(c->v, r->offset, r->length)) {
 		nbd_req_ok(c, r);
+	} else {
+		conn_fail(&c->s.conn, "power cut"); /* nothing acknowledged after it */
+	}
 }
 
 /* nbd_transmission_input -- one request header, when the backlog allows it */
@@ -203,9 +210,32 @@ bool nbd_transmission_want_input(const struct nbd_conn *c)
 	return !(c->s.parked || c->s.paused || stream_over(&c->s, &nbd_limits));
 }
 
+/* job_ack -- through the power cut's gate and into the write log (vol_ack.h); false: drop */
+static bool job_ack(const struct nbd_job *j)
+{
+	const struct vol_op *op = &j->op;
+	switch (j->kind) {
+	case JOB_FLUSH:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FLUSH);
+	case JOB_FUA:
+		return vol_ack_fsync(op->v, op->mark, op->off, op->len, WLOG_FSYNC_FUA);
+	case JOB_ZERO:
+		return vol_ack_discard(
+		    op->v, op->off, op->len,
+		    WLOG_DISCARD_DURABLE |
+			(j->type == NBD_CMD_WRITE_ZEROES ? WLOG_DISCARD_ZEROES : 0));
+	default:
+		return true;
+	}
+}
+
 void nbd_transmission_job_done(struct nbd_conn *c, struct nbd_job *j)
 {
 	struct nbd_request r = {.type = j->type, .handle = j->handle};
+	if (j->op.code == VOL_OP_CUT || (j->op.code == 0 && !job_ack(j))) {
+		conn_fail(&c->s.conn, "power cut"); /* nothing acknowledged after it */
+		return;
+	}
 	if (j->op.code) {
 		LOG_ERROR("%s: %s(\"%s\", off=%" PRIu64 ", len=%" PRIu32 ") failed: %s",
 			  c->s.conn.peer, nbd_cmd_name(j->type), j->op.v->name, j->offset,

@@ -41,7 +41,9 @@ void conn_link(struct conn *c)
 	c->linked = true;
 	set->nconns++;
 	set->accepted++;
-	if (set->draining)
+	if (set->cutting)
+		conn_fail(c, "power cut");
+	else if (set->draining)
 		conn_close(c, "shutting down");
 }
 
@@ -228,6 +230,34 @@ static void set_drain(struct worker *w, struct worker_msg *m)
 	/* no connection at all: the hook reports the set idle before the loop sleeps */
 }
 
+/* set_cut -- the cut message (worker thread): every connection fails now */
+static void set_cut(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set = (struct conn_set *)((char *)m - offsetof(struct conn_set, cut_msg));
+	unsigned n = 0;
+	set->draining = true;
+	set->cutting = true;
+	for (struct conn *c = set->conns; c; c = c->next) {
+		if (c->in_dead || c->tearing_down)
+			continue;
+		conn_fail(c, "power cut");
+		conn_check_end(c);
+		n++;
+	}
+	LOG_INFO("worker %u: power cut: %u connection(s) dropped", w->id, n);
+	/* no connection at all: the hook reports the set idle before the loop sleeps */
+}
+
+/* set_resume -- the resume message (worker thread): the set serves again after a cut */
+static void set_resume(struct worker *w, struct worker_msg *m)
+{
+	struct conn_set *set =
+	    (struct conn_set *)((char *)m - offsetof(struct conn_set, resume_msg));
+	set->draining = false;
+	set->cutting = false;
+	set->idle_reported = false;
+}
+
 /* set_new -- the set of @w; 0, -ENOMEM, -ENOSPC */
 static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 {
@@ -237,6 +267,8 @@ static int set_new(struct worker *w, struct conn_sets *g, struct conn_set **out)
 	set->worker = w;
 	set->group = g;
 	set->drain_msg.fn = set_drain;
+	set->cut_msg.fn = set_cut;
+	set->resume_msg.fn = set_resume;
 	ev_idle_init(&set->more, set_more);
 	ev_timer_init(&set->drain_timer, set_drain_timeout, CONN_DRAIN_TIMEOUT, 0.);
 	set->drain_timer.data = set;
@@ -286,7 +318,7 @@ struct conn_set *conn_sets_next(struct conn_sets *g)
 	return set;
 }
 
-/* sets_wait_idle -- until @n sets have reported idle after their drain */
+/* sets_wait_idle -- until @n sets have reported idle after their drain or cut */
 static void sets_wait_idle(struct conn_sets *g, unsigned n)
 {
 	pthread_mutex_lock(&g->lock);
@@ -315,6 +347,23 @@ void conn_sets_drain_wait(struct conn_sets *g)
 	}
 	sets_wait_idle(g, g->nsets);
 	LOG_INFO("every connection closed");
+}
+
+void conn_sets_cut_wait(struct conn_sets *g)
+{
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->cut_msg);
+	sets_wait_idle(g, g->nsets);
+	LOG_INFO("power cut: every connection is gone");
+}
+
+void conn_sets_resume(struct conn_sets *g)
+{
+	pthread_mutex_lock(&g->lock);
+	g->idle = 0;
+	pthread_mutex_unlock(&g->lock);
+	for (unsigned i = 0; i < g->nsets; i++)
+		worker_post(g->sets[i]->worker, &g->sets[i]->resume_msg);
 }
 
 void conn_sets_delete(struct conn_sets **gp)

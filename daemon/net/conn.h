@@ -21,7 +21,11 @@
  *     requests, those in flight finish and their replies go out, for at most
  *     CONN_DRAIN_TIMEOUT for the whole set, then what is left is dropped.
  *     struct conn_sets drains the sets of every worker at once and waits:
- *     one drain timeout at most for every transport together.
+ *     one drain timeout at most for every transport together;
+ *   - the cut (a power cut, powercut.h): every connection of every set
+ *     fails at once -- nothing more is sent, queued replies are dropped --
+ *     and the cut waits until the sets are empty (jobs back, teardowns
+ *     done); then the sets take connections again (conn_sets_resume).
  *
  *   live --closing/dead--> (input done, jobs 0, output gone) --end-->
  *   tearing_down (a teardown job in the metadata pool) --jobs 0--> buried
@@ -110,8 +114,10 @@ struct conn_set {
 	ev_idle more;	    /* keeps the loop from sleeping while flush is not empty */
 	ev_timer drain_timer;
 	bool draining;
+	bool cutting; /* a power cut: draining, and every connection fails at once */
 	bool idle_reported;
 	struct worker_msg drain_msg;
+	struct worker_msg cut_msg, resume_msg;
 	struct conn_sets *group; /* told when a drain has emptied the set */
 	uint64_t accepted, closed;
 	unsigned drain_timeouts; /* times the drain timer fired (0 or 1 per drain) */
@@ -145,6 +151,23 @@ struct conn_set *conn_sets_next(struct conn_sets *g);
  * thread but a worker's; blocks.
  */
 void conn_sets_drain_wait(struct conn_sets *g);
+
+/*
+ * conn_sets_cut_wait -- the power cut (see the top of this file): every
+ * connection of every set fails at once (conn_fail: its queued output
+ * dropped), one linked meanwhile too; wait until every set is empty --
+ * each connection's jobs are back and its teardown done, so nothing uses a
+ * volume any more. Then conn_sets_resume(). Context: any thread but a
+ * worker's (rdaxd's main thread); blocks.
+ */
+void conn_sets_cut_wait(struct conn_sets *g);
+
+/*
+ * conn_sets_resume -- after conn_sets_cut_wait(): the sets take connections
+ * again. Posts to the workers; connections started after this call are
+ * served (the messages of one worker run in order). Context: as above.
+ */
+void conn_sets_resume(struct conn_sets *g);
 
 /* conn_sets_delete -- free the sets (after the drain, workers stopped); accepts NULL */
 void conn_sets_delete(struct conn_sets **gp);

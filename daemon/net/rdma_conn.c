@@ -18,6 +18,7 @@
 #include "rdma_notice.h"
 #include "repl_registry.h"
 #include "sock.h"
+#include "vol_ack.h"
 
 /* Work request ids: the kind in the top byte, an index below. */
 #define WRID_KIND_SHIFT 56
@@ -254,6 +255,8 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 			  c->nc.s.conn.peer, d->v->name, off, len, rdax_strerror(ret));
 		return ret;
 	}
+	/* the daemon learns of the write now: its place in the write log (vol_ack.h) */
+	vol_ack_record_write(d->v, off, len);
 	c->notices++;
 	c->notice_bytes += byte_len;
 	return 0;

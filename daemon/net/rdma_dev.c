@@ -114,9 +114,9 @@ void rdma_dev_srq_repost(struct rdma_dev *dev, const uint64_t *ids, unsigned n)
 	}
 }
 
-/* register_namespaces -- every namespace of @store in @dev's PD; 0 or -errno with @err */
-static int register_namespaces(struct rdma_dev *dev, struct store *store, char *err, size_t errlen)
+int rdma_dev_ns_register(struct rdma_dev *dev, struct store *store, char *err, size_t errlen)
 {
+	rdma_dev_ns_release(dev);
 	dev->nns = store_namespace_count(store);
 	dev->ns_mr = calloc(dev->nns ? dev->nns : 1, sizeof(*dev->ns_mr));
 	if (!dev->ns_mr) {
@@ -243,7 +243,7 @@ int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev
 	ret = setup_srq(dev, &da, err, errlen);
 	if (ret)
 		goto err_delete;
-	ret = register_namespaces(dev, store, err, errlen);
+	ret = rdma_dev_ns_register(dev, store, err, errlen);
 	if (ret)
 		goto err_delete;
 	LOG_INFO("rdma: device %s ready: %u shared receives of %u bytes, %u RDMA READs per "
@@ -257,6 +257,16 @@ err_delete:
 	return ret;
 }
 
+void rdma_dev_ns_release(struct rdma_dev *dev)
+{
+	for (unsigned i = 0; dev->ns_mr && i < dev->nns; i++)
+		if (dev->ns_mr[i] && ibv_dereg_mr(dev->ns_mr[i]))
+			LOG_WARN("rdma: ibv_dereg_mr(namespace %u) on %s failed", i, dev->name);
+	free(dev->ns_mr);
+	dev->ns_mr = NULL;
+	dev->nns = 0;
+}
+
 void rdma_dev_delete(struct rdma_dev **devp)
 {
 	if (!devp || !*devp)
@@ -266,10 +276,7 @@ void rdma_dev_delete(struct rdma_dev **devp)
 	if (dev->srq && posted != (int)dev->nrx)
 		LOG_WARN("rdma: %s: %d of %u shared receive buffers lost", dev->name,
 			 (int)dev->nrx - posted, dev->nrx);
-	for (unsigned i = 0; dev->ns_mr && i < dev->nns; i++)
-		if (dev->ns_mr[i] && ibv_dereg_mr(dev->ns_mr[i]))
-			LOG_WARN("rdma: ibv_dereg_mr(namespace %u) on %s failed", i, dev->name);
-	free(dev->ns_mr);
+	rdma_dev_ns_release(dev);
 	if (dev->srq && ibv_destroy_srq(dev->srq))
 		LOG_WARN("rdma: ibv_destroy_srq on %s failed", dev->name);
 	if (dev->rx_mr)

@@ -72,6 +72,21 @@ int rdma_dev_check_namespaces(const struct store *store, char *err, size_t errle
 int rdma_dev_new(struct ibv_context *verbs, struct store *store, struct rdma_dev **out, char *err,
 		 size_t errlen);
 
+/*
+ * rdma_dev_ns_register -- register every namespace of @store in @dev's PD
+ * (LOCAL_WRITE | MW_BIND, see the top of this file) and mark it pinned,
+ * replacing any registration @dev had (after a power cut remapped the
+ * namespaces: powercut.h). Returns 0, or -errno with @err naming the
+ * namespace and the fix.
+ */
+int rdma_dev_ns_register(struct rdma_dev *dev, struct store *store, char *err, size_t errlen);
+
+/*
+ * rdma_dev_ns_release -- deregister every namespace (no memory window may
+ * be bound over them: no connection of the device may exist)
+ */
+void rdma_dev_ns_release(struct rdma_dev *dev);
+
 /* rdma_dev_delete -- deregister and destroy (no connection may use it); accepts NULL */
 void rdma_dev_delete(struct rdma_dev **devp);
 

@@ -314,6 +314,22 @@ void server_rdma_close(struct server_rdma *s)
 		 s->accepted, s->refused);
 }
 
+void server_rdma_ns_release(struct server_rdma *s)
+{
+	for (struct rdma_dev *d = s->devs; d; d = d->next)
+		rdma_dev_ns_release(d);
+}
+
+int server_rdma_ns_register(struct server_rdma *s, char *err, size_t errlen)
+{
+	for (struct rdma_dev *d = s->devs; d; d = d->next) {
+		int ret = rdma_dev_ns_register(d, s->store, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 void server_rdma_delete(struct server_rdma **sp)
 {
 	if (!sp || !*sp)

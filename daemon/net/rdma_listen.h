@@ -101,6 +101,19 @@ int server_rdma_listen(struct server_rdma *s, const char *host, uint16_t port, c
 void server_rdma_close(struct server_rdma *s);
 
 /*
+ * server_rdma_ns_release -- deregister the namespaces on every device (the
+ * power cut, powercut.h: no connection may exist; their memory windows
+ * were revoked when they ended)
+ */
+void server_rdma_ns_release(struct server_rdma *s);
+
+/*
+ * server_rdma_ns_register -- register the namespaces again on every device
+ * (after the power cut mapped them afresh). Returns 0, or -errno with @err.
+ */
+int server_rdma_ns_register(struct server_rdma *s, char *err, size_t errlen);
+
+/*
  * server_rdma_delete -- free everything (after shutdown, with the workers
  * stopped and before the store is closed: the namespaces are deregistered
  * here). Accepts NULL.

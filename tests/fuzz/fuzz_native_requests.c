@@ -167,6 +167,11 @@ static void handle_out(struct conn *c, struct dispatch_out *out)
 	case DISPATCH_JOB:
 		run_job(c, out->job);
 		return;
+	case DISPATCH_DROP:
+		/* only after a power cut was decided (vol_ack.h): none is, here */
+		FUZZ_CHECK(!"DISPATCH_DROP without a power cut");
+		c->closed = true;
+		return;
 	}
 	FUZZ_CHECK(!"unknown dispatch action");
 }

@@ -71,12 +71,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *ex = fuzz_take(&in, 13);
 	if (!ex)
 		return 0;
-	struct nbd_export_limits lim;
+	struct nbd_export_limits lim = {0};
 	memcpy(&lim.size, ex, 8);
 	memcpy(&lim.max_block, ex + 8, 4);
 	/* the daemon's limits: max_block 1 .. NBD_MAX_BLOCK */
 	lim.max_block = lim.max_block % NBD_MAX_BLOCK + 1;
 	lim.structured = ex[12] & 1;
+	lim.read_only = ex[12] & 2; /* a client with ro rights (--acl) */
 
 	for (;;) {
 		const uint8_t *raw = fuzz_take(&in, NBD_REQUEST_SIZE);

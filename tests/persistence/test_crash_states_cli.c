@@ -2,9 +2,12 @@
 /*
  * test_crash_states_cli.c -- rdax crash-states on the examples' write logs
  *
- * One daemon; wal_correct and wal_buggy (examples/) each run once against
- * it, recorded into a write log by the test-only recorder (wlog_record.c),
- * three transactions each. Then:
+ * One daemon with --write-log; wal_correct and wal_buggy (examples/) each
+ * run once against it, three transactions each, and the daemon's write log
+ * of each run is what crash-states reads. The programs also record
+ * themselves on the client side (wlog_record.c, linked in), and the two
+ * logs must hold the same records: the daemon's acknowledgement order is
+ * the program's call order for a program that waits for each call. Then:
  *  - every crash state of wal_correct passes wal_check (49 of them at line
  *    granularity, 7 at write granularity: counts worked out in
  *    tests/unit/test_crash_states.c), and the control -- the model told to
@@ -15,6 +18,11 @@
  *  - sampling, --load, and bad input: a corrupt or truncated log, the log
  *    of another volume, an --out directory in use, a state volume name
  *    taken: each a clear one-line error, and nothing of the user's touched.
+ * And the daemon's side of write logs: one log per open period, a full log
+ * (--write-log-max) ends with FULL and the requests are served on, and the
+ * state a real power cut (rdax powercut) leaves is one of the crash states
+ * of the log that the cut ended -- with skip-writeback as its control,
+ * under which none of them is.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -33,11 +41,15 @@
 #include <cmocka.h>
 
 #include "harness.h"
+#include "librdax.h"
+#include "write_log.h"
 
 struct fx {
 	char dir[256];
 	struct hx_daemon d;
-	char correct_log[320], buggy_log[320];
+	char logs[300];				     /* the daemon's --write-log DIR */
+	char correct_log[320], buggy_log[320];	     /* the daemon's logs of the two runs */
+	char client_correct[320], client_buggy[320]; /* the programs' own recordings */
 	char check[640];      /* --check: wal_check on the image */
 	char check_load[640]; /* --check with --load: wal_check on the state's volume */
 	unsigned outs;
@@ -73,16 +85,20 @@ static int group_setup(void **state)
 	memset(&F, 0, sizeof(F));
 	if (hx_tmpdir_make("crashstates", F.dir, sizeof(F.dir)) < 0)
 		return -1;
-	struct hx_daemon_opts o = {.ns_size = "128M"};
+	snprintf(F.logs, sizeof(F.logs), "%s/logs", F.dir);
+	struct hx_daemon_opts o = {.ns_size = "128M", .extra_args = {"--write-log", F.logs}};
 	if (hx_daemon_start(&F.d, F.dir, &o))
 		return -1;
-	snprintf(F.correct_log, sizeof(F.correct_log), "%s/correct.wlog", F.dir);
-	snprintf(F.buggy_log, sizeof(F.buggy_log), "%s/buggy.wlog", F.dir);
+	/* each program opens its volume once: its run is the volume's first log */
+	snprintf(F.correct_log, sizeof(F.correct_log), "%s/wal-correct.1.wlog", F.logs);
+	snprintf(F.buggy_log, sizeof(F.buggy_log), "%s/wal-buggy.1.wlog", F.logs);
+	snprintf(F.client_correct, sizeof(F.client_correct), "%s/client-correct.wlog", F.dir);
+	snprintf(F.client_buggy, sizeof(F.client_buggy), "%s/client-buggy.wlog", F.dir);
 	snprintf(F.check, sizeof(F.check), "'%s' \"$1\"", WAL_CHECK_PATH);
 	snprintf(F.check_load, sizeof(F.check_load), "'%s' --volume \"$RDAX_STATE_VOLUME\"",
 		 WAL_CHECK_PATH);
-	if (record(WAL_CORRECT_PATH, "wal-correct", F.correct_log) ||
-	    record(WAL_BUGGY_PATH, "wal-buggy", F.buggy_log))
+	if (record(WAL_CORRECT_PATH, "wal-correct", F.client_correct) ||
+	    record(WAL_BUGGY_PATH, "wal-buggy", F.client_buggy))
 		return -1;
 	return 0;
 }
@@ -178,6 +194,52 @@ static void expect_error(const char *what, const struct hx_run *r, int code, con
 		show(what, r);
 		fail_msg("%s: wanted exit %d and one line with '%s'", what, code, needle);
 	}
+}
+
+/* --- the daemon's log ----------------------------------------------------- */
+
+/* same_records -- the daemon's log @dlog and the client's @clog hold the same records */
+static void same_records(const char *dlog, const char *clog, const char *vol)
+{
+	struct wlog_view *a = NULL, *b = NULL;
+	char err[256];
+	if (write_log_open(dlog, &a, err, sizeof(err)))
+		fail_msg("%s: %s", dlog, err);
+	if (write_log_open(clog, &b, err, sizeof(err)))
+		fail_msg("%s: %s", clog, err);
+	assert_string_equal(a->vol.name, vol);
+	assert_string_equal(b->vol.name, vol);
+	assert_int_equal(a->vol.size, b->vol.size);
+	assert_true(a->vol.base_zero); /* created by the program, first opened by it */
+	assert_false(a->full);
+	if (a->count != b->count)
+		fail_msg("%s: %" PRIu64 " records, the client recorded %" PRIu64, dlog, a->count,
+			 b->count);
+	for (uint64_t i = 0; i < a->count; i++) {
+		const struct wlog_record *x = &a->records[i], *y = &b->records[i];
+		if (x->type != y->type || x->flags != y->flags || x->off != y->off ||
+		    x->len != y->len || x->mark != y->mark ||
+		    (x->type == WLOG_WRITE && memcmp(x->data, y->data, x->len) != 0))
+			fail_msg("%s: record %" PRIu64 " is %s [%" PRIu64 ", +%" PRIu64
+				 "] mark %" PRIu64 ", the client recorded %s [%" PRIu64
+				 ", +%" PRIu64 "] mark %" PRIu64,
+				 dlog, i, wlog_type_name(x->type), x->off, x->len, x->mark,
+				 wlog_type_name(y->type), y->off, y->len, y->mark);
+	}
+	printf("%s: %" PRIu64 " records, as the program recorded them\n", dlog, a->count);
+	write_log_view_delete(&a);
+	write_log_view_delete(&b);
+}
+
+static void write_log__daemon_log_matches_the_program(void **state)
+{
+	(void)state;
+	same_records(F.correct_log, F.client_correct, "wal-correct");
+	same_records(F.buggy_log, F.client_buggy, "wal-buggy");
+	/* one open period each: no second log */
+	char second[400];
+	snprintf(second, sizeof(second), "%s/wal-correct.2.wlog", F.logs);
+	assert_false(exists(second));
 }
 
 /* --- the correct program passes, the buggy one is caught ------------------ */
@@ -563,9 +625,210 @@ static void crash_states__usage_errors(void **state)
 	assert_false(exists("x"));
 }
 
+/* --- the daemon's side: full logs, periods, the real cut against the model ---- */
+
+/*
+ * start_own -- a second daemon for one test, in a directory of its own,
+ * recording into DIR/logs, with volume @vol of @size created
+ */
+static void start_own(struct hx_daemon *d, char *dir, size_t len, const char *tag,
+		      struct hx_daemon_opts *o, char *logs, size_t logs_len, const char *vol,
+		      const char *size)
+{
+	assert_int_equal(hx_tmpdir_make(tag, dir, len), 0);
+	snprintf(logs, logs_len, "%s/logs", dir);
+	o->extra_args[0] = "--write-log";
+	o->extra_args[1] = logs;
+	assert_int_equal(hx_daemon_start(d, dir, o), 0);
+	struct hx_run r;
+	assert_int_equal(hx_cli(d, NULL, 0, &r, "volume", "create", vol, size, NULL), 0);
+	expect_ok("volume create", &r);
+	hx_run_free(&r);
+}
+
+static void stop_own(struct hx_daemon *d, const char *dir)
+{
+	int ret = hx_daemon_stop(d);
+	if (ret)
+		hx_daemon_dump_log(d, 8192);
+	assert_int_equal(ret, 0);
+	hx_tmpdir_remove(dir);
+}
+
+/*
+ * write_log__full_log_serves_on -- a 64 KiB limit and 192 KiB written: the
+ * log ends with FULL after the 7 writes that fit, the daemon says so once, the writes are
+ * acknowledged and readable, crash-states reads the log and says it is a prefix
+ */
+static void write_log__full_log_serves_on(void **state)
+{
+	(void)state;
+	char dir[256], logs[300], log[400], out[400];
+	struct hx_daemon d;
+	struct hx_daemon_opts o = {.ns_size = "64M", .log_level = "info"};
+	o.extra_args[2] = "--write-log-max";
+	o.extra_args[3] = "64K";
+	start_own(&d, dir, sizeof(dir), "wlog-full", &o, logs, sizeof(logs), "f", "1M");
+	struct hx_run r;
+	/* 24 writes of 8 KiB on one connection: the log has room for 7 */
+	size_t len = 24 * 8192;
+	uint8_t *data = malloc(len);
+	assert_non_null(data);
+	hx_pattern(data, len, 3, 0);
+	struct rdax_conn *c = NULL;
+	struct rdax_volume *v = NULL;
+	assert_int_equal(rdax_connect(d.url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "f", &v), 0);
+	for (size_t off = 0; off < len; off += 8192)
+		assert_int_equal(rdax_write(v, off, data + off, 8192, 0), 0);
+	assert_int_equal(rdax_fsync(v, 0, 0, NULL), 0);
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "read", "f", "0", "192K", NULL), 0);
+	expect_ok("read", &r);
+	assert_int_equal(r.out_len, len);
+	assert_memory_equal(r.out, data, len);
+	hx_run_free(&r);
+	free(data);
+
+	snprintf(log, sizeof(log), "%s/f.1.wlog", logs);
+	struct wlog_view *view = NULL;
+	char err[256];
+	if (write_log_open(log, &view, err, sizeof(err)))
+		fail_msg("%s: %s", log, err);
+	assert_true(view->full);
+	assert_true(view->limit == 64 << 10);
+	assert_int_equal(view->count, 7);
+	for (uint64_t i = 0; i < view->count; i++)
+		assert_int_equal(view->records[i].off, i * 8192);
+	printf("full log: %" PRIu64 " records kept\n", view->count);
+	write_log_view_delete(&view);
+	char *dlog = slurp(d.log_path, NULL);
+	const char *first = strstr(dlog, "is full");
+	assert_non_null(first);
+	assert_null(strstr(first + 1, "is full")); /* said once */
+	free(dlog);
+
+	snprintf(out, sizeof(out), "%s/states", dir);
+	assert_int_equal(
+	    hx_cli(&d, NULL, 0, &r, "crash-states", log, "f", "--out", out, "--max", "5", NULL), 0);
+	expect_ok("crash-states on a full log", &r);
+	assert_non_null(strstr(r.out, "the log stopped at its size limit"));
+	hx_run_free(&r);
+	stop_own(&d, dir);
+}
+
+/* the writes of write_log__cut_state_is_a_crash_state, in order */
+static const struct {
+	uint64_t off, len;
+	bool fsync; /* fsync [off, off + len) after it */
+} cut_writes[] = {
+    {0, 200, true},	   /* lines 0-3, durable */
+    {4096, 100, false},	   /* lines of another page, never fsynced */
+    {130, 60, false},	   /* over a durable line, not fsynced */
+    {8192 + 64, 64, true}, /* durable */
+    {8192, 128, false},	   /* over the durable line and one more */
+};
+
+/*
+ * cut_vs_model -- a run on one connection (the writes above), cut by `rdax
+ * powercut` with the connection open, which ends the volume's log; the
+ * volume's content after the cut must equal one of the states crash-states
+ * makes of that log for a cut at its end (the last crash interval: the
+ * manifest's before_record is null). Returns whether one matched.
+ */
+static bool cut_vs_model(const char *faults)
+{
+	char dir[256], logs[300], log[400], out[400], img[400];
+	struct hx_daemon d;
+	struct hx_daemon_opts o = {.ns_size = "64M", .mode = "sim", .faults = faults};
+	o.extra_args[2] = "--allow-powercut";
+	start_own(&d, dir, sizeof(dir), "wlog-cut", &o, logs, sizeof(logs), "c", "64K");
+	struct hx_run r;
+
+	struct rdax_conn *c = NULL;
+	struct rdax_volume *v = NULL;
+	assert_int_equal(rdax_connect(d.url, NULL, &c), 0);
+	assert_int_equal(rdax_volume_open(c, "c", &v), 0);
+	uint8_t buf[256];
+	for (unsigned i = 0; i < sizeof(cut_writes) / sizeof(cut_writes[0]); i++) {
+		hx_pattern(buf, cut_writes[i].len, 100 + i, cut_writes[i].off);
+		assert_int_equal(rdax_write(v, cut_writes[i].off, buf, cut_writes[i].len, 0), 0);
+		if (cut_writes[i].fsync)
+			assert_int_equal(rdax_fsync(v, cut_writes[i].off, cut_writes[i].len, NULL),
+					 0);
+	}
+	/* the cut while this connection holds the volume: its log ends there */
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "powercut", NULL), 0);
+	expect_ok("powercut", &r);
+	hx_run_free(&r);
+	assert_int_not_equal(rdax_read(v, 0, buf, 1), 0); /* dropped */
+	rdax_volume_close(&v);
+	rdax_disconnect(&c);
+
+	snprintf(img, sizeof(img), "%s/after-cut.img", dir);
+	assert_int_equal(hx_cli(&d, NULL, 0, &r, "export", "c", img, NULL), 0);
+	expect_ok("export after the cut", &r);
+	hx_run_free(&r);
+	snprintf(log, sizeof(log), "%s/c.1.wlog", logs);
+	snprintf(out, sizeof(out), "%s/states", dir);
+	/*
+	 * over tcp:// every state (55); over rdma:// a one-sided write is
+	 * recorded as its whole pages, too many lines for that: a sample, in
+	 * which each sampled interval starts with its floor state -- what a
+	 * cut leaves in sim mode when no fsync ran past the last one recorded
+	 */
+	assert_int_equal(
+	    hx_cli(&d, NULL, 0, &r, "crash-states", log, "c", "--out", out, "--max", "200", NULL),
+	    0);
+	expect_ok("crash-states of the cut's log", &r);
+	if (!hx_rdma_addr())
+		assert_non_null(strstr(r.out, "every one there is"));
+	hx_run_free(&r);
+
+	size_t ilen;
+	char *real = slurp(img, &ilen);
+	assert_int_equal(ilen, 64 << 10);
+	uint64_t n = summary_u64(out, "produced");
+	bool found = false;
+	for (uint64_t i = 0; i < n && !found; i++) {
+		char p[450];
+		size_t slen;
+		snprintf(p, sizeof(p), "%s/state-%06" PRIu64 ".json", out, i);
+		char *manifest = slurp(p, NULL);
+		bool at_end = strstr(manifest, "\"before_record\":null") != NULL;
+		free(manifest);
+		if (!at_end)
+			continue;
+		snprintf(p, sizeof(p), "%s/state-%06" PRIu64 ".img", out, i);
+		char *st = slurp(p, &slen);
+		found = slen == ilen && memcmp(st, real, ilen) == 0;
+		if (found)
+			printf("the cut left state %" PRIu64 " of %" PRIu64 "\n", i, n);
+		free(st);
+	}
+	free(real);
+	stop_own(&d, dir);
+	return found;
+}
+
+static void write_log__cut_state_is_a_crash_state(void **state)
+{
+	(void)state;
+	assert_true(cut_vs_model(NULL));
+}
+
+/* the control: an fsync that skips a write-back leaves a state the model does not allow */
+static void write_log__control_skip_writeback_state_is_not(void **state)
+{
+	(void)state;
+	assert_false(cut_vs_model("skip-writeback"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(write_log__daemon_log_matches_the_program),
 	    cmocka_unit_test(crash_states__correct_wal_passes_every_state),
 	    cmocka_unit_test(crash_states__control_without_fsyncs_correct_wal_fails),
 	    cmocka_unit_test(crash_states__buggy_wal_is_caught),
@@ -578,6 +841,13 @@ int main(void)
 	    cmocka_unit_test(crash_states__out_dir_not_clobbered),
 	    cmocka_unit_test(crash_states__load_never_overwrites_a_volume),
 	    cmocka_unit_test(crash_states__usage_errors),
+	    cmocka_unit_test(write_log__full_log_serves_on),
+	    cmocka_unit_test(write_log__cut_state_is_a_crash_state),
+	    cmocka_unit_test(write_log__control_skip_writeback_state_is_not),
 	};
+	/* RDAX_IT_ONLY=PATTERN: those tests (the VM suite runs the cut over rdma://) */
+	const char *only = getenv("RDAX_IT_ONLY");
+	if (only && *only)
+		cmocka_set_test_filter(only);
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

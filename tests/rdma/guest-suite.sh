@@ -7,7 +7,12 @@
 #     over tcp:// only does start (the control).
 #  2. sim mode on an emulated file namespace (files in the VM's /tmp):
 #     the one-sided tests, the integration and bad-input suites over
-#     rdma://, the power cut with one-sided writes and its control.
+#     rdma://, the power cut with one-sided writes and its control;
+#     `rdax powercut` with one-sided writes in flight and its controls;
+#     the write log of one-sided writes against a real cut, and its control;
+#     the third persistence example: ext4 on an rdax volume through the
+#     kernel's NBD client, every crash state of its run checked by e2fsck,
+#     and its control (no journal).
 #  3. the NVDIMM becomes devdax (ndctl) and the one-sided tests, the
 #     integration and bad-input suites run again against /dev/dax0.0
 #     (auto mode: CLWB + SFENCE).
@@ -20,6 +25,7 @@ logs=$1
 shift
 for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
+: "${IT_POWERCUT:?}" "${EXT4_NBD:?}" "${IT_CRASH_STATES:?}"
 export ip=${RDAX_VM_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
@@ -170,6 +176,13 @@ check sim_badinput ${BADINPUT_LIMIT:-900} "$IT_BADINPUT"
 check sim_cli 900 "$IT_CLI"
 check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
 check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
+# rdax powercut (the daemon's in-process cut) with one-sided writes in flight, and its controls
+check sim_powercut_cmd 900 env RDAX_IT_ONLY='cut__native*' "$IT_POWERCUT"
+# the daemon's write log of one-sided writes: a real cut leaves one of its crash states
+check sim_write_log_cut 600 env RDAX_IT_ONLY='write_log__*state_is*' "$IT_CRASH_STATES"
+# ext4 through the kernel's NBD client: every sampled crash state recovers by its journal
+check ext4_nbd 900 bash "$EXT4_NBD" --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd
+check ext4_nbd_control 900 bash "$EXT4_NBD" --control --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd-control
 # SIGTERM with slow clients on TCP, NBD and RDMA at once: one drain timeout
 [ -n "${DRAIN:-}" ] && check sim_drain_all 600 "$DRAIN"
 # the same one-sided tests with daemons whose loops spin on their CQs

@@ -9,7 +9,7 @@
 # suite takes down, is a failure.
 #
 # Environment: RDAX_VM_* as in tests/vm/README.md (defaults here: an fsdax
-# NVDIMM of 1G, 4G of RAM, a 1700 s limit: about 12 minutes on an idle
+# NVDIMM of 1G, 4G of RAM, a 2400 s limit: about 15 minutes on an idle
 # 2-core machine, twice that when other builds load it); RDMA_SUITE_ONLY="NAME ..." runs
 # only those checks of guest-suite.sh.
 set -u
@@ -20,7 +20,7 @@ mkdir -p "$out/vm-logs"
 export RDAX_VM_PMEM=fsdax RDAX_VM_PMEM_FS=ext4
 export RDAX_VM_PMEM_SIZE=${RDAX_VM_PMEM_SIZE:-1G}
 export RDAX_VM_MEM=${RDAX_VM_MEM:-4G}
-export RDAX_VM_TIMEOUT=${RDAX_VM_TIMEOUT:-1700}
+export RDAX_VM_TIMEOUT=${RDAX_VM_TIMEOUT:-2400}
 export RDMA_SUITE_ONLY=${RDMA_SUITE_ONLY:-}
 export RDAX_VM_ENV="RDMA_SUITE_ONLY ${RDAX_VM_ENV:-}"
 start=$(date +%s)

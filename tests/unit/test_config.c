@@ -499,6 +499,72 @@ static void config_tls__keys_and_combinations(void **state)
 	config_free(&c);
 }
 
+/* config_persistence_testing__keys -- --write-log, --write-log-max, --allow-powercut, and the file
+ */
+static void config_persistence_testing__keys(void **state)
+{
+	struct config c;
+	char err[CONFIG_ERR_MAX];
+	assert_int_equal(parse(&c, err, "--write-log", "/tmp/wl", "--write-log-max", "2M",
+			       "--allow-powercut", NULL),
+			 0);
+	assert_string_equal(c.write_log, "/tmp/wl");
+	assert_int_equal(c.write_log_max, 2ULL << 20);
+	assert_true(c.allow_powercut);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), 0);
+	config_free(&c);
+
+	/* defaults: no log, 1G when given without a limit, no power cuts */
+	assert_int_equal(parse(&c, err, "--write-log", "/tmp/wl", NULL), 0);
+	assert_int_equal(c.write_log_max, 1ULL << 30);
+	assert_false(c.allow_powercut);
+	config_free(&c);
+
+	/* the file: allow-powercut = yes|no */
+	static const char text[] =
+	    "write-log = /var/wl\nwrite_log_max = 64K\nallow-powercut = yes\n";
+	const char *path = write_file("p.conf", text, sizeof(text) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_string_equal(c.write_log, "/var/wl");
+	assert_int_equal(c.write_log_max, 64ULL << 10);
+	assert_true(c.allow_powercut);
+	config_free(&c);
+	static const char no[] = "allow-powercut = no\n";
+	path = write_file("q.conf", no, sizeof(no) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), 0);
+	assert_false(c.allow_powercut);
+	config_free(&c);
+	static const char bad[] = "allow-powercut = maybe\n";
+	path = write_file("r.conf", bad, sizeof(bad) - 1);
+	config_init(&c);
+	assert_int_equal(config_load_file(&c, path, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "r.conf:1: allow-powercut 'maybe': not yes or no"));
+	config_free(&c);
+
+	/* refusals */
+	assert_int_equal(parse(&c, err, "--write-log-max", "1K", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--write-log-max '1K': not a size of at least 64K"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--write-log", "", NULL), -EINVAL);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--allow-powercut=yes", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--allow-powercut takes no value"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--write-log-max", "8M", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--write-log-max only goes with --write-log"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--allow-powercut", "--cluster", "etcd://h:1", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "--allow-powercut does not go with --cluster"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--format", "/x", "--allow-powercut", NULL), 0);
+	assert_int_equal(config_finish(&c, err, sizeof(err)), -EINVAL);
+	config_free(&c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -518,6 +584,7 @@ int main(void)
 	    cmocka_unit_test(config_finish__defaults),
 	    cmocka_unit_test(config_default_datadir__order),
 	    cmocka_unit_test(config_finish__format_combinations),
+	    cmocka_unit_test(config_persistence_testing__keys),
 	};
 	return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }

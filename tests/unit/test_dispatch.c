@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "dispatch.h"
+#include "incarnation.h"
+#include "powercut.h"
 #include "errors.h"
 #include "frame.h"
 #include "log.h"
@@ -815,6 +817,57 @@ static void dispatch_request__hammer_flush_mode(void **state)
 	done(f->s, &out);
 }
 
+/*
+ * dispatch_request__powercut_refused -- HELLO reports an incarnation and no
+ * power cuts; a POWERCUT on this daemon (no powercut_setup) is refused with
+ * EPERM naming the flag, a delay beyond a day with EINVAL, one before HELLO
+ * closes the connection; the connection goes on after a refusal
+ */
+static void dispatch_request__powercut_refused(void **state)
+{
+	struct fixture *f = *state;
+	incarnation_new();
+	Rdax__PowercutRequest pm = RDAX__POWERCUT_REQUEST__INIT;
+	struct dispatch_out out;
+	request(f, f->s, FRAME_POWERCUT, &pm.base, 0, &out);
+	expect(f->s, &out, DISPATCH_CLOSE, -RDAX_E_PROTOCOL); /* before HELLO */
+
+	Rdax__HelloRequest hm = RDAX__HELLO_REQUEST__INIT;
+	hm.protocol_version = FRAME_VERSION;
+	request(f, f->s, FRAME_HELLO, &hm.base, 0, &out);
+	finish_job(f, f->s, &out);
+	assert_int_equal(out.action, DISPATCH_REPLY);
+	Rdax__HelloReply *hr = rdax__hello_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+	assert_non_null(hr);
+	assert_true(hr->has_incarnation);
+	assert_int_equal(hr->incarnation, incarnation_get());
+	assert_int_not_equal(hr->incarnation, 0);
+	assert_true(hr->has_powercut_allowed);
+	assert_false(hr->powercut_allowed);
+	rdax__hello_reply__free_unpacked(hr, NULL);
+	done(f->s, &out);
+
+	request(f, f->s, FRAME_POWERCUT, &pm.base, 0, &out);
+	assert_int_equal(out.action, DISPATCH_REPLY);
+	Rdax__StatusReply *sr =
+	    rdax__status_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+	assert_int_equal(sr->status->code, EPERM);
+	assert_non_null(strstr(sr->status->message, "--allow-powercut"));
+	rdax__status_reply__free_unpacked(sr, NULL);
+	done(f->s, &out);
+
+	pm.has_delay_ms = 1;
+	pm.delay_ms = POWERCUT_MAX_DELAY_MS + 1;
+	request(f, f->s, FRAME_POWERCUT, &pm.base, 0, &out);
+	expect(f->s, &out, DISPATCH_REPLY, -EINVAL);
+	/* the gate is open: nothing is pending after the refusals */
+	assert_false(powercut_pending());
+	assert_true(powercut_ack_take());
+	request(f, f->s, FRAME_VOLUME_LIST, NULL, 0, &out);
+	finish_job(f, f->s, &out);
+	expect(f->s, &out, DISPATCH_REPLY, 0);
+}
+
 int main(void)
 {
 	if (!getenv("RDAX_TEST_LOG"))
@@ -847,6 +900,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(
 		dispatch_request__error_reply_decodes_as_every_reply_type, setup, teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__hammer_flush_mode, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__powercut_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
