@@ -240,15 +240,20 @@ static void fault_heal(enum fault f, unsigned p)
 	CHECK(ret == 0, "heal %s on n%u: %d", fault_name[f], p + 1, ret);
 }
 
-/* verify -- @c's acknowledged blocks read back from the current primary (a fresh connection) */
+/*
+ * verify -- @c's acknowledged blocks read back from the current primary: the
+ * node the volume key names (a fresh connection there; a deposed node that
+ * still answered would read back its own copy, not the primary's)
+ */
 static void verify(struct client *c)
 {
 	struct rdax_conn_opts *o;
 	rdax_conn_opts_new(&o);
 	rdax_conn_opts_set_timeout(o, 5000);
 	rdax_conn_opts_set_resume(o, 60000);
-	char urls[512];
-	snprintf(urls, sizeof(urls), "%s,%s,%s", cl.node[0].url, cl.node[1].url, cl.node[2].url);
+	struct cluster_volume_rec rec;
+	key(&rec);
+	const char *urls = cl.node[idx(rec.primary) % NODES].url;
 	struct rdax_conn *conn;
 	struct rdax_volume *v;
 	int ret = rdax_connect(urls, o, &conn);
