@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,11 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "faults.h"
 #include "frame.h"
 #include "log.h"
 #include "pb_arena.h"
 #include "rdax.pb-c.h"
 #include "psk_file.h"
+#include "resume.h"
 #include "transport_rdma.h"
 
 /* iovecs gathered for one sendmsg (two per request: header+body, payload) */
@@ -158,6 +161,7 @@ void conn_op_free(struct conn_op *op)
 {
 	if (!op)
 		return;
+	held_buf_put(op->hbuf);
 	free(op->ctl_frame);
 	free(op->errmsg);
 	if (op->reply)
@@ -206,6 +210,8 @@ void conn_delete(struct rdax_conn **cp)
 	free(c->namespaces);
 	free(c->server_version);
 	free(c->closing_msg);
+	free(c->urls);
+	rdax_conn_opts_delete(&c->opts);
 	free(c->rx_body);
 	free(c->rx_buf);
 	free(c->cq);
@@ -406,6 +412,22 @@ int conn_op_new_control(struct rdax_conn *c, uint16_t type, const ProtobufCMessa
 	return 0;
 }
 
+/* ctl_repack -- pack a control op's request again (op->ctl_msg, with the volume's handle) */
+static int ctl_repack(struct rdax_conn *c, struct conn_op *op)
+{
+	if (op->ctl_handle && op->vol)
+		*op->ctl_handle = op->vol->handle;
+	size_t size = protobuf_c_message_get_packed_size(op->ctl_msg);
+	if (size > c->max_body)
+		return -RDAX_E_TOO_BIG;
+	op->ctl_frame = malloc(FRAME_HEADER_SIZE + size);
+	if (!op->ctl_frame)
+		return -ENOMEM;
+	protobuf_c_message_pack(op->ctl_msg, op->ctl_frame + FRAME_HEADER_SIZE);
+	op->ctl_len = FRAME_HEADER_SIZE + size;
+	return 0;
+}
+
 /* op_fail -- record the first error of @op (taking @msg, may be NULL) and stop issuing parts */
 static void op_fail(struct conn_op *op, int code, char *msg)
 {
@@ -419,9 +441,125 @@ static void op_fail(struct conn_op *op, int code, char *msg)
 	op->tail_fsync = false;
 }
 
+/* Times one operation is sent again because the server's verifier changed under it. */
+#define CONN_MAX_REDO 4
+
+/* op_fail_msg -- op_fail with a formatted message */
+static void op_fail_msg(struct conn_op *op, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void op_fail_msg(struct conn_op *op, int code, const char *fmt, ...)
+{
+	char *m = malloc(CONN_ERR_MAX);
+	if (m) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(m, CONN_ERR_MAX, fmt, ap);
+		va_end(ap);
+	}
+	op_fail(op, code, m);
+}
+
+static void op_rewind(struct conn_op *op);
+
+/* op_redo -- @op must go again on a new connection (c->reverify); false past CONN_MAX_REDO */
+static bool op_redo(struct rdax_conn *c, struct conn_op *op)
+{
+	if (++op->redo > CONN_MAX_REDO) {
+		op_fail_msg(op, -EIO,
+			    "volume \"%s\": the server's verifier changed %u times during this "
+			    "request (restarts or failovers one after another); giving up",
+			    op->vol->name, CONN_MAX_REDO);
+		return false;
+	}
+	op_rewind(op);
+	c->reverify = true;
+	return true;
+}
+
+/*
+ * op_verify -- a finished write or fsync against the verifier (held.h): a
+ * plain write is remembered as held; a durable write or an fsync checks the
+ * writes it covers. Returns true when @op must be sent again after a resume
+ * (c->reverify is set), false when it is finished (op->status may now be
+ * -EIO: acknowledged writes were lost and are not held to send again).
+ */
+static bool op_verify(struct rdax_conn *c, struct conn_op *op)
+{
+	struct rdax_volume *v = op->vol;
+	if (!v || op->internal || (op->kind != OP_WRITE && op->kind != OP_FSYNC))
+		return false;
+	if (!op->has_verifier)
+		op->verifier = v->verifier; /* one-sided writes, an older server: the volume's */
+	uint64_t was = v->verifier;
+	bool durable = op->kind == OP_FSYNC || op->durable;
+	if (durable && rdax_faults.client_no_verifier) {
+		v->verifier = op->verifier; /* the control: nothing compared, the fsync succeeds */
+		return false;
+	}
+	if (!c->resume_ms) {
+		/* nothing is held: a change can only be reported, never repaired */
+		if (durable && (op->verifier_mixed || (was && op->verifier != was)))
+			op_fail_msg(op, -EIO,
+				    "volume \"%s\": the server's verifier changed (%016" PRIx64
+				    " to %016" PRIx64 "): writes it acknowledged before may be "
+				    "lost",
+				    v->name, was, op->verifier);
+		v->verifier = op->verifier;
+		return false;
+	}
+	if (op->verifier_mixed)
+		return op_redo(c, op);
+	if (op->kind == OP_WRITE) {
+		if (op->durable)
+			held_forget(&v->held, op->offset, op->length, op->seq);
+		else
+			held_note(&v->held, &c->budget, op->offset, op->length, op->wbuf, op->seq,
+				  op->verifier);
+		v->verifier = op->verifier;
+		return false;
+	}
+	/* an fsync; rdax_fsync's length 0 (to the end) and the whole volume are alike */
+	uint64_t len = op->offset == 0 && op->length >= v->size ? 0 : op->length;
+	struct held_verdict vd;
+	held_check(&v->held, op->offset, len, op->seq, op->verifier, &vd);
+	if (!vd.lost_bytes && !vd.overflow && vd.resend_bytes)
+		return op_redo(c, op);
+	if (vd.lost_bytes)
+		op_fail_msg(op, -EIO,
+			    "volume \"%s\": %" PRIu64 " bytes from offset %" PRIu64
+			    " were acknowledged by an earlier run of the server (verifier "
+			    "%016" PRIx64 ", now %016" PRIx64 ") and are not held to send again: "
+			    "they may be lost",
+			    v->name, vd.lost_bytes, vd.lost_off, vd.lost_verifier, op->verifier);
+	else if (vd.overflow)
+		op_fail_msg(op, -EIO,
+			    "volume \"%s\": writes acknowledged by an earlier run of the server "
+			    "(more than %u unsynced writes: not each remembered) may be lost",
+			    v->name, HELD_MAX_RECORDS);
+	held_settle(&v->held, &c->budget, op->offset, len, op->seq, op->verifier);
+	v->verifier = op->verifier;
+	return false;
+}
+
+/* internal_done -- a resend of held bytes ended: on success its records take the new verifier */
+static void internal_done(struct rdax_conn *c, struct conn_op *op)
+{
+	if (!op->status && !c->lost && op->all_issued) {
+		if (!op->has_verifier)
+			op->verifier = op->vol->verifier;
+		if (!op->verifier_mixed)
+			held_resent(&op->vol->held, op->hbuf, op->offset, op->length, op->verifier);
+	}
+	held_buf_put(op->hbuf);
+	op->hbuf = NULL;
+	conn_op_free(op);
+}
+
 /* op_finish -- @op has no request left: take it off the active list and report it */
 static void op_finish(struct rdax_conn *c, struct conn_op *op)
 {
+	if (!op->status && !c->lost && op_verify(c, op))
+		return; /* sent again after the resume that c->reverify asks for */
 	if (c->issue_cursor == op)
 		c->issue_cursor = op->next;
 	if (op->prev)
@@ -434,6 +572,10 @@ static void op_finish(struct rdax_conn *c, struct conn_op *op)
 		c->ops_tail = op->prev;
 	op->prev = op->next = NULL;
 	op->done = true;
+	if (op->internal) {
+		internal_done(c, op);
+		return;
+	}
 	if (!op->async)
 		return; /* its caller is waiting for it in conn_op_wait */
 
@@ -451,6 +593,11 @@ static void op_finish(struct rdax_conn *c, struct conn_op *op)
 	op->vol->ops_active--;
 	c->nasync_active--;
 	conn_op_free(op);
+}
+
+void conn_op_end(struct rdax_conn *c, struct conn_op *op)
+{
+	op_finish(c, op);
 }
 
 static void inflight_unlink(struct rdax_conn *c, struct conn_req *req)
@@ -481,6 +628,13 @@ static void req_finish(struct rdax_conn *c, struct conn_req *req)
 		else if (req->type == FRAME_READ)
 			op->bytes += req->read_len;
 		op->written_back += req->written_back;
+		if (req->has_verifier) {
+			if (!op->has_verifier)
+				op->verifier = req->verifier;
+			else if (op->verifier != req->verifier)
+				op->verifier_mixed = true;
+			op->has_verifier = true;
+		}
 		if (req->reply) {
 			op->reply = req->reply;
 			req->reply = NULL;
@@ -618,6 +772,12 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 
 	switch (op->kind) {
 	case OP_CONTROL:
+		if (!op->ctl_frame && op->ctl_msg) {
+			/* sent again after a reconnect: packed anew, with the new handle */
+			int ret = ctl_repack(c, op);
+			if (ret)
+				return ret;
+		}
 		req = req_alloc(c);
 		if (!req)
 			return -ENOMEM;
@@ -726,6 +886,8 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 static void fill_window(struct rdax_conn *c)
 {
 	struct conn_op *op;
+	if (c->lost || c->broken)
+		return; /* no stream: the requests are made on the next one */
 	while ((op = c->issue_cursor)) {
 		if (op->all_issued) {
 			c->issue_cursor = op->next;
@@ -747,24 +909,13 @@ static void fill_window(struct rdax_conn *c)
 
 /* --- the broken state --------------------------------------------------- */
 
-/*
- * conn_break -- the stream cannot be trusted any more (EOF, reset, a reply
- * that does not parse or match): close it and fail every request and every
- * operation with @code; later calls fail with it too. Returns @code (or the
- * earlier code if the connection was broken already).
- */
-static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
+void conn_transport_close(struct rdax_conn *c)
 {
-	if (c->broken)
-		return c->broken;
-	c->broken = code;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(c->broken_msg, sizeof(c->broken_msg), fmt, ap);
-	va_end(ap);
-	LOG_DEBUG("connection to %s broken: %s", c->peer, c->broken_msg);
+	if (c->tls) {
+		gnutls_deinit(c->tls->sess);
+		free(c->tls);
+		c->tls = NULL;
+	}
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
@@ -774,6 +925,129 @@ static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
 	c->rx_req = NULL;
 	c->rx_got = 0;
 	c->rx_start = c->rx_end = 0;
+}
+
+/*
+ * conn_may_resume -- does losing the stream with @code call for a new
+ * connection rather than failing? Only on a connection that resumes, after
+ * its HELLO, outside a resume attempt, and for what a new connection may
+ * cure: the server went away, went silent or is no longer the primary --
+ * never for a reply that does not parse (a server that is broken, not gone).
+ */
+static bool conn_may_resume(const struct rdax_conn *c, int code)
+{
+	if (!c->resume_ms || !c->max_payload || c->resuming)
+		return false;
+	switch (-code) {
+	case ECONNRESET:
+	case ECONNREFUSED:
+	case ECONNABORTED:
+	case EPIPE:
+	case ETIMEDOUT:
+	case ENETDOWN:
+	case ENETUNREACH:
+	case ENETRESET:
+	case EHOSTDOWN:
+	case EHOSTUNREACH:
+	case ENOTCONN:
+	case EIO:
+	case ESTALE:
+	case RDAX_E_NOT_PRIMARY:
+	case RDAX_E_NO_QUORUM:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * op_rewind -- @op goes back to its start, to be sent again in full on the
+ * next connection (writes are idempotent; a read or fsync is asked again)
+ */
+static void op_rewind(struct conn_op *op)
+{
+	op->issued = 0;
+	op->tail_fsync = false;
+	op->all_issued = false;
+	op->parts_left = 0;
+	op->bytes = 0;
+	op->written_back = 0;
+	op->has_verifier = false;
+	op->verifier_mixed = false;
+	if (op->kind == OP_CONTROL) {
+		free(op->ctl_frame); /* packed again when issued, with the new handle */
+		op->ctl_frame = NULL;
+		if (op->reply)
+			protobuf_c_message_free_unpacked(op->reply, NULL);
+		op->reply = NULL;
+	}
+}
+
+int conn_lose(struct rdax_conn *c, int code, const char *msg, const char *follow)
+{
+	if (!c->lost_at)
+		c->lost_at = now_ms(); /* the bound runs from the first loss until a resume works */
+	c->lost = code;
+	snprintf(c->lost_msg, sizeof(c->lost_msg), "%s", msg);
+	if (follow && follow[0])
+		snprintf(c->follow_url, sizeof(c->follow_url), "%s", follow);
+	c->reverify = false;
+	LOG_DEBUG("connection to %s lost (%s): resuming", c->peer, msg);
+	conn_transport_close(c);
+
+	/* every request goes: what they carried is asked again on the next connection */
+	struct conn_req *req, *next;
+	for (req = c->sendq_head; req; req = next) {
+		next = req->next_send;
+		if (req->replied) /* answered, not all sent: on the send queue only */
+			req_put(c, req);
+	}
+	c->sendq_head = c->sendq_tail = NULL;
+	while ((req = c->inflight_head)) {
+		inflight_unlink(c, req);
+		req_put(c, req);
+	}
+	c->ninflight = 0;
+	c->inflight_bytes = 0;
+
+	for (struct conn_op *op = c->ops_head, *onext; op; op = onext) {
+		onext = op->next;
+		op->parts_left = 0;
+		if (op->internal) {
+			/* a resend: the next resume sends what is still stale again */
+			op->all_issued = true;
+			op_finish(c, op);
+		} else if (op->status) {
+			op->all_issued = true; /* failed already (a refusal): it ends so */
+			op_finish(c, op);
+		} else if (op->kind == OP_CONTROL && op->ctl_resume == CTL_DONE_ON_LOSS) {
+			op->all_issued = true;
+			op_finish(c, op);
+		} else if (op->kind == OP_CONTROL && op->ctl_resume != CTL_RESEND) {
+			char *m = malloc(CONN_ERR_MAX);
+			if (m)
+				snprintf(m, CONN_ERR_MAX,
+					 "%s; the connection was lost before the answer: the "
+					 "request may or may not have been carried out",
+					 msg);
+			op_fail(op, code, m);
+			op_finish(c, op);
+		} else {
+			op_rewind(op);
+		}
+	}
+	c->issue_cursor = c->ops_head;
+	return code;
+}
+
+int conn_give_up(struct rdax_conn *c, int code, const char *msg)
+{
+	if (c->broken)
+		return c->broken;
+	c->broken = code;
+	snprintf(c->broken_msg, sizeof(c->broken_msg), "%s", msg);
+	LOG_DEBUG("connection to %s broken: %s", c->peer, c->broken_msg);
+	conn_transport_close(c);
 
 	/* nothing more will be sent: a request already answered is finished now */
 	struct conn_req *req, *next;
@@ -799,6 +1073,31 @@ static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
 			op_finish(c, op);
 	}
 	return code;
+}
+
+/*
+ * conn_break -- the stream cannot be trusted any more (EOF, reset, a reply
+ * that does not parse or match). A connection that resumes (resume.h) and
+ * lost it for a reason a new connection may cure puts its operations back
+ * to be sent again (conn_lose); otherwise every request and operation fails
+ * with @code (conn_give_up). Returns @code, or the code already in force.
+ */
+static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int conn_break(struct rdax_conn *c, int code, const char *fmt, ...)
+{
+	if (c->broken)
+		return c->broken;
+	if (c->lost)
+		return c->lost;
+	char msg[CONN_ERR_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (conn_may_resume(c, code))
+		return conn_lose(c, code, msg, NULL);
+	return conn_give_up(c, code, msg);
 }
 
 /*
@@ -923,6 +1222,8 @@ static int tx_flush_rdma(struct rdax_conn *c)
 /* tx_flush -- send queued requests until the socket is full; 0 or the broken code */
 static int tx_flush(struct rdax_conn *c)
 {
+	if (c->lost || c->broken)
+		return c->lost ? c->lost : c->broken;
 	if (c->rdma)
 		return tx_flush_rdma(c);
 	while (c->sendq_head) {
@@ -1156,33 +1457,47 @@ static void reply_done(struct rdax_conn *c, struct conn_req *req)
  * reply_plain_ok -- is @b (@len bytes) a data reply of type @base in the
  * plain success form: Status {code = 0} alone -- 0a 02 08 00, the bytes
  * protobuf-c packs it to, and the body rdaxd sends for every status-only
- * success -- optionally followed by written_back (field 2, varint) for a
- * WRITE or FSYNC? Then *wb and *has_wb hold written_back and no unpacking is
- * needed (that was ~700 instructions a reply); anything else is unpacked.
+ * success -- optionally followed, for a WRITE or FSYNC, by written_back
+ * (field 2, varint) and the verifier (field 3, fixed64), in that order? Then
+ * *wb / *has_wb and *ver / *has_ver hold them and no unpacking is needed
+ * (that was ~700 instructions a reply); anything else is unpacked.
  */
 static bool reply_plain_ok(const uint8_t *b, uint32_t len, uint16_t base, uint64_t *wb,
-			   bool *has_wb)
+			   bool *has_wb, uint64_t *ver, bool *has_ver)
 {
 	static const uint8_t ok[] = {0x0a, 0x02, 0x08, 0x00};
 	if (len < sizeof(ok) || memcmp(b, ok, sizeof(ok)) != 0)
 		return false;
 	*has_wb = false;
-	if (len == sizeof(ok))
+	*has_ver = false;
+	uint32_t i = sizeof(ok);
+	if (i == len)
 		return true;
-	if ((base != FRAME_WRITE && base != FRAME_FSYNC) || b[sizeof(ok)] != (2 << 3))
+	if (base != FRAME_WRITE && base != FRAME_FSYNC)
 		return false;
-	uint64_t v = 0;
-	for (uint32_t i = sizeof(ok) + 1, shift = 0; i < len && shift < 63; i++, shift += 7) {
-		v |= (uint64_t)(b[i] & 0x7f) << shift;
-		if (!(b[i] & 0x80)) {
-			if (i + 1 != len)
+	if (b[i] == (2 << 3)) {
+		uint64_t v = 0;
+		unsigned shift = 0;
+		for (i++;; i++, shift += 7) {
+			if (i >= len || shift > 63)
 				return false;
-			*wb = v;
-			*has_wb = true;
-			return true;
+			v |= (uint64_t)(b[i] & 0x7f) << shift;
+			if (!(b[i] & 0x80))
+				break;
 		}
+		i++;
+		*wb = v;
+		*has_wb = true;
 	}
-	return false;
+	if (i < len && b[i] == ((3 << 3) | 1) && len - i - 1 >= 8) {
+		uint64_t v = 0;
+		for (unsigned k = 0; k < 8; k++)
+			v |= (uint64_t)b[i + 1 + k] << (8 * k);
+		i += 9;
+		*ver = v;
+		*has_ver = true;
+	}
+	return i == len;
 }
 
 /* reply_drop -- free an unpacked reply: in @a (may hold nothing to free) or, without, malloc'd */
@@ -1194,6 +1509,18 @@ static void reply_drop(ProtobufCMessage *msg, struct pb_arena *a)
 		protobuf_c_message_free_unpacked(msg, NULL);
 }
 
+/*
+ * req_follows -- is a refusal of @req with RDAX_E_NOT_PRIMARY a reason to
+ * follow the primary (a resuming connection, outside a resume attempt, and
+ * a request that is sent again after a reconnect)?
+ */
+static bool req_follows(const struct rdax_conn *c, const struct conn_req *req)
+{
+	const struct conn_op *op = req->op;
+	return c->resume_ms && !c->resuming && c->max_payload && !op->internal &&
+	       (op->kind != OP_CONTROL || op->ctl_resume == CTL_RESEND);
+}
+
 /* rx_body -- unpack a complete reply body and record it in its request; 0 or the broken code */
 static int rx_body(struct rdax_conn *c)
 {
@@ -1201,9 +1528,10 @@ static int rx_body(struct rdax_conn *c)
 	uint16_t base = c->rx_type;
 	/* a control reply is kept (req->reply): only data replies use the arena */
 	bool keep = !req || req->op->kind == OP_CONTROL;
-	uint64_t wb = 0;
-	bool has_wb;
-	if (!keep && base != 0 && reply_plain_ok(c->rx_body, c->rx_body_len, base, &wb, &has_wb)) {
+	uint64_t wb = 0, ver = 0;
+	bool has_wb, has_ver;
+	if (!keep && base != 0 &&
+	    reply_plain_ok(c->rx_body, c->rx_body_len, base, &wb, &has_wb, &ver, &has_ver)) {
 		if (base == FRAME_READ && c->rx_payload_len != req->read_len)
 			return conn_break(c, -RDAX_E_PROTOCOL,
 					  "%s sent %u bytes for a read of %u (request %llu)",
@@ -1212,6 +1540,8 @@ static int rx_body(struct rdax_conn *c)
 		req->status = 0;
 		if (has_wb)
 			req->written_back = wb;
+		req->verifier = ver;
+		req->has_verifier = has_ver;
 		if (c->rx_payload_len)
 			return 0; /* the data follows */
 		c->rx_req = NULL;
@@ -1259,16 +1589,35 @@ static int rx_body(struct rdax_conn *c)
 				  "%s sent %u bytes for a read of %u (request %llu)", c->peer,
 				  c->rx_payload_len, req->read_len, (unsigned long long)c->rx_id);
 	}
-	req->status = code;
-	if (code && text)
-		req->errmsg = strdup(text);
 	if (code == -RDAX_E_NOT_PRIMARY)
 		snprintf(c->primary_url, sizeof(c->primary_url), "%s",
 			 st->primary_url ? st->primary_url : "");
-	if (base == FRAME_WRITE && ((Rdax__WriteReply *)msg)->has_written_back)
-		req->written_back = ((Rdax__WriteReply *)msg)->written_back;
-	if (base == FRAME_FSYNC && ((Rdax__FsyncReply *)msg)->has_written_back)
-		req->written_back = ((Rdax__FsyncReply *)msg)->written_back;
+	if (code == -RDAX_E_NOT_PRIMARY && req && req_follows(c, req)) {
+		/* another node serves the volume now: go there and send it all again */
+		char m[CONN_ERR_MAX];
+		snprintf(m, sizeof(m), "%s: %s", c->peer, text ? text : rdax_strerror(code));
+		if (st->has_epoch && req->op->vol && st->epoch > req->op->vol->epoch)
+			req->op->vol->epoch = st->epoch;
+		reply_drop(msg, a);
+		return conn_lose(c, code, m, c->primary_url);
+	}
+	req->status = code;
+	if (code && text)
+		req->errmsg = strdup(text);
+	if (base == FRAME_WRITE) {
+		const Rdax__WriteReply *w = (const Rdax__WriteReply *)msg;
+		if (w->has_written_back)
+			req->written_back = w->written_back;
+		req->has_verifier = w->has_verifier;
+		req->verifier = w->verifier;
+	}
+	if (base == FRAME_FSYNC) {
+		const Rdax__FsyncReply *f = (const Rdax__FsyncReply *)msg;
+		if (f->has_written_back)
+			req->written_back = f->written_back;
+		req->has_verifier = f->has_verifier;
+		req->verifier = f->verifier;
+	}
 	if (!code && req->op->kind == OP_CONTROL)
 		req->reply = msg;
 	else
@@ -1405,6 +1754,17 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 	bool try_rx = true; /* a first non-blocking look even when only polling */
 	c->last_activity = start;
 	for (;;) {
+		if (c->reverify && !c->lost && !c->broken)
+			conn_lose(c, -ESTALE,
+				  "the server's verifier changed: writes acknowledged before may "
+				  "be lost; sending what is held again",
+				  NULL);
+		if (c->lost && !c->broken) {
+			conn_resume(c); /* resumed, or broken for good */
+			c->last_activity = now_ms();
+			try_rx = true;
+			continue;
+		}
 		if (c->broken)
 			return c->broken;
 		if (c->rdma && rdma_progress(c) < 0)
@@ -1503,6 +1863,7 @@ int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
 
 void conn_op_submit(struct rdax_conn *c, struct conn_op *op)
 {
+	op->seq = ++c->next_seq;
 	op->prev = c->ops_tail;
 	op->next = NULL;
 	if (c->ops_tail)

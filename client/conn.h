@@ -41,6 +41,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "held.h"
 #include "librdax.h"
 #include "tls_client.h"
 #include "tls_io.h"
@@ -56,8 +57,19 @@
 #define CONN_INFLIGHT_PAYLOADS	4
 /* Length of the detailed error messages kept. */
 #define CONN_ERR_MAX 512
+/* Addresses one connection may be given (rdax_connect's comma-separated list). */
+#define CONN_MAX_URLS 16
+/* Longest address a primary is named by (Status.primary_url). */
+#define CONN_URL_MAX 128
 
 enum conn_op_kind { OP_CONTROL, OP_WRITE, OP_READ, OP_FSYNC };
+
+/* What a lost connection does to a control operation in flight (resume.h). */
+enum conn_ctl_resume {
+	CTL_FAIL,	  /* not idempotent (create, delete): fails with the loss */
+	CTL_RESEND,	  /* sent again on the new connection (open, list, info, discard, stat) */
+	CTL_DONE_ON_LOSS, /* close: the handle died with the connection; done */
+};
 
 struct conn_op {
 	struct conn_op *prev, *next; /* in the connection's active list */
@@ -78,6 +90,23 @@ struct conn_op {
 	uint8_t *ctl_frame;
 	size_t ctl_len;
 	ProtobufCMessage *reply; /* control: the unpacked reply, for the caller */
+	/*
+	 * a control request to send again after a reconnect: the caller's
+	 * message (it waits, so it lives), packed anew with the volume's new
+	 * handle written into *ctl_handle (NULL: no handle in it)
+	 */
+	enum conn_ctl_resume ctl_resume;
+	const ProtobufCMessage *ctl_msg;
+	uint32_t *ctl_handle;
+
+	/* the verifier (held.h) */
+	uint64_t seq;	       /* submission number on the connection */
+	uint64_t verifier;     /* of the replies so far */
+	bool has_verifier;     /* a reply carried one */
+	bool verifier_mixed;   /* two replies carried different ones */
+	bool internal;	       /* a resend of held bytes: nobody waits for it */
+	struct held_buf *hbuf; /* internal: the copy it sends */
+	unsigned redo;	       /* times sent again because the verifier changed under it */
 
 	/* progress */
 	uint64_t issued;     /* bytes of the range covered by requests made so far */
@@ -113,6 +142,8 @@ struct conn_req {
 	int status;
 	char *errmsg;
 	uint64_t written_back;
+	uint64_t verifier; /* WRITE, FSYNC: of the reply, if has_verifier */
+	bool has_verifier;
 	ProtobufCMessage *reply; /* control replies */
 	uint8_t inline_buf[80];	 /* header + the small body of a data request */
 };
@@ -139,6 +170,14 @@ struct rdax_conn_opts {
 	char *tls_cert_dir; /* rdaxs:// */
 	char *tls_psk_file;
 	char *tls_username;
+	int resume_ms;	     /* resume.h: 0 off */
+	uint64_t write_hold; /* bytes of acknowledged writes kept to send again */
+};
+
+/* One address of the connection's list. */
+struct conn_url {
+	struct url u;
+	char text[URL_HOST_MAX + 32]; /* as given, for messages */
 };
 
 struct rdma_tp;
@@ -212,6 +251,23 @@ struct rdax_conn {
 	char primary_url[128];
 
 	unsigned nvolumes;
+	struct rdax_volume *volumes; /* open ones, to open again after a reconnect */
+
+	/* resuming (resume.h) */
+	struct conn_url *urls; /* the addresses given; urls[cur] is the one in use */
+	unsigned nurls, cur;
+	char url_now[URL_HOST_MAX + 32]; /* the address connected to */
+	struct rdax_conn_opts *opts;	 /* a copy, to connect again */
+	int resume_ms;			 /* 0: a lost connection breaks it */
+	struct held_budget budget;	 /* data copies of held writes */
+	int lost;			 /* the stream was lost: resume before going on */
+	char lost_msg[CONN_ERR_MAX];
+	int64_t lost_at;	       /* CLOCK_MONOTONIC ms of the loss a resume answers */
+	char follow_url[CONN_URL_MAX]; /* a primary named by a refusal: tried first */
+	bool resuming;		       /* inside conn_resume: a failure fails the attempt */
+	bool reverify;		       /* an fsync found its verifier changed: resume */
+	unsigned resumes;	       /* successful resumes so far */
+	uint64_t next_seq;
 };
 
 struct rdax_volume {
@@ -224,6 +280,11 @@ struct rdax_volume {
 	uint32_t imm_base;
 	char *name;
 	unsigned ops_active; /* async operations not yet finished */
+	struct rdax_volume *prev, *next; /* in conn->volumes */
+	uint64_t epoch;			 /* the highest the cluster named for it; 0: none */
+	uint64_t verifier;		 /* the server's, as last answered */
+	struct held held;		 /* acknowledged writes since their fsync (resume only) */
+	int gone; /* a reconnect could not open it again: its calls fail with this */
 };
 
 /*
@@ -333,6 +394,44 @@ int conn_reap(struct rdax_conn *c, struct rdax_completion *out, unsigned max, un
  * instead of sleeping.
  */
 int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2]);
+
+/*
+ * conn_lose -- the stream was lost for a reason a new connection may cure
+ * (a resuming connection, resume.h): close it, drop every request, put
+ * every unfinished operation back to its start (control requests that are
+ * not idempotent fail, a close is done) and mark the connection for
+ * conn_resume. @follow: a primary's address to try first (may be NULL).
+ * Returns @code.
+ */
+int conn_lose(struct rdax_conn *c, int code, const char *msg, const char *follow);
+
+/*
+ * conn_give_up -- end the connection for good: every operation fails with
+ * @code and @msg, and so does every later call. Returns @code.
+ */
+int conn_give_up(struct rdax_conn *c, int code, const char *msg);
+
+/* conn_op_end -- an op with no request left and a status: report it (resume.c) */
+void conn_op_end(struct rdax_conn *c, struct conn_op *op);
+
+/*
+ * conn_hello -- HELLO on a fresh connection with @opts (token, client name),
+ * and keep what the reply says (limits, namespaces, incarnation), replacing
+ * what an earlier HELLO said. 0 or the error (rdax_conn_last_error says why).
+ */
+int conn_hello(struct rdax_conn *c, const struct rdax_conn_opts *opts);
+
+/*
+ * conn_volume_reopen -- VOLUME_OPEN of @v's name on a new connection:
+ * its new handle, window (rdma://) and verifier. Returns 0; -ESTALE (another
+ * size now: not the volume it was); -RDAX_E_NOT_PRIMARY (refused so, or an
+ * older epoch than one seen: a node left behind by a failover); the
+ * server's other refusals (-ENOENT, ...); a connection error.
+ */
+int conn_volume_reopen(struct rdax_conn *c, struct rdax_volume *v);
+
+/* conn_transport_close -- close the socket, TLS session or RDMA transport; reset receiving */
+void conn_transport_close(struct rdax_conn *c);
 
 /* conn_op_message -- the message for a failed op: the server's, the broken stream's, or strerror */
 const char *conn_op_message(const struct rdax_conn *c, const struct conn_op *op);

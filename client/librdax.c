@@ -5,6 +5,7 @@
 #include "librdax.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -132,6 +133,49 @@ int rdax_conn_opts_set_timeout(struct rdax_conn_opts *opts, int timeout_ms)
 	return 0;
 }
 
+int rdax_conn_opts_set_resume(struct rdax_conn_opts *opts, int timeout_ms)
+{
+	if (!opts || timeout_ms < 0)
+		return -EINVAL;
+	opts->resume_ms = timeout_ms;
+	return 0;
+}
+
+int rdax_conn_opts_set_write_hold(struct rdax_conn_opts *opts, uint64_t bytes)
+{
+	if (!opts)
+		return -EINVAL;
+	opts->write_hold = bytes;
+	return 0;
+}
+
+/* opts_copy -- a copy of @o (NULL: the defaults) kept by a connection to connect again */
+static int opts_copy(const struct rdax_conn_opts *o, struct rdax_conn_opts **out)
+{
+	struct rdax_conn_opts *n;
+	int ret = rdax_conn_opts_new(&n);
+	if (ret || !o) {
+		if (!ret)
+			*out = n;
+		return ret;
+	}
+	n->timeout_ms = o->timeout_ms;
+	n->queue_depth = o->queue_depth;
+	n->busy_poll_us = o->busy_poll_us;
+	n->resume_ms = o->resume_ms;
+	n->write_hold = o->write_hold;
+	if ((o->token && rdax_conn_opts_set_token(n, o->token, o->token_len)) ||
+	    replace_opt(&n->client_name, o->client_name) ||
+	    replace_opt(&n->tls_cert_dir, o->tls_cert_dir) ||
+	    replace_opt(&n->tls_psk_file, o->tls_psk_file) ||
+	    replace_opt(&n->tls_username, o->tls_username)) {
+		rdax_conn_opts_delete(&n);
+		return -ENOMEM;
+	}
+	*out = n;
+	return 0;
+}
+
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec)
 {
 	if (!opts || usec > RDAX_MAX_BUSY_POLL_US)
@@ -217,8 +261,21 @@ static int hello_keep(struct rdax_conn *c, const Rdax__HelloReply *r)
 	return 0;
 }
 
-/* hello -- the first request of every connection */
-static int hello(struct rdax_conn *c, const struct rdax_conn_opts *opts)
+/* hello_forget -- what an earlier HELLO said, before a new one on a resumed connection */
+static void hello_forget(struct rdax_conn *c)
+{
+	for (unsigned i = 0; i < c->nnamespaces; i++) {
+		free(c->namespaces[i].path);
+		free(c->namespaces[i].mode);
+	}
+	free(c->namespaces);
+	c->namespaces = NULL;
+	c->nnamespaces = 0;
+	free(c->server_version);
+	c->server_version = NULL;
+}
+
+int conn_hello(struct rdax_conn *c, const struct rdax_conn_opts *opts)
 {
 	Rdax__HelloRequest req = RDAX__HELLO_REQUEST__INIT;
 	req.protocol_version = FRAME_VERSION;
@@ -228,16 +285,87 @@ static int hello(struct rdax_conn *c, const struct rdax_conn_opts *opts)
 		req.token.len = opts->token_len;
 	}
 	req.client_name = opts && opts->client_name ? opts->client_name : CLIENT_NAME_DEFAULT;
-	struct conn_op *op = NULL; /* set by data_op() on success */
+	struct conn_op *op = NULL; /* set by conn_op_new_control() on success */
 	int ret = conn_op_new_control(c, FRAME_HELLO, &req.base, &op);
 	if (ret)
 		return ret;
 	conn_op_submit(c, op);
 	ret = conn_op_wait(c, op);
-	if (!ret)
+	if (!ret) {
+		hello_forget(c);
 		ret = hello_keep(c, (const Rdax__HelloReply *)op->reply);
+	}
 	conn_op_free(op);
 	return ret;
+}
+
+/*
+ * url_list_parse -- @list, one address or several separated by commas, into
+ * c->urls; each a tcp://, rdaxs:// or rdma:// address (the same scheme
+ * throughout). 0, or -EINVAL/-ENOMEM with this thread's connect error set.
+ */
+static int url_list_parse(struct rdax_conn *c, const char *list)
+{
+	c->urls = calloc(CONN_MAX_URLS, sizeof(*c->urls));
+	if (!c->urls)
+		return connect_fail(-ENOMEM, "%s", strerror(ENOMEM));
+	const char *p = list;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		if (c->nurls == CONN_MAX_URLS)
+			return connect_fail(-EINVAL, "more than %d server addresses in '%s'",
+					    CONN_MAX_URLS, list);
+		struct conn_url *cu = &c->urls[c->nurls];
+		char err[CONN_ERR_MAX];
+		if (len == 0 || len >= sizeof(cu->text))
+			return connect_fail(-EINVAL, "bad server address '%.*s' in '%s'", (int)len,
+					    p, list);
+		memcpy(cu->text, p, len);
+		cu->text[len] = '\0';
+		if (url_parse(cu->text, &cu->u, err, sizeof(err)))
+			return connect_fail(-EINVAL, "bad server address %s", err);
+		if (cu->u.scheme != URL_TCP && cu->u.scheme != URL_RDMA &&
+		    cu->u.scheme != URL_RDAXS)
+			return connect_fail(
+			    -EINVAL,
+			    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
+			    "librdax speaks rdaxd's own protocol: tcp://, rdaxs:// or rdma://",
+			    cu->text);
+		if (c->nurls && cu->u.scheme != c->urls[0].u.scheme)
+			return connect_fail(-EINVAL,
+					    "server addresses of different schemes in '%s': give "
+					    "one scheme for every node",
+					    list);
+		c->nurls++;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* connect_one -- connect to @cu and say HELLO; 0 or the error (this thread's message set) */
+static int connect_one(struct rdax_conn *c, const struct conn_url *cu,
+		       const struct rdax_conn_opts *opts)
+{
+	char err[CONN_ERR_MAX];
+	const struct url *u = &cu->u;
+	int ret;
+	if (u->scheme == URL_RDMA)
+		ret = conn_connect_rdma(c, opts, u->host, u->port_str, strchr(u->host, ':') != NULL,
+					err, sizeof(err));
+	else
+		ret = conn_connect(c, u->host, u->port_str, strchr(u->host, ':') != NULL, err,
+				   sizeof(err));
+	if (ret == 0 && u->scheme == URL_RDAXS)
+		ret = conn_start_tls(c, opts, u->host, err, sizeof(err));
+	if (ret)
+		return connect_fail(ret, "%s", err);
+	ret = conn_hello(c, opts);
+	if (ret)
+		return connect_fail(ret, "%s", rdax_conn_last_error(c));
+	snprintf(c->url_now, sizeof(c->url_now), "%s", cu->text);
+	return 0;
 }
 
 int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax_conn **connp)
@@ -245,47 +373,50 @@ int rdax_connect(const char *url, const struct rdax_conn_opts *opts, struct rdax
 	connect_error[0] = '\0';
 	if (!url || !connp)
 		return connect_fail(-EINVAL, "rdax_connect: %s is NULL", url ? "connp" : "url");
-	struct url u;
-	char err[CONN_ERR_MAX];
-	if (url_parse(url, &u, err, sizeof(err)))
-		return connect_fail(-EINVAL, "bad server address %s", err);
-	if (u.scheme != URL_TCP && u.scheme != URL_RDMA && u.scheme != URL_RDAXS)
-		return connect_fail(
-		    -EINVAL,
-		    "'%s' is an NBD address, for NBD clients (nbd-client, qemu-nbd); "
-		    "librdax speaks rdaxd's own protocol: tcp://, rdaxs:// or rdma://",
-		    url);
-	/* a PSK also signs rdma:// connection requests; certificates are TLS only */
-	if (u.scheme == URL_TCP && opts && (opts->tls_cert_dir || opts->tls_psk_file))
-		return connect_fail(-EINVAL,
-				    "TLS credentials given for %s: connect to rdaxs://HOST:PORT "
-				    "to use TLS",
-				    url);
-	if (u.scheme == URL_RDMA && opts && opts->tls_cert_dir)
-		return connect_fail(-EINVAL,
-				    "rdma:// has no TLS: a certificate cannot be used (a PSK "
-				    "signs the connection request)");
 	struct rdax_conn *c;
 	int ret = conn_new(opts, &c);
 	if (ret)
 		return connect_fail(ret, "%s", strerror(-ret));
-	if (u.scheme == URL_RDMA)
-		ret = conn_connect_rdma(c, opts, u.host, u.port_str, strchr(u.host, ':') != NULL,
-					err, sizeof(err));
-	else
-		ret = conn_connect(c, u.host, u.port_str, strchr(u.host, ':') != NULL, err,
-				   sizeof(err));
-	if (ret == 0 && u.scheme == URL_RDAXS)
-		ret = conn_start_tls(c, opts, u.host, err, sizeof(err));
-	if (ret) {
-		connect_fail(ret, "%s", err);
+	if ((ret = url_list_parse(c, url)))
+		goto err_delete;
+	enum url_scheme scheme = c->urls[0].u.scheme;
+	/* a PSK also signs rdma:// connection requests; certificates are TLS only */
+	if (scheme == URL_TCP && opts && (opts->tls_cert_dir || opts->tls_psk_file)) {
+		ret = connect_fail(-EINVAL,
+				   "TLS credentials given for %s: connect to rdaxs://HOST:PORT "
+				   "to use TLS",
+				   url);
 		goto err_delete;
 	}
-	ret = hello(c, opts);
-	if (ret) {
-		connect_fail(ret, "%s", rdax_conn_last_error(c));
+	if (scheme == URL_RDMA && opts && opts->tls_cert_dir) {
+		ret =
+		    connect_fail(-EINVAL, "rdma:// has no TLS: a certificate cannot be used (a PSK "
+					  "signs the connection request)");
 		goto err_delete;
 	}
+	if ((ret = opts_copy(opts, &c->opts))) {
+		connect_fail(ret, "%s", strerror(-ret));
+		goto err_delete;
+	}
+	c->resume_ms = c->opts->resume_ms;
+	c->budget.limit = c->resume_ms ? c->opts->write_hold : 0;
+	/* the first that answers, in the order given; a resume starts from it */
+	for (unsigned i = 0; i < c->nurls; i++) {
+		if (i > 0) {
+			conn_transport_close(c);
+			tls_client_delete(&c->tls_creds);
+			c->broken = 0;
+		}
+		ret = connect_one(c, &c->urls[i], c->opts);
+		if (ret == 0) {
+			c->cur = i;
+			break;
+		}
+		if (ret == -RDAX_E_ACCESS || ret == -RDAX_E_VERSION || ret == -ENOMEM)
+			break;
+	}
+	if (ret)
+		goto err_delete;
 	*connp = c;
 	return 0;
 
@@ -330,6 +461,16 @@ const char *rdax_conn_primary_url(const struct rdax_conn *conn)
 	return conn ? conn->primary_url : "";
 }
 
+unsigned rdax_conn_resumes(const struct rdax_conn *conn)
+{
+	return conn ? conn->resumes : 0;
+}
+
+const char *rdax_conn_url(const struct rdax_conn *conn)
+{
+	return conn ? conn->url_now : "";
+}
+
 uint64_t rdax_conn_incarnation(const struct rdax_conn *conn)
 {
 	return conn ? conn->incarnation : 0;
@@ -359,18 +500,31 @@ int rdax_conn_namespace_get(const struct rdax_conn *conn, unsigned index,
 /* --- control requests --------------------------------------------------- */
 
 /*
- * control -- send @msg as a request of @type and wait for its reply; on
- * success *replyp is the unpacked reply (free with protobuf_c_message_free_unpacked).
+ * control_on -- send @msg as a request of @type and wait for its reply; on
+ * success *replyp is the unpacked reply (free with
+ * protobuf_c_message_free_unpacked). On a resuming connection @how says
+ * what a lost connection does to it (conn.h); a request sent again is
+ * packed anew with @vol's new handle written into *@handle (may be NULL).
  */
-static int control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *msg,
-		   ProtobufCMessage **replyp)
+static int control_on(struct rdax_conn *c, uint16_t type, ProtobufCMessage *msg,
+		      enum conn_ctl_resume how, struct rdax_volume *vol, uint32_t *handle,
+		      ProtobufCMessage **replyp)
 {
 	if (c->broken)
 		return conn_set_error(c, c->broken, "%s", c->broken_msg);
-	struct conn_op *op = NULL; /* set by data_op() on success */
+	if (vol && vol->gone)
+		return conn_set_error(c, vol->gone,
+				      "volume \"%s\" could not be opened again after the "
+				      "connection was lost",
+				      vol->name);
+	struct conn_op *op = NULL; /* set by conn_op_new_control() on success */
 	int ret = conn_op_new_control(c, type, msg, &op);
 	if (ret)
 		return ret;
+	op->ctl_resume = how;
+	op->ctl_msg = msg;
+	op->ctl_handle = handle;
+	op->vol = vol;
 	conn_op_submit(c, op);
 	ret = conn_op_wait(c, op);
 	if (!ret && replyp) {
@@ -379,6 +533,20 @@ static int control(struct rdax_conn *c, uint16_t type, const ProtobufCMessage *m
 	}
 	conn_op_free(op);
 	return ret;
+}
+
+/* control -- control_on for a request that a lost connection fails (not idempotent) */
+static int control(struct rdax_conn *c, uint16_t type, ProtobufCMessage *msg,
+		   ProtobufCMessage **replyp)
+{
+	return control_on(c, type, msg, CTL_FAIL, NULL, NULL, replyp);
+}
+
+/* control_again -- control_on for an idempotent request without a handle: sent again */
+static int control_again(struct rdax_conn *c, uint16_t type, ProtobufCMessage *msg,
+			 ProtobufCMessage **replyp)
+{
+	return control_on(c, type, msg, CTL_RESEND, NULL, NULL, replyp);
 }
 
 /* name_check -- a volume name argument: non-NULL and non-empty */
@@ -504,7 +672,7 @@ int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **l
 		return conn_set_error(conn, -EINVAL, "rdax_namespace_list: NULL result pointer");
 	Rdax__NamespaceListRequest req = RDAX__NAMESPACE_LIST_REQUEST__INIT;
 	ProtobufCMessage *msg = NULL;
-	int ret = control(conn, FRAME_NAMESPACE_LIST, &req.base, &msg);
+	int ret = control_again(conn, FRAME_NAMESPACE_LIST, &req.base, &msg);
 	if (ret)
 		return ret;
 	const Rdax__NamespaceListReply *r = (const Rdax__NamespaceListReply *)msg;
@@ -569,7 +737,7 @@ int rdax_volume_list(struct rdax_conn *conn, struct rdax_volume_info **infosp, s
 		return conn_set_error(conn, -EINVAL, "rdax_volume_list: NULL result pointer");
 	Rdax__VolumeListRequest req = RDAX__VOLUME_LIST_REQUEST__INIT;
 	ProtobufCMessage *msg = NULL;
-	int ret = control(conn, FRAME_VOLUME_LIST, &req.base, &msg);
+	int ret = control_again(conn, FRAME_VOLUME_LIST, &req.base, &msg);
 	if (ret)
 		return ret;
 	const Rdax__VolumeListReply *r = (const Rdax__VolumeListReply *)msg;
@@ -596,7 +764,7 @@ int rdax_volume_info(struct rdax_conn *conn, const char *name, struct rdax_volum
 	Rdax__VolumeInfoRequest req = RDAX__VOLUME_INFO_REQUEST__INIT;
 	req.name = (char *)name;
 	ProtobufCMessage *msg = NULL;
-	ret = control(conn, FRAME_VOLUME_INFO, &req.base, &msg);
+	ret = control_again(conn, FRAME_VOLUME_INFO, &req.base, &msg);
 	if (ret)
 		return ret;
 	const Rdax__VolumeInfoReply *r = (const Rdax__VolumeInfoReply *)msg;
@@ -623,6 +791,34 @@ void rdax_volume_info_free(struct rdax_volume_info **infosp)
 }
 
 /*
+ * open_reply_take -- what a VOLUME_OPEN reply says about @v: handle, size,
+ * window (rdma://), epoch and verifier. 0 or -RDAX_E_PROTOCOL.
+ */
+static int open_reply_take(struct rdax_conn *conn, struct rdax_volume *v,
+			   const Rdax__VolumeOpenReply *r)
+{
+	if (!r->has_handle || !r->has_size)
+		return conn_set_error(conn, -RDAX_E_PROTOCOL,
+				      "%s sent a volume-open reply without handle or size",
+				      conn->peer);
+	v->handle = r->handle;
+	v->size = r->size;
+	v->direct = false;
+	if (conn->rdma && r->has_remote_addr && r->has_rkey && r->has_imm_volume_id) {
+		/* rdma://: writes and reads go one-sided through the volume's window */
+		v->direct = true;
+		v->remote_addr = r->remote_addr;
+		v->rkey = r->rkey;
+		v->imm_base = r->imm_volume_id;
+	}
+	if (r->has_epoch && r->epoch > v->epoch)
+		v->epoch = r->epoch;
+	/* a server that sends no verifier: its incarnation (HELLO), else nothing to compare */
+	v->verifier = r->has_verifier ? r->verifier : conn->incarnation;
+	return 0;
+}
+
+/*
  * volume_open -- rdax_volume_open, as a replica link when @replica is set
  * (conn_volume_open_replica)
  */
@@ -639,6 +835,7 @@ static int volume_open(struct rdax_conn *conn, const char *name, Rdax__ReplicaOp
 	struct rdax_volume *v = calloc(1, sizeof(*v));
 	if (!v)
 		return conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	held_init(&v->held);
 	v->name = strdup(name);
 	if (!v->name) {
 		ret = conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
@@ -648,29 +845,21 @@ static int volume_open(struct rdax_conn *conn, const char *name, Rdax__ReplicaOp
 	req.name = (char *)name;
 	req.replica = replica;
 	ProtobufCMessage *msg = NULL;
-	ret = control(conn, FRAME_VOLUME_OPEN, &req.base, &msg);
+	/* an ordinary open is sent again after a reconnect (and follows the primary) */
+	ret = control_on(conn, FRAME_VOLUME_OPEN, &req.base, replica ? CTL_FAIL : CTL_RESEND, NULL,
+			 NULL, &msg);
 	if (ret)
 		goto err_free_name;
-	const Rdax__VolumeOpenReply *r = (const Rdax__VolumeOpenReply *)msg;
-	if (!r->has_handle || !r->has_size) {
-		ret = conn_set_error(conn, -RDAX_E_PROTOCOL,
-				     "%s sent a volume-open reply without handle or size",
-				     conn->peer);
-		protobuf_c_message_free_unpacked(msg, NULL);
-		goto err_free_name;
-	}
 	v->conn = conn;
-	v->handle = r->handle;
-	v->size = r->size;
-	if (conn->rdma && r->has_remote_addr && r->has_rkey && r->has_imm_volume_id) {
-		/* rdma://: writes and reads go one-sided through the volume's window */
-		v->direct = true;
-		v->remote_addr = r->remote_addr;
-		v->rkey = r->rkey;
-		v->imm_base = r->imm_volume_id;
-	}
+	ret = open_reply_take(conn, v, (const Rdax__VolumeOpenReply *)msg);
 	protobuf_c_message_free_unpacked(msg, NULL);
+	if (ret)
+		goto err_free_name;
 	conn->nvolumes++;
+	v->next = conn->volumes;
+	if (conn->volumes)
+		conn->volumes->prev = v;
+	conn->volumes = v;
 	*volp = v;
 	return 0;
 
@@ -678,6 +867,33 @@ err_free_name:
 	free(v->name);
 err_free_vol:
 	free(v);
+	return ret;
+}
+
+int conn_volume_reopen(struct rdax_conn *c, struct rdax_volume *v)
+{
+	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
+	req.name = v->name;
+	ProtobufCMessage *msg = NULL;
+	int ret = control(c, FRAME_VOLUME_OPEN, &req.base, &msg);
+	if (ret)
+		return ret;
+	const Rdax__VolumeOpenReply *r = (const Rdax__VolumeOpenReply *)msg;
+	uint64_t size = v->size;
+	if (r->has_epoch && r->epoch < v->epoch)
+		ret = conn_set_error(c, -RDAX_E_NOT_PRIMARY,
+				     "%s serves volume \"%s\" at epoch %" PRIu64
+				     ", older than the %" PRIu64
+				     " seen: a node a failover left behind",
+				     c->peer, v->name, r->epoch, v->epoch);
+	else if (r->has_size && r->size != size)
+		ret = conn_set_error(c, -ESTALE,
+				     "volume \"%s\" is %" PRIu64 " bytes on %s, was %" PRIu64
+				     ": not the volume that was open",
+				     v->name, r->size, c->peer, size);
+	else
+		ret = open_reply_take(c, v, r);
+	protobuf_c_message_free_unpacked(msg, NULL);
 	return ret;
 }
 
@@ -733,16 +949,24 @@ int rdax_volume_close(struct rdax_volume **volp)
 				      "close %s: %u asynchronous operation(s) not yet completed",
 				      v->name, v->ops_active);
 	int ret = 0;
-	if (!c->broken) {
+	if (!c->broken && !c->lost && !v->gone) {
 		Rdax__VolumeCloseRequest req = RDAX__VOLUME_CLOSE_REQUEST__INIT;
 		req.handle = v->handle;
 		ProtobufCMessage *reply = NULL;
-		ret = control(c, FRAME_VOLUME_CLOSE, &req.base, &reply);
+		ret = control_on(c, FRAME_VOLUME_CLOSE, &req.base, CTL_DONE_ON_LOSS, v, &req.handle,
+				 &reply);
 		if (reply)
 			protobuf_c_message_free_unpacked(reply, NULL);
 	}
-	/* on a broken connection the server has closed the handle already */
+	/* on a broken or lost connection the server has closed the handle already */
 	c->nvolumes--;
+	if (v->prev)
+		v->prev->next = v->next;
+	else
+		c->volumes = v->next;
+	if (v->next)
+		v->next->prev = v->prev;
+	held_clear(&v->held, &c->budget);
 	free(v->name);
 	free(v);
 	*volp = NULL;
@@ -752,6 +976,11 @@ int rdax_volume_close(struct rdax_volume **volp)
 uint64_t rdax_volume_size(const struct rdax_volume *vol)
 {
 	return vol ? vol->size : 0;
+}
+
+uint64_t rdax_volume_epoch(const struct rdax_volume *vol)
+{
+	return vol ? vol->epoch : 0;
 }
 
 const char *rdax_volume_name(const struct rdax_volume *vol)
@@ -811,6 +1040,11 @@ static int data_op(struct rdax_volume *v, enum conn_op_kind kind, uint64_t offse
 		return ret;
 	if (c->broken)
 		return conn_set_error(c, c->broken, "%s", c->broken_msg);
+	if (v->gone)
+		return conn_set_error(c, v->gone,
+				      "volume \"%s\" could not be opened again after the "
+				      "connection was lost",
+				      v->name);
 	struct conn_op *op = conn_op_new(kind);
 	if (!op)
 		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
@@ -881,7 +1115,7 @@ int rdax_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length)
 	req.offset = offset;
 	req.length = length;
 	ProtobufCMessage *reply = NULL;
-	ret = control(c, FRAME_DISCARD, &req.base, &reply);
+	ret = control_on(c, FRAME_DISCARD, &req.base, CTL_RESEND, vol, &req.handle, &reply);
 	if (reply)
 		protobuf_c_message_free_unpacked(reply, NULL);
 	return ret;
@@ -897,7 +1131,7 @@ int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st)
 	Rdax__StatRequest req = RDAX__STAT_REQUEST__INIT;
 	req.handle = vol->handle;
 	ProtobufCMessage *msg = NULL;
-	int ret = control(c, FRAME_STAT, &req.base, &msg);
+	int ret = control_on(c, FRAME_STAT, &req.base, CTL_RESEND, vol, &req.handle, &msg);
 	if (ret)
 		return ret;
 	const Rdax__StatReply *r = (const Rdax__StatReply *)msg;

@@ -38,6 +38,18 @@
 #define CHUNKS	     4
 #define COOKIE_FSYNC UINT64_MAX
 
+/*
+ * Resuming (docs/librdax.md): a lost connection is resumed for this long by
+ * default, and the library keeps copies of up to WRITE_HOLD bytes of writes
+ * not yet covered by an fsync, to send them again if the server lost them.
+ * write --fsync fsyncs every FSYNC_EVERY bytes, so what it holds stays
+ * within the budget (FSYNC_EVERY + the CHUNKS in flight + the fsync's own
+ * window) and a stream of any length survives a restart.
+ */
+#define RESUME_DEFAULT_S 30
+#define WRITE_HOLD	 (64ULL << 20)
+#define FSYNC_EVERY	 (16ULL << 20)
+
 struct ctx {
 	const char *server;
 	bool server_given;		 /* --server or $RDAX_SERVER */
@@ -48,6 +60,7 @@ struct ctx {
 	const char *tls_psk_file;
 	const char *tls_username;
 	int timeout_ms;
+	int resume_ms; /* --resume */
 	struct rdax_conn *conn;
 	char what[320]; /* "write vol1": what failure messages name */
 };
@@ -152,6 +165,8 @@ static int connect_server(struct ctx *ctx)
 	rdax_conn_opts_set_client_name(opts, "rdax");
 	if (ctx->timeout_ms)
 		rdax_conn_opts_set_timeout(opts, ctx->timeout_ms);
+	rdax_conn_opts_set_resume(opts, ctx->resume_ms);
+	rdax_conn_opts_set_write_hold(opts, WRITE_HOLD);
 	ret = rdax_connect(ctx->server, opts, &ctx->conn);
 	rdax_conn_opts_delete(&opts);
 	if (ret) {
@@ -497,7 +512,7 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 			goto out_free;
 		}
 	}
-	uint64_t total = 0;
+	uint64_t total = 0, synced = 0; /* bytes written, and covered by an fsync sent */
 	bool eof = false, single = false, fsync_sent = false;
 	while (!eof || rdax_inflight(ctx->conn) > 0) {
 		for (unsigned i = 0; i < CHUNKS && !eof; i++) {
@@ -528,6 +543,19 @@ static int stream_write(struct ctx *ctx, struct rdax_volume *vol, uint64_t offse
 			}
 			busy[i] = true;
 			total += (uint64_t)n;
+			if (durable && !eof && total - synced >= FSYNC_EVERY && !rc) {
+				/*
+				 * an fsync of what went since the last one, behind it:
+				 * the writes it covers need not be held any more
+				 */
+				if ((ret = rdax_submit_fsync(vol, offset + synced, total - synced,
+							     0, COOKIE_FSYNC))) {
+					rc = fail(ctx, ret);
+					eof = true;
+					break;
+				}
+				synced = total;
+			}
 		}
 		if (eof && durable && !single && total > 0 && !fsync_sent && !rc) {
 			/* right behind the last write: the server handles them in order */
@@ -1116,7 +1144,7 @@ static const struct command commands[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: rdax [--server URL] [--token-file PATH] [--tls-certificates DIR] "
-		   "[--tls-psk FILE [--tls-username NAME]] [--timeout SECONDS] "
+		   "[--tls-psk FILE [--tls-username NAME]] [--timeout SECONDS] [--resume SECONDS] "
 		   "[--cluster URL] COMMAND [ARGS]\n\ncommands:\n");
 	for (unsigned i = 0; i < NCOMMANDS; i++)
 		fprintf(f, "  %s%s%s\n", commands[i].name, commands[i].usage[0] ? " " : "",
@@ -1138,6 +1166,10 @@ static void usage(FILE *f)
 		"  --tls-username NAME the PSK user (default: the file's first)\n"
 		"  --timeout SECONDS   give up when the server is silent this long (default:\n"
 		"                      wait)\n"
+		"  --resume SECONDS    when the connection is lost (the server restarted, a\n"
+		"                      node failed over), reconnect and go on for up to this\n"
+		"                      long (default: %d; 0: fail at once). --server may\n"
+		"                      name several nodes: URL,URL,...\n"
 		"  --cluster etcd://HOST:PORT[,...]  the cluster's etcd (default:\n"
 		"                      $RDAX_CLUSTER): cluster commands below\n"
 		"  --cluster-name NAME the cluster's name in etcd (default: $RDAX_CLUSTER_NAME,\n"
@@ -1145,7 +1177,7 @@ static void usage(FILE *f)
 		"  -h, --help          this text; 'rdax help COMMAND' for one command\n"
 		"\nSizes and offsets: bytes, or with a binary suffix K, M, G, T (1K = 1024).\n"
 		"Exit status: 0 success, 1 failure, 2 usage error.\n",
-		RDAX_DEFAULT_URL);
+		RDAX_DEFAULT_URL, RESUME_DEFAULT_S);
 	rdax_cluster_usage(f);
 }
 
@@ -1315,12 +1347,13 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 	return cmd->run(ctx, args, nargs);
 }
 
-/* parse_timeout -- --timeout SECONDS: whole seconds into *ms; 0 or EXIT_USAGE */
-static int parse_timeout(const char *v, int *ms)
+/* parse_timeout -- --timeout (or --resume) SECONDS: whole seconds into *ms; 0 or EXIT_USAGE */
+static int parse_timeout(const char *opt, const char *v, int *ms)
 {
 	uint64_t s;
-	if (strspn(v, "0123456789") != strlen(v) || size_parse(v, &s) || s > INT32_MAX / 1000) {
-		fail_msg("bad --timeout '%s' (whole seconds)", v);
+	if (!v[0] || strspn(v, "0123456789") != strlen(v) || size_parse(v, &s) ||
+	    s > INT32_MAX / 1000) {
+		fail_msg("bad %s '%s' (whole seconds)", opt, v);
 		return EXIT_USAGE;
 	}
 	*ms = (int)s * 1000;
@@ -1330,7 +1363,9 @@ static int parse_timeout(const char *v, int *ms)
 /* main -- global options, then the command (see usage) */
 int main(int argc, char **argv)
 {
-	struct ctx ctx = {.server = getenv("RDAX_SERVER"), .token_file = getenv("RDAX_TOKEN_FILE")};
+	struct ctx ctx = {.server = getenv("RDAX_SERVER"),
+			  .token_file = getenv("RDAX_TOKEN_FILE"),
+			  .resume_ms = RESUME_DEFAULT_S * 1000};
 	ctx.server_given = ctx.server && ctx.server[0];
 	if (!ctx.server || !ctx.server[0])
 		ctx.server = RDAX_DEFAULT_URL;
@@ -1348,6 +1383,7 @@ int main(int argc, char **argv)
 	    {"tls-psk", required_argument, NULL, 'P'},
 	    {"tls-username", required_argument, NULL, 'U'},
 	    {"timeout", required_argument, NULL, 'T'},
+	    {"resume", required_argument, NULL, 'R'},
 	    {"cluster", required_argument, NULL, 'C'},
 	    {"cluster-name", required_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
@@ -1384,7 +1420,11 @@ int main(int argc, char **argv)
 			ctx.tls_username = optarg;
 			break;
 		case 'T':
-			if (parse_timeout(optarg, &ctx.timeout_ms))
+			if (parse_timeout("--timeout", optarg, &ctx.timeout_ms))
+				return EXIT_USAGE;
+			break;
+		case 'R':
+			if (parse_timeout("--resume", optarg, &ctx.resume_ms))
 				return EXIT_USAGE;
 			break;
 		case ':':

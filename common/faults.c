@@ -48,6 +48,7 @@ static const struct {
 	{ "acl-ignore", &rdax_faults.acl_ignore },
 	{ "rdma-auth-no-replay-check", &rdax_faults.rdma_auth_no_replay_check },
 	{ "leak-per-request", &rdax_faults.leak_per_request },
+	{ "client-no-verifier", &rdax_faults.client_no_verifier },
 	{ "powercut-keep-mapping", &rdax_faults.powercut_keep_mapping },
 };
 

@@ -108,6 +108,12 @@ struct rdax_faults {
 	 */
 	bool leak_per_request;
 	/*
+	 * librdax: an fsync does not compare the server's verifier with the
+	 * writes it covers (a write lost by a restart goes unnoticed: the fsync
+	 * succeeds); the resume test's control must see the silent loss
+	 */
+	bool client_no_verifier;
+	/*
 	 * ns_power_cut: keep the private mapping (its unwritten stores survive
 	 * the "cut"); volumes and metadata are still dropped and reloaded
 	 */

@@ -137,6 +137,36 @@ int rdax_conn_opts_set_client_name(struct rdax_conn_opts *opts, const char *name
 int rdax_conn_opts_set_timeout(struct rdax_conn_opts *opts, int timeout_ms);
 
 /*
+ * rdax_conn_opts_set_resume -- a connection that survives the loss of its
+ * stream (docs/librdax.md, "Resuming"): when the server closes or resets it,
+ * stays silent past the timeout, or answers that it is no longer the
+ * volume's primary (-RDAX_E_NOT_PRIMARY, with the primary's address), the
+ * library reconnects -- to the named primary first, then to each address
+ * given to rdax_connect, each name resolved again, with backoff -- says
+ * HELLO, opens every open volume again and sends again what was in flight,
+ * in order. Calls block meanwhile; @timeout_ms after the loss, if no
+ * reconnect has worked, the connection breaks and every call fails with
+ * -ETIMEDOUT (rdax_conn_last_error names the loss and the last try). 0
+ * (default): no resume, a lost connection is broken at once. Writes
+ * acknowledged before the loss and not yet covered by an fsync are checked
+ * by the server's verifier: see rdax_conn_opts_set_write_hold.
+ * A silent server is noticed only with rdax_conn_opts_set_timeout.
+ * Returns 0, -EINVAL (NULL, < 0).
+ */
+int rdax_conn_opts_set_resume(struct rdax_conn_opts *opts, int timeout_ms);
+
+/*
+ * rdax_conn_opts_set_write_hold -- with resume: how many bytes of plain
+ * writes (acknowledged, not yet covered by an fsync) the connection keeps a
+ * copy of, over all its volumes, to send them again if the server lost them
+ * (its verifier changed: a restart, a power cut, a failover). A write over
+ * the budget is remembered without its data: an fsync that covers it after
+ * such a loss fails with -EIO instead of succeeding. Default 0 (no copies).
+ * Returns 0, -EINVAL (NULL).
+ */
+int rdax_conn_opts_set_write_hold(struct rdax_conn_opts *opts, uint64_t bytes);
+
+/*
  * rdax_conn_opts_set_queue_depth -- asynchronous operations that may be
  * submitted and not yet reaped (also the most requests the library keeps in
  * flight). Returns 0, -EINVAL (NULL, 0, > RDAX_MAX_QUEUE_DEPTH).
@@ -183,6 +213,9 @@ int rdax_conn_opts_set_tls_psk(struct rdax_conn_opts *opts, const char *path, co
  * rdax_connect -- connect to the rdaxd at @url and say HELLO.
  * @url: "tcp://HOST[:PORT]" -- HOST a name, an IPv4 address or an IPv6
  * address in brackets ("tcp://[::1]:7470"); PORT defaults to 7470.
+ * Several addresses of one scheme separated by commas (the nodes of a
+ * cluster, at most 16): the first that answers is used, and a resuming
+ * connection (rdax_conn_opts_set_resume) goes on to the others.
  * "rdma://HOST[:PORT]": the same over RDMA (an RC queue pair through
  * librdmacm; HOST an address of an RDMA device): writes and reads are then
  * one-sided RDMA operations, everything else the same requests as over TCP
@@ -244,6 +277,12 @@ const char *rdax_conn_server_version(const struct rdax_conn *conn);
  * refused or the node did not know. Valid until the next call on @conn.
  */
 const char *rdax_conn_primary_url(const struct rdax_conn *conn);
+
+/* rdax_conn_resumes -- how many times the connection resumed after a loss (0 without resume) */
+unsigned rdax_conn_resumes(const struct rdax_conn *conn);
+
+/* rdax_conn_url -- the address (one of rdax_connect's list, or a primary followed) in use */
+const char *rdax_conn_url(const struct rdax_conn *conn);
 
 /*
  * rdax_conn_incarnation -- which life of the server answered HELLO: a
@@ -377,6 +416,13 @@ int rdax_volume_close(struct rdax_volume **volp);
 
 /* rdax_volume_size -- its size in bytes (from the open reply) */
 uint64_t rdax_volume_size(const struct rdax_volume *vol);
+
+/*
+ * rdax_volume_epoch -- a cluster volume: the epoch of the node serving it on
+ * this connection, as its open reply said (after a resume, the new node's);
+ * 0 for a volume of a single rdaxd
+ */
+uint64_t rdax_volume_epoch(const struct rdax_volume *vol);
 
 /* rdax_volume_name -- its name */
 const char *rdax_volume_name(const struct rdax_volume *vol);

@@ -659,10 +659,13 @@ static void tend(struct cluster *c, struct primary *p)
 	}
 }
 
-/* prim_of -- this node's primary entry of volume @name, or NULL */
+/*
+ * prim_of -- this node's newest primary entry of volume @name, or NULL (a
+ * node deposed and then primary again has an older, deposed entry too)
+ */
 static struct primary *prim_of(struct cluster *c, const char *name)
 {
-	for (unsigned i = 0; i < c->nprim; i++)
+	for (unsigned i = c->nprim; i-- > 0;)
 		if (strcmp(c->prim[i].name, name) == 0)
 			return &c->prim[i];
 	return NULL;
@@ -683,11 +686,17 @@ static void another_primary(struct cluster *c, const struct cluster_volume_rec *
 		if (!p->deposed) {
 			p->deposed = true;
 			cluster_gate_serve(p->g, 0);
+			repl_registry_retire(p->g->v); /* a replica now, fenced at the others */
 			LOG_WARN("volume %s: %s is its primary at epoch %" PRIu64
 				 ": this node serves it no more",
 				 v->name, v->primary, v->epoch);
+			return;
 		}
-		return; /* a node deposed while running does not take it back (docs/cluster.md) */
+		/*
+		 * deposed before: a replica like any other now -- in the ISR again once
+		 * the new primary resynced it -- so it may take over again below (else
+		 * after two failovers that depose running nodes nobody could)
+		 */
 	}
 	bool in_isr = cluster_name_in(v->isr, v->nisr, c->node);
 	if (!in_isr && !rdax_faults.failover_any_replica)
@@ -931,6 +940,7 @@ static void timers(struct cluster *c)
 				if (!c->prim[i].deposed) {
 					c->prim[i].deposed = true;
 					cluster_gate_serve(c->prim[i].g, 0);
+					repl_registry_retire(c->prim[i].g->v);
 				}
 			ret = join(c);
 		}

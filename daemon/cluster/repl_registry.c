@@ -3,11 +3,13 @@
 #include "repl_registry.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 static struct {
 	const struct volume *v;
 	struct repl_volume *rv;
+	bool retired; /* read with acquire: the node was deposed (repl_registry_retire) */
 } entries[REPL_REGISTRY_MAX];
 static unsigned count; /* entries published; read with acquire */
 
@@ -15,9 +17,17 @@ struct repl_volume *repl_registry_get(const struct volume *v)
 {
 	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < n; i++)
-		if (entries[i].v == v)
+		if (entries[i].v == v && !__atomic_load_n(&entries[i].retired, __ATOMIC_ACQUIRE))
 			return entries[i].rv;
 	return NULL;
+}
+
+void repl_registry_retire(const struct volume *v)
+{
+	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		if (entries[i].v == v)
+			__atomic_store_n(&entries[i].retired, true, __ATOMIC_RELEASE);
 }
 
 int repl_registry_put(const struct volume *v, struct repl_volume *rv)
@@ -36,7 +46,8 @@ void repl_registry_each(void (*fn)(void *arg, const char *volume, struct repl_vo
 {
 	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < n; i++)
-		fn(arg, entries[i].v->name, entries[i].rv);
+		if (!__atomic_load_n(&entries[i].retired, __ATOMIC_ACQUIRE))
+			fn(arg, entries[i].v->name, entries[i].rv);
 }
 
 void repl_registry_clear(void (*fn)(struct repl_volume *rv))

@@ -5,7 +5,11 @@
  * The protocol layer asks, on every write and fsync, whether the volume it
  * touches is replicated from here (repl_volume.h); the cluster thread adds
  * a volume when this node becomes its primary. Entries stay until the
- * daemon stops (a lost primaryship is failover, docs/cluster.md).
+ * daemon stops (a lost primaryship is failover, docs/cluster.md), but a
+ * deposed primary's entry is retired: its copy is then an ordinary replica,
+ * whose writes and fsyncs from the new primary must not go through the old
+ * replication (whose members it can no longer remove: they would wait for
+ * ever, and the new primary's resync of this node with them).
  *
  * Thread safety: repl_registry_get() and repl_registry_each() from any thread, lock-free (one load
  * per entry); repl_registry_put() from the cluster thread only.
@@ -23,6 +27,13 @@ struct repl_volume *repl_registry_get(const struct volume *v);
 
 /* repl_registry_put -- @v is replicated through @rv from now on; 0 or -ENOSPC */
 int repl_registry_put(const struct volume *v, struct repl_volume *rv);
+
+/*
+ * repl_registry_retire -- this node was deposed as @v's primary: lookups of
+ * @v find nothing from now on (the replication object stays allocated for
+ * callers that still hold it). Context: cluster thread.
+ */
+void repl_registry_retire(const struct volume *v);
 
 /*
  * repl_registry_each -- @fn(@arg, volume name, its replication) for every

@@ -27,6 +27,7 @@
 #include "vol_ack.h"
 #include "vol_op.h"
 #include "cluster_gate.h"
+#include "verifier.h"
 #include "repl_registry.h"
 #include "xxhash.h"
 #include "write_log.h"
@@ -148,6 +149,25 @@ static void reply_ok_static(struct dispatch_reply *r)
 	pthread_once(&ok_body_once, ok_body_pack);
 	r->body = ok_body;
 	r->body_len = ok_body_len;
+	r->body_static = true;
+}
+
+/*
+ * reply_ok_verifier -- a plain write's success reply with the verifier
+ * (verifier.h): the shared success body, then field 3 as fixed64, packed
+ * by hand into @r's inline body (13 bytes, no allocation), as protobuf-c
+ * would pack a WriteReply with only status and verifier set
+ */
+static void reply_ok_verifier(struct dispatch_reply *r, uint64_t verifier)
+{
+	pthread_once(&ok_body_once, ok_body_pack);
+	uint8_t *b = r->inline_body;
+	memcpy(b, ok_body, ok_body_len);
+	b[ok_body_len] = (3 << 3) | 1; /* field 3, 64-bit */
+	for (unsigned i = 0; i < 8; i++)
+		b[ok_body_len + 1 + i] = (uint8_t)(verifier >> (8 * i));
+	r->body = b;
+	r->body_len = ok_body_len + 9;
 	r->body_static = true;
 }
 
@@ -1531,13 +1551,16 @@ void dispatch_payload_done(const struct dispatch_env *env, struct session *s,
 		return;
 	}
 	bool ack = vol_ack_write(w->v, w->offset, w->len);
+	struct session_slot *slot = session_handle_slot(s, w->hold);
+	uint64_t verifier = verifier_of(slot ? slot->gate : NULL);
 	session_handle_release(s, w->hold);
 	if (!ack) {
 		out->action = DISPATCH_DROP; /* a power cut: nothing acknowledged after it */
 		return;
 	}
-	/* a WriteReply without written_back is the status alone */
-	out_ok(out);
+	/* a WriteReply without written_back: the status and the verifier */
+	out->action = DISPATCH_REPLY;
+	reply_ok_verifier(&out->reply, verifier);
 }
 
 void dispatch_payload_abort(struct session *s, struct dispatch_write *w, uint32_t received)
@@ -1665,6 +1688,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 		rep.has_epoch = 1;
 		rep.epoch = atomic_load(&g->epoch);
 	}
+	rep.has_verifier = 1;
+	rep.verifier = verifier_of(g);
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
 		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, g, epoch, &d);
@@ -1734,8 +1759,13 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		free(j);
 		return;
 	}
-	if (j->hold)
+	uint64_t verifier = 0;
+	if (j->hold) {
+		/* what a WRITE or FSYNC reply carries, while the handle is still held */
+		struct session_slot *slot = session_handle_slot(s, j->hold);
+		verifier = verifier_of(slot ? slot->gate : NULL);
 		session_handle_release(s, j->hold);
+	}
 
 	if (j->pub.op.code)
 		op_message(j);
@@ -1770,6 +1800,8 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		rep.status = &st;
 		rep.has_written_back = 1;
 		rep.written_back = j->pub.op.written_back;
+		rep.has_verifier = verifier != 0;
+		rep.verifier = verifier;
 		out_reply(out, &rep.base);
 		break;
 	}
@@ -1779,6 +1811,8 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 		rep.status = &st;
 		rep.has_written_back = 1;
 		rep.written_back = j->pub.op.written_back;
+		rep.has_verifier = verifier != 0;
+		rep.verifier = verifier;
 		out_reply(out, &rep.base);
 		break;
 	}

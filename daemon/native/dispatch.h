@@ -128,6 +128,12 @@ struct dispatch_reply {
 	 * Transports only read body and release replies, so they need not care.
 	 */
 	bool body_static;
+	/*
+	 * a small body packed per reply (a plain write's status and verifier):
+	 * body points here, body_static is set; a transport that copies the
+	 * structure points body at its copy's inline_body
+	 */
+	uint8_t inline_body[16];
 };
 
 enum dispatch_action {

@@ -155,6 +155,8 @@ static void queue_reply(struct native_conn *nc, struct dispatch_reply *r)
 	};
 	frame_header_encode(&h, nr->hdr);
 	nr->r = *r;
+	if (r->body == r->inline_body)
+		nr->r.body = nr->r.inline_body;
 	memset(r, 0, sizeof(*r));
 	stream_out_set(&nr->out, nr->hdr, FRAME_HEADER_SIZE, nr->r.body, nr->r.body_len,
 		       nr->r.payload, nr->r.payload_len);

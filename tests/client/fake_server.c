@@ -127,6 +127,24 @@ static uint32_t range_err(struct fake_server *fs, uint64_t off, uint64_t len, ch
 	return 0;
 }
 
+/* verifier -- what this connection's replies carry (0: none) */
+static uint64_t verifier(const struct fake_server *fs)
+{
+	if (!fs->cfg.verifier)
+		return 0;
+	return fs->cfg.verifier + (fs->cfg.verifier_per_conn ? fs->conns : 0);
+}
+
+/* make_durable -- an fsync: everything written so far survives a lose_unsynced end */
+static void make_durable(struct fake_server *fs)
+{
+	if (!fs->durable)
+		return;
+	pthread_mutex_lock(&fs->lock);
+	memcpy(fs->durable, fs->vol, fs->cfg.volume_size);
+	pthread_mutex_unlock(&fs->lock);
+}
+
 /*
  * serve -- one connection: read a frame, answer it (now or later), repeat.
  * Returns when the client closes or a knob says to close.
@@ -144,7 +162,7 @@ static void serve(struct fake_server *fs, int fd)
 		frame_header_decode(hb, &h);
 		n++;
 		struct fake_req lr = {.type = h.type, .id = h.request_id};
-		if (fs->cfg.close_at == n) {
+		if (fs->cfg.close_at == n && (!fs->cfg.close_first_only || fs->conns == 1)) {
 			log_req(fs, &lr);
 			break;
 		}
@@ -243,10 +261,18 @@ static void serve(struct fake_server *fs, int fd)
 			Rdax__Status st = RDAX__STATUS__INIT;
 			Rdax__VolumeOpenReply rep = RDAX__VOLUME_OPEN_REPLY__INIT;
 			rep.status = &st;
-			if (strcmp(r->name, "vol") == 0) {
+			if (fs->cfg.not_primary) {
+				st.code = RDAX_E_NOT_PRIMARY;
+				st.message = "not the primary: test";
+				st.primary_url = (char *)fs->cfg.not_primary;
+				st.has_epoch = true;
+				st.epoch = 2;
+			} else if (strcmp(r->name, "vol") == 0) {
 				rep.has_handle = rep.has_size = true;
 				rep.handle = FAKE_HANDLE;
 				rep.size = fs->cfg.volume_size;
+				rep.has_verifier = verifier(fs) != 0;
+				rep.verifier = verifier(fs);
 			} else {
 				st.code = ENOENT;
 				snprintf(msg, sizeof(msg), "no volume named '%s'", r->name);
@@ -332,7 +358,10 @@ static void serve(struct fake_server *fs, int fd)
 				if (durable) {
 					rep.has_written_back = true;
 					rep.written_back = h.payload_len;
+					make_durable(fs);
 				}
+				rep.has_verifier = verifier(fs) != 0;
+				rep.verifier = verifier(fs);
 			}
 			held_reply = durable && fs->cfg.hold_fsync;
 			put_frame(held_reply ? &held : &out, h.type | FRAME_REPLY, h.request_id,
@@ -377,6 +406,9 @@ static void serve(struct fake_server *fs, int fd)
 			rep.has_written_back = true;
 			rep.written_back = fs->dirty;
 			fs->dirty = 0;
+			make_durable(fs);
+			rep.has_verifier = verifier(fs) != 0;
+			rep.verifier = verifier(fs);
 			held_reply = fs->cfg.hold_fsync;
 			put_frame(held_reply ? &held : &out, h.type | FRAME_REPLY, h.request_id,
 				  &rep.base, NULL, 0);
@@ -440,9 +472,15 @@ static void *server_thread(void *arg)
 		int one = 1; /* replies go one by one: no waiting for ACKs (Nagle) */
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		__atomic_store_n(&fs->conn_fd, fd, __ATOMIC_SEQ_CST);
+		fs->conns++;
 		serve(fs, fd);
 		__atomic_store_n(&fs->conn_fd, -1, __ATOMIC_SEQ_CST);
 		close(fd);
+		if (fs->durable) { /* a power cut: what no fsync covered is gone */
+			pthread_mutex_lock(&fs->lock);
+			memcpy(fs->vol, fs->durable, fs->cfg.volume_size);
+			pthread_mutex_unlock(&fs->lock);
+		}
 	}
 	return NULL;
 }
@@ -458,6 +496,8 @@ int fake_server_start(const struct fake_cfg *cfg, struct fake_server **out)
 	if (!fs->cfg.volume_size)
 		fs->cfg.volume_size = 4U << 20;
 	fs->vol = calloc(1, fs->cfg.volume_size);
+	if (fs->cfg.lose_unsynced && !(fs->durable = calloc(1, fs->cfg.volume_size)))
+		abort();
 	fs->conn_fd = -1;
 	pthread_mutex_init(&fs->lock, NULL);
 	fs->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -485,6 +525,7 @@ void fake_server_stop(struct fake_server **fsp)
 	close(fs->listen_fd);
 	pthread_mutex_destroy(&fs->lock);
 	free(fs->vol);
+	free(fs->durable);
 	free(fs);
 	*fsp = NULL;
 }

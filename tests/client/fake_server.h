@@ -34,6 +34,12 @@ struct fake_cfg {
 	unsigned frame_error_at;  /* answer request n with a type-0 error reply, then close */
 	unsigned short_read_at;	  /* answer READ n with one byte less than asked */
 	unsigned nvolumes_listed; /* volume list: this many volumes "v0".."vN-1" besides "vol" */
+	/* resuming clients (test_client_resume.c) */
+	bool close_first_only;	 /* close_at applies to the first connection only */
+	uint64_t verifier;	 /* WRITE, FSYNC and VOLUME_OPEN replies carry it (0: none) ... */
+	bool verifier_per_conn;	 /* ... plus the connection's number: each one a new "run" */
+	bool lose_unsynced;	 /* a connection's end loses what no fsync made durable */
+	const char *not_primary; /* VOLUME_OPEN: refused RDAX_E_NOT_PRIMARY naming this URL */
 };
 
 struct fake_req {
@@ -56,6 +62,8 @@ struct fake_server {
 	struct fake_req log[FAKE_LOG_MAX];
 	unsigned nlog;
 	uint8_t *vol;
+	uint8_t *durable; /* lose_unsynced: the volume as of the last fsync */
+	unsigned conns;	  /* connections accepted */
 	uint64_t dirty; /* bytes written since the last fsync (roughly) */
 	char token_seen[128];
 };

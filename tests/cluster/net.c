@@ -352,6 +352,29 @@ static int iptables_in(const struct nx_net *x, unsigned i, const char *op, const
 	return ret;
 }
 
+/* block_rule -- the rule of nx_block_*: node @i's TCP to @addr (port @port, 0: any) dropped */
+static int block_rule(struct nx_net *x, unsigned i, const char *op, const char *addr, int port)
+{
+	if (!x->isolated || !x->netfilter)
+		return -EOPNOTSUPP;
+	char dport[8];
+	snprintf(dport, sizeof(dport), "%d", port);
+	const char *const with_port[] = {"-d",	addr, "-p",   "tcp", "--dport",
+					 dport, "-j", "DROP", NULL};
+	const char *const any[] = {"-d", addr, "-j", "DROP", NULL};
+	return iptables_in(x, i, op, port ? with_port : any);
+}
+
+int nx_block_start(struct nx_net *x, unsigned i, const char *addr, int port)
+{
+	return block_rule(x, i, "-A", addr, port);
+}
+
+int nx_block_stop(struct nx_net *x, unsigned i, const char *addr, int port)
+{
+	return block_rule(x, i, "-D", addr, port);
+}
+
 int nx_delay_start(struct nx_net *x, unsigned i, unsigned ms)
 {
 	if (!x->isolated || !x->netfilter)

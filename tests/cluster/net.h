@@ -115,6 +115,13 @@ int nx_link_up(struct nx_net *x, unsigned i);
 int nx_delay_start(struct nx_net *x, unsigned i, unsigned ms);
 /* *packets (may be NULL): how many packets the delayer held */
 int nx_delay_stop(struct nx_net *x, unsigned i, uint64_t *packets);
+/*
+ * nx_block_start/stop -- node @i's packets to @addr (TCP port @port only; 0:
+ * all) are dropped: a partition of the node from that peer or service alone
+ * (from etcd only, from its replicas only) while others still reach it
+ */
+int nx_block_start(struct nx_net *x, unsigned i, const char *addr, int port);
+int nx_block_stop(struct nx_net *x, unsigned i, const char *addr, int port);
 /* drop packet P, P + N, P + 2N, ... of those node @i sends (1 <= @every, @packet < @every) */
 int nx_loss_start(struct nx_net *x, unsigned i, unsigned every, unsigned packet);
 /* *dropped (may be NULL): how many packets the rule dropped */

@@ -432,15 +432,22 @@ static void daemon_close_out(struct hx_daemon *d)
 	d->out_fd = -1;
 }
 
-int hx_daemon_restart(struct hx_daemon *d)
+/*
+ * restart_on -- start the daemon again: on a new port, or on d->port again
+ * (@same_port: what a client that resumes reconnects to; a port still held
+ * by the old daemon's connections is tried again for a while)
+ */
+static int restart_on(struct hx_daemon *d, bool same_port)
 {
 	if (d->pid > 0)
 		return -EBUSY;
 	int ret = -EADDRINUSE;
-	for (int attempt = 0; attempt < 4 && ret == -EADDRINUSE; attempt++) {
-		int port = hx_free_port();
+	for (int attempt = 0; attempt < (same_port ? 40 : 4) && ret == -EADDRINUSE; attempt++) {
+		int port = same_port ? d->port : hx_free_port();
 		if (port < 0)
 			return port;
+		if (same_port && attempt > 0)
+			usleep(250 * 1000);
 		d->port = port;
 		if (hx_rdma_addr())
 			snprintf(d->url, sizeof(d->url), "rdma://%s:%d", hx_rdma_addr(), port);
@@ -476,6 +483,16 @@ int hx_daemon_restart(struct hx_daemon *d)
 		hx_daemon_dump_log(d, 8192);
 	}
 	return ret == -EADDRINUSE ? -EADDRINUSE : ret;
+}
+
+int hx_daemon_restart(struct hx_daemon *d)
+{
+	return restart_on(d, false);
+}
+
+int hx_daemon_restart_same_port(struct hx_daemon *d)
+{
+	return restart_on(d, true);
 }
 
 int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon_opts *opts)

@@ -133,6 +133,13 @@ int hx_daemon_start(struct hx_daemon *d, const char *dir, const struct hx_daemon
 int hx_daemon_restart(struct hx_daemon *d);
 
 /*
+ * hx_daemon_restart_same_port -- start again on the port it had (and the
+ * same d->url), for clients that reconnect by themselves; a port still in
+ * use is tried again for up to 10 s
+ */
+int hx_daemon_restart_same_port(struct hx_daemon *d);
+
+/*
  * hx_daemon_stop -- SIGTERM, then wait up to HX_STOP_TIMEOUT_MS. Returns 0
  * if it exited with status 0; -ETIMEDOUT (it was then killed), -ECHILD
  * (exited non-zero or by a signal: the status is printed with its log).
