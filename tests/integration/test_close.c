@@ -457,10 +457,20 @@ static void sigterm_pipelined_writers(void **state)
 	assert_true(r.half_whole);
 }
 
+/*
+ * Without the lingering close a reset needs unread input at the close, which
+ * depends on where the writers are when the drain ends: on a loaded machine
+ * they may all be waiting for replies. So up to three runs; one that shows
+ * the loss is enough to show the test catches it.
+ */
 static void sigterm_control_linger_off(void **state)
 {
-	struct drain_result r = drain_run("linger-off");
-	assert_true(r.resets > 0 || r.landed_unreplied > 0);
+	bool caught = false;
+	for (unsigned run = 0; run < 3 && !caught; run++) {
+		struct drain_result r = drain_run("linger-off");
+		caught = r.resets > 0 || r.landed_unreplied > 0;
+	}
+	assert_true(caught);
 }
 
 static void sigterm_control_drain_cuts_payload(void **state)
