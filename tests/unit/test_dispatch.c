@@ -136,6 +136,20 @@ static void expect(struct session *s, struct dispatch_out *out, enum dispatch_ac
 	done(s, out);
 }
 
+/* expect_msg -- a refusal with @code whose message holds @want; released */
+static void expect_msg(struct session *s, struct dispatch_out *out, int code, const char *want)
+{
+	assert_int_equal(out->action, DISPATCH_REPLY);
+	Rdax__StatusReply *sr =
+	    rdax__status_reply__unpack(NULL, out->reply.body_len, out->reply.body);
+	assert_non_null(sr);
+	assert_int_equal(sr->status->code, (uint32_t)code);
+	if (!strstr(sr->status->message, want))
+		fail_msg("message '%s' does not say '%s'", sr->status->message, want);
+	rdax__status_reply__free_unpacked(sr, NULL);
+	done(s, out);
+}
+
 static void hello(struct fixture *f, struct session *s)
 {
 	Rdax__HelloRequest m = RDAX__HELLO_REQUEST__INIT;
@@ -917,13 +931,7 @@ static void dispatch_request__powercut_refused(void **state)
 	done(f->s, &out);
 
 	request(f, f->s, FRAME_POWERCUT, &pm.base, 0, &out);
-	assert_int_equal(out.action, DISPATCH_REPLY);
-	Rdax__StatusReply *sr =
-	    rdax__status_reply__unpack(NULL, out.reply.body_len, out.reply.body);
-	assert_int_equal(sr->status->code, EPERM);
-	assert_non_null(strstr(sr->status->message, "--allow-powercut"));
-	rdax__status_reply__free_unpacked(sr, NULL);
-	done(f->s, &out);
+	expect_msg(f->s, &out, EPERM, "--allow-powercut");
 
 	pm.has_delay_ms = 1;
 	pm.delay_ms = POWERCUT_MAX_DELAY_MS + 1;
@@ -1075,13 +1083,7 @@ static void dispatch_request__unsafe_clear_rights(void **state)
 	m.has_namespace_id = 1;
 	struct dispatch_out out;
 	request(f, f->s, FRAME_UNSAFE_CLEAR, &m.base, 0, &out);
-	assert_int_equal(out.action, DISPATCH_REPLY);
-	Rdax__StatusReply *sr =
-	    rdax__status_reply__unpack(NULL, out.reply.body_len, out.reply.body);
-	assert_int_equal(sr->status->code, RDAX_E_ACCESS);
-	assert_non_null(strstr(sr->status->message, "a rule for \"*\""));
-	rdax__status_reply__free_unpacked(sr, NULL);
-	done(f->s, &out);
+	expect_msg(f->s, &out, RDAX_E_ACCESS, "a rule for \"*\"");
 	struct volume_info vi;
 	assert_int_equal(store_volume_info(f->store, "w", &vi), 0);
 	assert_true(vi.unsafe_shutdown); /* refused: the marks stay */
