@@ -967,26 +967,13 @@ static int check_rights(const struct dispatch_env *env, const struct session *s,
 }
 
 /*
- * check_clear_rights -- may the client clear unsafe-shutdown marks (acl.h):
- * of volume @name, with the create right on it (as deleting it; a volume it
- * may not even see does not exist for it); of a whole namespace (@name
- * NULL, @ns its path), with the create right on every volume name, since
- * it speaks for volumes of any owner. 0, -ENOENT or -RDAX_E_ACCESS.
+ * check_clear_volume -- may the client clear volume @name's unsafe-shutdown
+ * mark (acl.h)? The create right on it, as deleting it; a volume it may not
+ * even see does not exist for it. 0, -ENOENT or -RDAX_E_ACCESS.
  */
-static int check_clear_rights(const struct dispatch_env *env, const struct session *s,
-			      const char *name, const char *ns, char *m)
+static int check_clear_volume(const struct dispatch_env *env, const struct session *s,
+			      const char *name, char *m)
 {
-	char who[ACL_NAME_MAX + 8];
-	acl_subject_describe(&s->access.who, who, sizeof(who));
-	if (!name) {
-		if (acl_rights_every(env->acl, &s->access.who) & ACL_CREATE)
-			return 0;
-		fmt_msg(m,
-			"%s may not clear the unsafe-shutdown mark of namespace %s: that takes "
-			"the create right on every volume (a rule for \"*\", --acl)",
-			who, ns);
-		return -RDAX_E_ACCESS;
-	}
 	unsigned rights = acl_rights(env->acl, &s->access.who, name);
 	if (rights & ACL_CREATE)
 		return 0;
@@ -994,10 +981,29 @@ static int check_clear_rights(const struct dispatch_env *env, const struct sessi
 		fmt_msg(m, "no volume \"%s\"", name);
 		return -ENOENT;
 	}
+	char who[ACL_NAME_MAX + 8];
 	fmt_msg(m,
 		"%s may not clear the unsafe-shutdown mark of volume \"%s\": that takes the "
 		"create right on it (--acl)",
-		who, name);
+		acl_subject_describe(&s->access.who, who, sizeof(who)), name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
+ * check_clear_namespace -- may the client clear the marks of the namespace
+ * at @path and all its volumes (acl.h)? The create right on every volume
+ * name, since it speaks for volumes of any owner. 0 or -RDAX_E_ACCESS.
+ */
+static int check_clear_namespace(const struct dispatch_env *env, const struct session *s,
+				 const char *path, char *m)
+{
+	if (acl_rights_every(env->acl, &s->access.who) & ACL_CREATE)
+		return 0;
+	char who[ACL_NAME_MAX + 8];
+	fmt_msg(m,
+		"%s may not clear the unsafe-shutdown mark of namespace %s: that takes the "
+		"create right on every volume (a rule for \"*\", --acl)",
+		acl_subject_describe(&s->access.who, who, sizeof(who)), path);
 	return -RDAX_E_ACCESS;
 }
 
@@ -1019,7 +1025,7 @@ static int check_unsafe_clear(const struct dispatch_env *env, const struct sessi
 	}
 	if (rq->volume) {
 		int ret = check_name(rq->volume, m);
-		return ret ? ret : check_clear_rights(env, s, rq->volume, NULL, m);
+		return ret ? ret : check_clear_volume(env, s, rq->volume, m);
 	}
 	unsigned n = store_namespace_count(env->store);
 	if (rq->namespace_path) {
@@ -1037,8 +1043,8 @@ static int check_unsafe_clear(const struct dispatch_env *env, const struct sessi
 		fmt_msg(m, "no namespace %" PRIu32 " (this daemon serves %u)", rq->namespace_id, n);
 		return -ENOENT;
 	}
-	return check_clear_rights(env, s, NULL, store_namespace(env->store, rq->namespace_id)->path,
-				  m);
+	return check_clear_namespace(env, s, store_namespace(env->store, rq->namespace_id)->path,
+				     m);
 }
 
 /*
