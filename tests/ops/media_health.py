@@ -262,6 +262,8 @@ def clear_marks(faults):
     got = clear_json(daemon, "namespace", "clear-unsafe", "0")
     c(got["cleared"] is False and got["cleared_volumes"] == [],
       "clearing it again by id: a no-op success (%s)" % got)
+    n = sample(daemon.scrape(), "rdax_requests_total", {"op": "unsafe_clear", "transport": "tcp"})
+    c(n == 2, "the metrics count the two clears since the restart as op unsafe_clear (%s)" % n)
 
     daemon.kill9()
     daemon.start()
