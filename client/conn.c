@@ -49,6 +49,7 @@ static const ProtobufCMessageDescriptor *const reply_desc[FRAME_TYPE_MAX] = {
     [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_reply__descriptor,
     [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_reply__descriptor,
     [FRAME_POWERCUT] = &rdax__powercut_reply__descriptor,
+    [FRAME_UNSAFE_CLEAR] = &rdax__unsafe_clear_reply__descriptor,
 };
 
 static int64_t now_ms(void)

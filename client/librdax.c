@@ -705,6 +705,80 @@ void rdax_namespace_list_free(struct rdax_namespace_status **listp)
 	*listp = NULL;
 }
 
+/* The result of a clear: the unpacked reply (the names point into it) before the struct. */
+struct unsafe_cleared_block {
+	ProtobufCMessage *msg;
+	struct rdax_unsafe_cleared r;
+};
+
+/* unsafe_clear -- send UNSAFE_CLEAR @req, the reply into *resultp (may be NULL) */
+static int unsafe_clear(struct rdax_conn *conn, Rdax__UnsafeClearRequest *req,
+			struct rdax_unsafe_cleared **resultp)
+{
+	ProtobufCMessage *msg = NULL;
+	int ret = control(conn, FRAME_UNSAFE_CLEAR, &req->base, &msg);
+	if (ret)
+		return ret;
+	if (!resultp) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return 0;
+	}
+	const Rdax__UnsafeClearReply *r = (const Rdax__UnsafeClearReply *)msg;
+	struct unsafe_cleared_block *b = calloc(1, sizeof(*b));
+	if (!b) {
+		protobuf_c_message_free_unpacked(msg, NULL);
+		return conn_set_error(conn, -ENOMEM, "%s", strerror(ENOMEM));
+	}
+	b->msg = msg;
+	b->r = (struct rdax_unsafe_cleared){
+	    .namespace_id = r->namespace_id,
+	    .namespace_cleared = r->has_namespace_cleared && r->namespace_cleared,
+	    .nvolumes = r->n_cleared_volumes,
+	    .volumes = (const char *const *)r->cleared_volumes,
+	};
+	*resultp = &b->r;
+	return 0;
+}
+
+int rdax_volume_clear_unsafe(struct rdax_conn *conn, const char *name,
+			     struct rdax_unsafe_cleared **resultp)
+{
+	if (!conn)
+		return -EINVAL;
+	int ret = name_check(conn, name);
+	if (ret)
+		return ret;
+	Rdax__UnsafeClearRequest req = RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	req.volume = (char *)name;
+	return unsafe_clear(conn, &req, resultp);
+}
+
+int rdax_namespace_clear_unsafe(struct rdax_conn *conn, const char *path, uint32_t namespace_id,
+				struct rdax_unsafe_cleared **resultp)
+{
+	if (!conn)
+		return -EINVAL;
+	if (path && !path[0])
+		return conn_set_error(conn, -EINVAL, "no namespace path");
+	Rdax__UnsafeClearRequest req = RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	req.namespace_path = (char *)path;
+	req.has_namespace_id = !path;
+	req.namespace_id = namespace_id;
+	return unsafe_clear(conn, &req, resultp);
+}
+
+void rdax_unsafe_cleared_free(struct rdax_unsafe_cleared **resultp)
+{
+	if (!resultp || !*resultp)
+		return;
+	struct unsafe_cleared_block *b =
+	    (struct unsafe_cleared_block *)((char *)*resultp -
+					    offsetof(struct unsafe_cleared_block, r));
+	protobuf_c_message_free_unpacked(b->msg, NULL);
+	free(b);
+	*resultp = NULL;
+}
+
 /* infos_new -- one allocation: @n entries, then their names; NULL on -ENOMEM */
 static struct rdax_volume_info *infos_new(Rdax__VolumeInfo *const *v, size_t n)
 {

@@ -440,6 +440,92 @@ static int cmd_namespace_list(struct ctx *ctx, char **args, unsigned nargs)
 	return 0;
 }
 
+/* clear_unsafe_failed -- a refused clear; an older daemon closes the connection: say so */
+static int clear_unsafe_failed(struct ctx *ctx, int ret)
+{
+	if (ret != -RDAX_E_PROTOCOL)
+		return fail(ctx, ret);
+	fail_msg("%s: %s (a daemon older than this command closes the connection: upgrade "
+		 "rdaxd)",
+		 ctx->what, rdax_conn_last_error(ctx->conn));
+	return EXIT_FAIL;
+}
+
+/* cmd_volume_clear_unsafe -- rdax volume clear-unsafe NAME: acknowledge its unsafe-shutdown mark */
+static int cmd_volume_clear_unsafe(struct ctx *ctx, char **args, unsigned nargs)
+{
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_unsafe_cleared *c;
+	ret = rdax_volume_clear_unsafe(ctx->conn, args[0], &c);
+	if (ret)
+		return clear_unsafe_failed(ctx, ret);
+	bool cleared = c->nvolumes > 0;
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_str(&j, "name", args[0]);
+		json_bool(&j, "cleared", cleared);
+		json_finish(&j);
+	} else {
+		printf("volume %s: %s\n", args[0],
+		       cleared ? "unsafe-shutdown mark cleared" : "not marked, nothing to clear");
+	}
+	rdax_unsafe_cleared_free(&c);
+	return 0;
+}
+
+/*
+ * cmd_namespace_clear_unsafe -- rdax namespace clear-unsafe PATH|ID: the
+ * namespace's mark and its volumes'. Digits alone are an id (as namespace
+ * list and the metrics show it); anything else is the path on the server.
+ */
+static int cmd_namespace_clear_unsafe(struct ctx *ctx, char **args, unsigned nargs)
+{
+	const char *arg = args[0];
+	uint64_t id = 0;
+	bool by_id = arg[0] && strspn(arg, "0123456789") == strlen(arg);
+	if (by_id && (size_parse(arg, &id) || id > UINT32_MAX)) {
+		fail_msg("namespace clear-unsafe: bad namespace id '%s'", arg);
+		return EXIT_USAGE;
+	}
+	if (!arg[0]) {
+		fail_msg("namespace clear-unsafe: an empty namespace path");
+		return EXIT_USAGE;
+	}
+	int ret = connect_server(ctx);
+	if (ret)
+		return ret;
+	struct rdax_unsafe_cleared *c;
+	ret = rdax_namespace_clear_unsafe(ctx->conn, by_id ? NULL : arg, (uint32_t)id, &c);
+	if (ret)
+		return clear_unsafe_failed(ctx, ret);
+	if (g_opts.json) {
+		struct json j;
+		json_begin(&j, stdout);
+		json_namespace(ctx, &j, c->namespace_id);
+		json_bool(&j, "cleared", c->namespace_cleared);
+		json_array(&j, "cleared_volumes");
+		for (size_t i = 0; i < c->nvolumes; i++)
+			json_str(&j, NULL, c->volumes[i]);
+		json_finish(&j);
+		rdax_unsafe_cleared_free(&c);
+		return 0;
+	}
+	char ns[512];
+	namespace_label(ctx, c->namespace_id, ns, sizeof(ns));
+	if (!c->namespace_cleared && c->nvolumes == 0)
+		printf("namespace %s: not marked, nothing to clear\n", ns);
+	else
+		printf("namespace %s: unsafe-shutdown mark%s cleared\n", ns,
+		       c->namespace_cleared ? "" : "s of its volumes");
+	for (size_t i = 0; i < c->nvolumes; i++)
+		printf("    volume %s: mark cleared\n", c->volumes[i]);
+	rdax_unsafe_cleared_free(&c);
+	return 0;
+}
+
 /* cmd_volume_info -- rdax volume info NAME: key: value lines */
 static int cmd_volume_info(struct ctx *ctx, char **args, unsigned nargs)
 {
@@ -1072,6 +1158,14 @@ static const struct command commands[] = {
      "namespace_offset; sizes in bytes with a human form in parentheses.\n"
      "--json: {name, size, namespace: {id, path}, namespace_offset}, sizes in bytes.\n",
      cmd_volume_info},
+    {"volume clear-unsafe", "NAME [--json]", 1, 1, OPT_JSON,
+     "Clear the unsafe-shutdown mark of volume NAME (rdax namespace list shows\n"
+     "the marked volumes), once its data was checked or restored: the mark says\n"
+     "that writes acknowledged as durable may have been lost. Needs the create\n"
+     "right on the volume under rdaxd's --acl. A volume not marked: nothing\n"
+     "changes, and the command succeeds. --json: {name, cleared} (cleared: it\n"
+     "was marked).\n",
+     cmd_volume_clear_unsafe},
     {"write", "NAME OFFSET [--fsync]", 2, 2, OPT_FSYNC,
      "Write standard input, to its end, into volume NAME starting at OFFSET.\n"
      "Any length; it is streamed in chunks, never held in memory whole.\n"
@@ -1122,6 +1216,15 @@ static const struct command commands[] = {
      "unsafe_shutdown, badblocks_supported, bad_blocks: [{offset, length, volume\n"
      "(null: none), volume_offset}], marked_volumes: [NAME]}]}, sizes in bytes.\n",
      cmd_namespace_list},
+    {"namespace clear-unsafe", "PATH|ID [--json]", 1, 1, OPT_JSON,
+     "Clear the unsafe-shutdown mark of a namespace, named by its PATH on the\n"
+     "server or its ID as 'rdax namespace list' shows them (digits alone are an\n"
+     "ID), and the mark of every volume in it, in one commit: once all of its data\n"
+     "was checked or restored. Needs the create right on every volume (a rule\n"
+     "for *) under rdaxd's --acl. Nothing marked: nothing changes, and the\n"
+     "command succeeds. --json: {namespace: {id, path}, cleared (the\n"
+     "namespace's own mark was set), cleared_volumes: [NAME]}.\n",
+     cmd_namespace_clear_unsafe},
     {"crash-states", CRASH_CMD_USAGE, 0, 0, OPT_OWN, crash_cmd_help, cmd_crash_states},
     {"powercut", "[--after N] [--delay SECONDS] [--wait] [--json]", 0, 0, OPT_POWERCUT | OPT_JSON,
      "Cut the power of the server (an rdaxd started with --allow-powercut, every\n"
@@ -1343,7 +1446,11 @@ static int run_command(struct ctx *ctx, const struct command *cmd, char **argv, 
 	}
 	snprintf(ctx->what, sizeof(ctx->what), "%s%s%.256s", cmd->name, nargs ? " " : "",
 		 nargs ? args[0] : "");
-	ctx->volume = nargs && strcmp(cmd->name, "volume create") != 0 ? args[0] : NULL;
+	/* the volume a command names (--cluster: sent to its primary); a namespace is none */
+	ctx->volume = nargs && strcmp(cmd->name, "volume create") != 0 &&
+			      strncmp(cmd->name, "namespace ", 10) != 0
+			  ? args[0]
+			  : NULL;
 	return cmd->run(ctx, args, nargs);
 }
 

@@ -43,6 +43,7 @@ static const struct {
 	{ "fake-media", &rdax_faults.fake_media },
 	{ "usc-no-compare", &rdax_faults.usc_no_compare },
 	{ "no-badblock-check", &rdax_faults.no_badblock_check },
+	{ "unsafe-clear-no-commit", &rdax_faults.unsafe_clear_no_commit },
 	{ "tls-plain-ok", &rdax_faults.tls_plain_ok },
 	{ "tls-no-verify", &rdax_faults.tls_no_verify },
 	{ "acl-ignore", &rdax_faults.acl_ignore },

@@ -93,6 +93,11 @@ struct rdax_faults {
 	bool usc_no_compare;
 	/* media_health: reads overlapping a known bad block are served, not refused */
 	bool no_badblock_check;
+	/*
+	 * vol_table: clearing an unsafe-shutdown mark changes the table in
+	 * memory only, no commit: acknowledged, yet a power cut brings it back
+	 */
+	bool unsafe_clear_no_commit;
 	/* TLS: with --tls require a plaintext client is served anyway */
 	bool tls_plain_ok;
 	/* TLS: client certificates are taken without checking them (CA, dates) */

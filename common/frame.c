@@ -105,6 +105,7 @@ static const char *const type_names[FRAME_TYPE_MAX] = {
 	[FRAME_NAMESPACE_LIST] = "namespace-list",
 	[FRAME_REPLICA_DIGEST] = "replica-digest",
 	[FRAME_POWERCUT] = "powercut",
+	[FRAME_UNSAFE_CLEAR] = "unsafe-clear",
 };
 
 const char *frame_type_name(uint16_t type)

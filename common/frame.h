@@ -48,6 +48,7 @@ enum frame_type {
 	FRAME_NAMESPACE_LIST, /* added later: a daemon before it answers "unknown request type" */
 	FRAME_REPLICA_DIGEST, /* cluster: block digests of a replica link's volume */
 	FRAME_POWERCUT,	      /* rdaxd --allow-powercut only */
+	FRAME_UNSAFE_CLEAR,   /* clear unsafe-shutdown marks (media_health.h) */
 	FRAME_TYPE_MAX	      /* one past the last */
 };
 

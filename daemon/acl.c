@@ -201,6 +201,19 @@ unsigned acl_rights(const struct acl *acl, const struct acl_subject *who, const 
 	return rights;
 }
 
+unsigned acl_rights_every(const struct acl *acl, const struct acl_subject *who)
+{
+	if (!acl || rdax_faults.acl_ignore)
+		return ACL_ALL;
+	unsigned rights = 0;
+	for (unsigned i = 0; i < acl->n; i++) {
+		const struct acl_rule *r = &acl->rules[i];
+		if (strcmp(r->pattern, "*") == 0 && subject_matches(r, who))
+			rights |= r->rights;
+	}
+	return rights;
+}
+
 const char *acl_subject_describe(const struct acl_subject *who, char *buf, size_t len)
 {
 	if (who->user[0])

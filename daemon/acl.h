@@ -69,6 +69,14 @@ void acl_delete(struct acl **ap);
  */
 unsigned acl_rights(const struct acl *acl, const struct acl_subject *who, const char *name);
 
+/*
+ * acl_rights_every -- the rights of @who on every volume name, existing or
+ * not: ACL_ALL when @acl is NULL, else the union of the matching rules whose
+ * VOLUMES is "*". What acts on a whole namespace (clearing its unsafe-
+ * shutdown mark) needs its right this way, whoever owns the volumes in it.
+ */
+unsigned acl_rights_every(const struct acl *acl, const struct acl_subject *who);
+
 /* acl_subject_describe -- "user:alice", "token", "local" or "anonymous", for messages */
 const char *acl_subject_describe(const struct acl_subject *who, char *buf, size_t len);
 

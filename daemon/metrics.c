@@ -53,6 +53,7 @@ static const char *const op_names[METRICS_OP_COUNT] = {
     [METRICS_OP_DISCARD] = "discard",
     [METRICS_OP_STAT] = "stat",
     [METRICS_OP_NAMESPACE_LIST] = "namespace_list",
+    [METRICS_OP_UNSAFE_CLEAR] = "unsafe_clear",
     [METRICS_OP_WRITE_ZEROES] = "write_zeroes",
     [METRICS_OP_OTHER] = "other",
 };

@@ -247,6 +247,13 @@ bool media_health_range_bad(struct media_health *h, uint64_t off, uint64_t len)
 	return bad;
 }
 
+void media_health_mark_set(struct media_health *h, bool marked)
+{
+	pthread_mutex_lock(&h->lock);
+	h->unsafe_shutdown = marked;
+	pthread_mutex_unlock(&h->lock);
+}
+
 void media_health_get(struct media_health *h, struct media_health_info *out)
 {
 	memset(out, 0, sizeof(*out));

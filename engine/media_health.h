@@ -12,7 +12,8 @@
  * (vol_table.h, "Shutdown state", the scheme of PMDK's shutdown state):
  * media_health_open() compares, at start, and on a change while in use
  * marks the namespace and every volume in it, says so at ERROR once, with
- * what to do, and the mark stays (a restart does not hide it).
+ * what to do, and the mark stays (a restart does not hide it) until an
+ * operator clears it (ns_unsafe_clear, rdax volume|namespace clear-unsafe).
  *
  * Bad blocks: poisoned ranges of the media the kernel knows of
  * (pmem2_badblock_*: the region's badblocks list, mapped to the file or
@@ -34,7 +35,7 @@
  * no-badblock-check serves reads of bad ranges (media_health_range_bad says
  * false).
  *
- * Thread safety: the ranges are under h->lock; media_health_range_bad()
+ * Thread safety: the ranges and the mark are under h->lock; media_health_range_bad()
  * reads a count first without it, so healthy media costs one load per read.
  * media_health_open/close run while the namespace is not shared.
  */
@@ -110,6 +111,15 @@ void media_health_refresh(struct media_health *h, const char *path, int fd);
  * are none).
  */
 bool media_health_range_bad(struct media_health *h, uint64_t off, uint64_t len);
+
+/*
+ * media_health_mark_set -- the namespace's unsafe-shutdown mark as the
+ * table now holds it (vol_table.h): cleared once an operator's clear is
+ * committed (ns_unsafe_clear), as loaded again after a power cut
+ * (ns_power_cut). Context: any thread, under the namespace lock; takes
+ * h->lock briefly.
+ */
+void media_health_mark_set(struct media_health *h, bool marked);
 
 /* media_health_get -- a copy of the health now */
 void media_health_get(struct media_health *h, struct media_health_info *out);

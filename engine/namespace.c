@@ -295,6 +295,11 @@ int ns_power_cut(struct ns *ns)
 	}
 	if (ret == 0)
 		ret = ns_load_metadata(ns);
+	if (ret == 0) { /* the namespace's mark as the file holds it (a clear may be undone) */
+		struct vt_shutdown sds;
+		vol_table_shutdown_get(ns->table, &sds);
+		media_health_mark_set(&ns->health, (sds.flags & VT_SDS_UNSAFE) != 0);
+	}
 	if (ret) /* left for ns_close(): nothing loaded, nothing mapped */
 		persist_unmap(&ns->persist);
 	pthread_mutex_unlock(&ns->lock);
@@ -605,6 +610,61 @@ int ns_volume_delete(struct ns *ns, const char *name)
 out_unlock:
 	pthread_mutex_unlock(&ns->lock);
 	return ret;
+}
+
+/*
+ * unsafe_marked -- what vol_table_unsafe_clear(@name) would clear, into @out
+ * (names malloc'd). Needs ns->lock. 0, -ENOENT, -ENOMEM.
+ */
+static int unsafe_marked(struct ns *ns, const char *name, struct ns_unsafe_cleared *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ns_id = ns->id;
+	unsigned n = vol_table_count(ns->table);
+	if (name) {
+		int idx = vol_table_find(ns->table, name);
+		if (idx < 0)
+			return idx;
+		n = 1;
+	} else {
+		struct vt_shutdown sds;
+		vol_table_shutdown_get(ns->table, &sds);
+		out->namespace_mark = (sds.flags & VT_SDS_UNSAFE) != 0;
+	}
+	out->names = n ? calloc(n, sizeof(*out->names)) : NULL;
+	if (n && !out->names)
+		return -ENOMEM;
+	for (unsigned i = 0; i < vol_table_count(ns->table); i++) {
+		const struct vt_volume *v = vol_table_get(ns->table, i);
+		if (v->unsafe_shutdown && (!name || strcmp(v->name, name) == 0))
+			memcpy(out->names[out->nvolumes++], v->name, sizeof(out->names[0]));
+	}
+	return 0;
+}
+
+int ns_unsafe_clear(struct ns *ns, const char *name, struct ns_unsafe_cleared *out)
+{
+	if (!ns || !out || (name && ns_volume_name_valid(name) != 0))
+		return -EINVAL;
+	pthread_mutex_lock(&ns->lock);
+	int ret = unsafe_marked(ns, name, out);
+	if (ret == 0 && (out->namespace_mark || out->nvolumes))
+		ret = vol_table_unsafe_clear(ns->table, name);
+	if (ret == 0 && !name)
+		media_health_mark_set(&ns->health, false);
+	pthread_mutex_unlock(&ns->lock);
+	if (ret)
+		ns_unsafe_cleared_free(out);
+	return ret;
+}
+
+void ns_unsafe_cleared_free(struct ns_unsafe_cleared *c)
+{
+	if (!c)
+		return;
+	free(c->names);
+	c->names = NULL;
+	c->nvolumes = 0;
 }
 
 /* __ns_volume_info -- fill @out from @v. Needs ns->lock. */

@@ -227,6 +227,32 @@ struct ns_volume_stats {
  */
 int ns_volume_stats(struct ns *ns, struct ns_volume_stats **out, unsigned *count);
 
+/* What ns_unsafe_clear found marked, and cleared. */
+struct ns_unsafe_cleared {
+	uint32_t ns_id;			       /* the namespace */
+	bool namespace_mark;		       /* the namespace's own mark (VT_SDS_UNSAFE) */
+	unsigned nvolumes;		       /* volumes whose mark was set */
+	char (*names)[NS_VOLUME_NAME_MAX + 1]; /* their names, in table order; malloc'd */
+};
+
+/*
+ * ns_unsafe_clear -- an operator acknowledges unsafe-shutdown marks
+ * (vol_table.h, "Shutdown state"): volume @name's, or with @name NULL the
+ * namespace's own and every volume's in it. *out says what was marked; it
+ * is freed with ns_unsafe_cleared_free() (on failure it holds nothing).
+ * Nothing marked: nothing is committed, a success. Otherwise one table
+ * commit (both copies, in order): a power cut leaves every mark or none of
+ * those cleared, and a failure leaves them all. The namespace's health
+ * follows the table. Not logged here: the caller knows who asked.
+ * Context: takes ns->lock; blocks on the commit's flushes.
+ * Returns 0, -EINVAL, -ENOENT (no volume @name), -ENOMEM, and the commit's
+ * -EOVERFLOW, -EIO.
+ */
+int ns_unsafe_clear(struct ns *ns, const char *name, struct ns_unsafe_cleared *out);
+
+/* ns_unsafe_cleared_free -- free what ns_unsafe_clear returned in @c; accepts NULL */
+void ns_unsafe_cleared_free(struct ns_unsafe_cleared *c);
+
 /*
  * ns_kind_of -- what a namespace is, by its mapping and path: "devdax",
  * "fsdax" (a file the kernel serves in DAX mode, statx STATX_ATTR_DAX) or

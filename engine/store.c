@@ -407,6 +407,26 @@ int store_volume_delete(struct store *s, const char *name)
 	return ret;
 }
 
+int store_volume_unsafe_clear(struct store *s, const char *name, struct ns_unsafe_cleared *out)
+{
+	if (!s || !name || !out || ns_volume_name_valid(name))
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	int ret = __store_find(s, name, NULL);
+	if (ret >= 0)
+		ret = ns_unsafe_clear(s->nss[ret].ns, name, out);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int store_namespace_unsafe_clear(struct store *s, uint32_t id, struct ns_unsafe_cleared *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	struct ns *ns = store_namespace(s, id);
+	return ns ? ns_unsafe_clear(ns, NULL, out) : -ENOENT;
+}
+
 int store_volume_open(struct store *s, const char *name, struct volume **out)
 {
 	if (!s || !name || !out || ns_volume_name_valid(name))

@@ -104,6 +104,20 @@ int store_volume_info(struct store *s, const char *name, struct volume_info *out
 int store_volume_list(struct store *s, struct volume_info **out, unsigned *count);
 
 /*
+ * store_volume_unsafe_clear -- clear volume @name's unsafe-shutdown mark
+ * (ns_unsafe_clear; *out says whether it was set and where). Returns 0,
+ * -EINVAL, -ENOENT, and ns_unsafe_clear's codes.
+ */
+int store_volume_unsafe_clear(struct store *s, const char *name, struct ns_unsafe_cleared *out);
+
+/*
+ * store_namespace_unsafe_clear -- clear namespace @id's unsafe-shutdown
+ * mark and every volume's in it (ns_unsafe_clear with no name). Returns 0,
+ * -EINVAL, -ENOENT (no namespace @id), and ns_unsafe_clear's codes.
+ */
+int store_namespace_unsafe_clear(struct store *s, uint32_t id, struct ns_unsafe_cleared *out);
+
+/*
  * store_power_cut -- ns_power_cut() of every namespace, in id order: the
  * daemon's power cut (daemon/powercut.h). Every namespace must be in sim
  * mode and unused (no volume open). @err gets one line on failure.

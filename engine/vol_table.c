@@ -819,6 +819,43 @@ int vol_table_shutdown_set(struct vol_table *t, const struct vt_shutdown *sds, b
 	return ret;
 }
 
+int vol_table_unsafe_clear(struct vol_table *t, const char *name)
+{
+	if (!t)
+		return -EINVAL;
+	int idx = name ? vol_table_find(t, name) : 0;
+	if (idx < 0)
+		return idx;
+	bool marked = name ? t->st.vols[idx].unsafe_shutdown : (t->st.sds.flags & VT_SDS_UNSAFE);
+	for (unsigned i = 0; !name && !marked && i < t->st.count; i++)
+		marked = t->st.vols[i].unsafe_shutdown;
+	if (!marked)
+		return 0;
+
+	struct vt_state *next = vt_state_dup(t);
+	if (!next)
+		return -ENOMEM;
+	if (name) {
+		next->vols[idx].unsafe_shutdown = false;
+	} else {
+		next->sds.flags &= ~VT_SDS_UNSAFE;
+		for (unsigned i = 0; i < next->count; i++)
+			next->vols[i].unsafe_shutdown = false;
+	}
+	int ret;
+	if (rdax_faults.unsafe_clear_no_commit) {
+		/* control: the new state in memory only, the media keeps the marks */
+		memcpy(&t->st, next,
+		       offsetof(struct vt_state, vols) +
+			   (size_t)next->count * sizeof(next->vols[0]));
+		ret = 0;
+	} else {
+		ret = vt_commit(t, next);
+	}
+	free(next);
+	return ret;
+}
+
 int vol_table_repair(struct vol_table *t)
 {
 	if (!t)

@@ -79,7 +79,10 @@
  * clean close). Finding the count changed while IN_USE was set means the
  * platform lost power without flushing its write buffers while the
  * namespace was being written: VT_SDS_UNSAFE and every volume's
- * VT_ENTRY_UNSAFE_SHUTDOWN are then set, and stay set. These fields were
+ * VT_ENTRY_UNSAFE_SHUTDOWN are then set, and stay set until an operator who
+ * checked or restored the data clears them (vol_table_unsafe_clear: one
+ * volume's mark, or the namespace's with every volume's), through the same
+ * two-copy commit as any change. These fields were
  * reserved (zero) in the first builds of format version 1, whose loaders
  * ignore them (the crc covers them): a namespace written by either build
  * loads in the other; an older build's next commit zeroes them, which
@@ -92,7 +95,8 @@
  * Controls (faults.h): meta_one_copy commits into one slot only, the other
  * alternately (damage to the newest copy then undoes a change);
  * meta_copies_together writes both slots line by line together (a cut can
- * then tear both).
+ * then tear both); unsafe_clear_no_commit clears marks in memory only (a
+ * power cut brings them back).
  *
  * Thread safety: none; the namespace lock serialises every call.
  */
@@ -212,6 +216,17 @@ void vol_table_shutdown_get(const struct vol_table *t, struct vt_shutdown *out);
  * -EOVERFLOW, -ENOMEM, -EIO (vt_commit).
  */
 int vol_table_shutdown_set(struct vol_table *t, const struct vt_shutdown *sds, bool mark_volumes);
+
+/*
+ * vol_table_unsafe_clear -- commit the table with unsafe-shutdown marks
+ * cleared: volume @name's (VT_ENTRY_UNSAFE_SHUTDOWN), or with @name NULL the
+ * namespace's (VT_SDS_UNSAFE) and every volume's. The count and the other
+ * flags of the shutdown state are kept. Nothing of that marked: nothing is
+ * committed (the generation stays). A failed commit changes nothing: the
+ * marks are still set, in memory and on media.
+ * Returns 0, -ENOENT (no volume @name), -EINVAL, -EOVERFLOW, -ENOMEM, -EIO.
+ */
+int vol_table_unsafe_clear(struct vol_table *t, const char *name);
 
 /*
  * vol_table_repair -- write the current state, unchanged (same generation),

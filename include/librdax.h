@@ -364,6 +364,50 @@ int rdax_namespace_list(struct rdax_conn *conn, struct rdax_namespace_status **l
  * NULL */
 void rdax_namespace_list_free(struct rdax_namespace_status **listp);
 
+/*
+ * Clearing an unsafe-shutdown mark: once the data of a marked volume was
+ * checked or restored, an operator acknowledges the mark (docs/metrics.md,
+ * "Media health"). The server commits the change to the namespace's
+ * metadata before it answers.
+ */
+
+/* What a clear found marked, and cleared (rdax_volume_clear_unsafe, rdax_namespace_clear_unsafe).
+ */
+struct rdax_unsafe_cleared {
+	uint32_t namespace_id;	    /* the namespace the marks were in */
+	int namespace_cleared;	    /* its own mark was set, and is cleared now */
+	size_t nvolumes;	    /* volumes whose mark was set, and is cleared now ... */
+	const char *const *volumes; /* ... their names (none: nothing was marked) */
+};
+
+/*
+ * rdax_volume_clear_unsafe -- clear volume @name's unsafe-shutdown mark
+ * (needs the create right on it under the server's --acl). A volume that is
+ * not marked: 0, nothing changes. *resultp (@resultp may be NULL) says what
+ * was marked; free it with rdax_unsafe_cleared_free(). Context: blocks for
+ * one round trip and the server's metadata commit.
+ * Returns 0, -EINVAL, -ENOENT (no such volume), -RDAX_E_ACCESS (no right),
+ * -ENOMEM, the server's -EIO or -EOVERFLOW (not committed: the mark stays),
+ * -RDAX_E_PROTOCOL (a server older than this request closes the
+ * connection), or a connection error.
+ */
+int rdax_volume_clear_unsafe(struct rdax_conn *conn, const char *name,
+			     struct rdax_unsafe_cleared **resultp);
+
+/*
+ * rdax_namespace_clear_unsafe -- clear the unsafe-shutdown mark of a
+ * namespace -- named by its @path on the server as rdax_namespace_list
+ * gives it, or with @path NULL by @namespace_id -- and the mark of every
+ * volume in it, in one commit (needs the create right on every volume, a
+ * rule for "*", under the server's --acl). Otherwise as
+ * rdax_volume_clear_unsafe; -ENOENT: no such namespace.
+ */
+int rdax_namespace_clear_unsafe(struct rdax_conn *conn, const char *path, uint32_t namespace_id,
+				struct rdax_unsafe_cleared **resultp);
+
+/* rdax_unsafe_cleared_free -- free a clear's result; accepts NULL; sets *resultp = NULL */
+void rdax_unsafe_cleared_free(struct rdax_unsafe_cleared **resultp);
+
 /* --- volume management -------------------------------------------------- */
 
 /* A volume as the server lists it. */

@@ -62,6 +62,7 @@ static const ProtobufCMessageDescriptor *const request_desc[FRAME_TYPE_MAX] = {
     [FRAME_NAMESPACE_LIST] = &rdax__namespace_list_request__descriptor,
     [FRAME_REPLICA_DIGEST] = &rdax__replica_digest_request__descriptor,
     [FRAME_POWERCUT] = &rdax__powercut_request__descriptor,
+    [FRAME_UNSAFE_CLEAR] = &rdax__unsafe_clear_request__descriptor,
 };
 
 /* The request, decoded: one member per type, all share base. */
@@ -80,6 +81,7 @@ union request {
 	Rdax__StatRequest *stat;
 	Rdax__ReplicaDigestRequest *digest;
 	Rdax__PowercutRequest *powercut;
+	Rdax__UnsafeClearRequest *clear;
 };
 
 enum job_kind { JOB_REQUEST, JOB_TEARDOWN };
@@ -99,7 +101,8 @@ struct job {
 	bool has_ns_id;
 	uint32_t ns_id;
 	struct session *teardown;
-	struct acl_subject who; /* LIST: the volumes this subject may see */
+	struct acl_subject who; /* LIST: the volumes this subject may see; UNSAFE_CLEAR: who */
+	char peer[sizeof(((struct session *)0)->peer)]; /* UNSAFE_CLEAR: for the log */
 	/* VOLUME_OPEN of a replica link: the sender and its epoch (cluster_gate.h) */
 	uint64_t replica_epoch; /* 0: an ordinary client */
 	char replica_primary[CLUSTER_NAME_MAX + 1];
@@ -680,6 +683,101 @@ static void run_info(struct vol_op *op)
 }
 
 /*
+ * cleared_list -- ", v1, v2" of @c's volumes into @buf (@len bytes), cut with
+ * ", ..." where it does not fit: a log record names the volumes, within bounds
+ */
+static const char *cleared_list(const struct ns_unsafe_cleared *c, char *buf, size_t len)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (unsigned i = 0; i < c->nvolumes; i++) {
+		int w = snprintf(buf + n, len - n, "%s%s", i ? ", " : "", c->names[i]);
+		if (w < 0 || (size_t)w >= len - n - 5) { /* room for ", ..." */
+			snprintf(buf + n, len - n, ", ...");
+			break;
+		}
+		n += (size_t)w;
+	}
+	return buf;
+}
+
+/*
+ * unsafe_clear_log -- who cleared which marks, once, at info (nothing when
+ * nothing was marked: a no-op changes nothing worth a record)
+ */
+static void unsafe_clear_log(const struct job *j, const struct ns_unsafe_cleared *c)
+{
+	char who[ACL_NAME_MAX + 8], list[512];
+	acl_subject_describe(&j->who, who, sizeof(who));
+	struct ns *ns = store_namespace(j->env->store, c->ns_id);
+	const char *path = ns ? ns->path : "?";
+	if (j->name[0] && c->nvolumes)
+		LOG_INFO("volume \"%s\" (namespace %s): unsafe-shutdown mark cleared by %s (%s)",
+			 j->name, path, who, j->peer);
+	else if (!j->name[0] && c->namespace_mark)
+		LOG_INFO("namespace %s: unsafe-shutdown mark cleared by %s (%s), with the marks of "
+			 "%u volume%s%s%s",
+			 path, who, j->peer, c->nvolumes, c->nvolumes == 1 ? "" : "s",
+			 c->nvolumes ? ": " : "", cleared_list(c, list, sizeof(list)));
+	else if (!j->name[0] && c->nvolumes)
+		LOG_INFO(
+		    "namespace %s: unsafe-shutdown marks of %u volume%s cleared by %s (%s): %s",
+		    path, c->nvolumes, c->nvolumes == 1 ? "" : "s", who, j->peer,
+		    cleared_list(c, list, sizeof(list)));
+	else
+		LOG_DEBUG("%s: unsafe-shutdown clear of %s%s: nothing was marked", j->peer,
+			  j->name[0] ? "volume " : "namespace ", j->name[0] ? j->name : path);
+}
+
+/*
+ * run_unsafe_clear -- UNSAFE_CLEAR: one volume's mark (j->name), or a
+ * namespace's and its volumes' (j->ns_id), through one table commit
+ * (ns_unsafe_clear); the reply names what was marked
+ */
+static void run_unsafe_clear(struct vol_op *op)
+{
+	struct job *j = job_of_op(op);
+	struct store *store = j->env->store;
+	struct ns_unsafe_cleared c;
+	op->code = j->name[0] ? store_volume_unsafe_clear(store, j->name, &c)
+			      : store_namespace_unsafe_clear(store, j->ns_id, &c);
+	if (op->code == -ENOENT && j->name[0]) {
+		fmt_msg(j->msg, "no volume \"%s\"", j->name);
+		return;
+	}
+	if (op->code) {
+		fmt_msg(j->msg,
+			"clearing the unsafe-shutdown mark of %s%s%s failed: %s; the mark stays",
+			j->name[0] ? "volume \"" : "namespace ",
+			j->name[0] ? j->name : store_namespace(store, j->ns_id)->path,
+			j->name[0] ? "\"" : "", rdax_strerror(op->code));
+		return;
+	}
+	unsafe_clear_log(j, &c);
+	char **names = calloc(c.nvolumes ? c.nvolumes : 1, sizeof(*names));
+	if (!names) {
+		/* committed, only the reply is lost: the client sees ENOMEM, a retry a no-op */
+		op->code = -ENOMEM;
+		ns_unsafe_cleared_free(&c);
+		return;
+	}
+	for (unsigned i = 0; i < c.nvolumes; i++)
+		names[i] = c.names[i];
+	Rdax__Status st = RDAX__STATUS__INIT;
+	Rdax__UnsafeClearReply rep = RDAX__UNSAFE_CLEAR_REPLY__INIT;
+	rep.status = &st;
+	rep.has_namespace_id = 1;
+	rep.namespace_id = c.ns_id;
+	rep.has_namespace_cleared = 1;
+	rep.namespace_cleared = c.namespace_mark;
+	rep.n_cleared_volumes = c.nvolumes;
+	rep.cleared_volumes = names;
+	op->code = reply_pack(&rep.base, &j->reply);
+	free(names);
+	ns_unsafe_cleared_free(&c);
+}
+
+/*
  * run_digest -- REPLICA_DIGEST: XXH3-128 of every block of the range, read
  * from the mapping (a write landing meanwhile may make a block's digest
  * differ from both its old and new bytes: the resync then ships it, which is
@@ -869,6 +967,87 @@ static int check_rights(const struct dispatch_env *env, const struct session *s,
 }
 
 /*
+ * check_clear_volume -- may the client clear volume @name's unsafe-shutdown
+ * mark (acl.h)? The create right on it, as deleting it; a volume it may not
+ * even see does not exist for it. 0, -ENOENT or -RDAX_E_ACCESS.
+ */
+static int check_clear_volume(const struct dispatch_env *env, const struct session *s,
+			      const char *name, char *m)
+{
+	unsigned rights = acl_rights(env->acl, &s->access.who, name);
+	if (rights & ACL_CREATE)
+		return 0;
+	if (!(rights & ACL_READ)) {
+		fmt_msg(m, "no volume \"%s\"", name);
+		return -ENOENT;
+	}
+	char who[ACL_NAME_MAX + 8];
+	fmt_msg(m,
+		"%s may not clear the unsafe-shutdown mark of volume \"%s\": that takes the "
+		"create right on it (--acl)",
+		acl_subject_describe(&s->access.who, who, sizeof(who)), name);
+	return -RDAX_E_ACCESS;
+}
+
+/*
+ * check_clear_namespace -- may the client clear the marks of the namespace
+ * at @path and all its volumes (acl.h)? The create right on every volume
+ * name, since it speaks for volumes of any owner. 0 or -RDAX_E_ACCESS.
+ */
+static int check_clear_namespace(const struct dispatch_env *env, const struct session *s,
+				 const char *path, char *m)
+{
+	if (acl_rights_every(env->acl, &s->access.who) & ACL_CREATE)
+		return 0;
+	char who[ACL_NAME_MAX + 8];
+	fmt_msg(m,
+		"%s may not clear the unsafe-shutdown mark of namespace %s: that takes the "
+		"create right on every volume (a rule for \"*\", --acl)",
+		acl_subject_describe(&s->access.who, who, sizeof(who)), path);
+	return -RDAX_E_ACCESS;
+}
+
+/*
+ * check_unsafe_clear -- an UNSAFE_CLEAR names one target, which exists, and
+ * the client may clear it. A namespace named by its path gets its id here
+ * (@rq->namespace_id), so the job needs only that.
+ */
+static int check_unsafe_clear(const struct dispatch_env *env, const struct session *s,
+			      Rdax__UnsafeClearRequest *rq, char *m)
+{
+	char buf[STATUS_MSG_MAX / 2];
+	unsigned targets =
+	    (rq->volume != NULL) + rq->has_namespace_id + (rq->namespace_path != NULL);
+	if (targets != 1) {
+		fmt_msg(m, "UNSAFE_CLEAR names %s: one volume, namespace_id or namespace_path",
+			targets ? "more than one target" : "no target");
+		return -EINVAL;
+	}
+	if (rq->volume) {
+		int ret = check_name(rq->volume, m);
+		return ret ? ret : check_clear_volume(env, s, rq->volume, m);
+	}
+	unsigned n = store_namespace_count(env->store);
+	if (rq->namespace_path) {
+		for (unsigned i = 0; i < n && !rq->has_namespace_id; i++)
+			if (strcmp(store_namespace(env->store, i)->path, rq->namespace_path) == 0) {
+				rq->has_namespace_id = 1;
+				rq->namespace_id = i;
+			}
+		if (!rq->has_namespace_id) {
+			fmt_msg(m, "no namespace \"%s\" (rdax namespace list shows the paths)",
+				printable(rq->namespace_path, buf, sizeof(buf)));
+			return -ENOENT;
+		}
+	} else if (rq->namespace_id >= n) {
+		fmt_msg(m, "no namespace %" PRIu32 " (this daemon serves %u)", rq->namespace_id, n);
+		return -ENOENT;
+	}
+	return check_clear_namespace(env, s, store_namespace(env->store, rq->namespace_id)->path,
+				     m);
+}
+
+/*
  * check_writable -- a write, discard or fsync on @handle: refused on a
  * handle opened read-only, except an fsync with nothing dirty (it changes
  * nothing). 0 or -RDAX_E_ACCESS.
@@ -997,6 +1176,8 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 	case FRAME_VOLUME_LIST:
 	case FRAME_NAMESPACE_LIST:
 		return 0;
+	case FRAME_UNSAFE_CLEAR:
+		return check_unsafe_clear(env, s, req.clear, m);
 	case FRAME_POWERCUT:
 		if (req.powercut->has_delay_ms && req.powercut->delay_ms > POWERCUT_MAX_DELAY_MS) {
 			fmt_msg(m, "delay of %" PRIu32 " ms exceeds the longest, %u ms",
@@ -1313,6 +1494,18 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_NAMESPACE_LIST:
 		out_job(out, job_new(env, h, VOL_OP_CALL, true, run_namespace_list));
+		return;
+	case FRAME_UNSAFE_CLEAR:
+		/* validated: a valid volume name, or a namespace id that exists */
+		j = job_new(env, h, VOL_OP_CALL, true, run_unsafe_clear);
+		if (j) {
+			snprintf(j->name, sizeof(j->name), "%s",
+				 req.clear->volume ? req.clear->volume : "");
+			j->ns_id = req.clear->namespace_id;
+			j->who = s->access.who;
+			snprintf(j->peer, sizeof(j->peer), "%s", s->peer);
+		}
+		out_job(out, j);
 		return;
 	case FRAME_VOLUME_CLOSE: {
 		struct volume *closed = NULL;
@@ -1786,6 +1979,7 @@ void dispatch_job_finish(const struct dispatch_env *env, struct session *s,
 	case FRAME_VOLUME_LIST:
 	case FRAME_VOLUME_INFO:
 	case FRAME_NAMESPACE_LIST:
+	case FRAME_UNSAFE_CLEAR:
 	case FRAME_REPLICA_DIGEST:
 		out->action = DISPATCH_REPLY;
 		out->reply.body = j->reply.body;

@@ -85,6 +85,9 @@ static enum metrics_op frame_op(uint16_t type)
 	    [FRAME_DISCARD] = METRICS_OP_DISCARD,
 	    [FRAME_STAT] = METRICS_OP_STAT,
 	    [FRAME_NAMESPACE_LIST] = METRICS_OP_NAMESPACE_LIST,
+	    [FRAME_REPLICA_DIGEST] = METRICS_OP_OTHER,
+	    [FRAME_POWERCUT] = METRICS_OP_OTHER,
+	    [FRAME_UNSAFE_CLEAR] = METRICS_OP_UNSAFE_CLEAR,
 	};
 	type &= (uint16_t)~FRAME_REPLY;
 	return type > 0 && type < FRAME_TYPE_MAX ? ops[type] : METRICS_OP_OTHER;

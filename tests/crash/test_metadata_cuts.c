@@ -15,6 +15,10 @@
  * again (the open repairs the other), so that damage to one copy later
  * cannot undo anything.
  *
+ * The updates: create and delete a volume, a forced and a fresh format,
+ * and clearing unsafe-shutdown marks (one volume's, a namespace's with all
+ * of its volumes').
+ *
  * Controls: the same enumeration with both copies written line by line
  * together (faults.h meta_copies_together) must find a cut whose state is
  * neither; a real kill -9 of a process mid-update must leave a state the
@@ -45,6 +49,7 @@
 #include "vol_table.h"
 #include "volume.h"
 
+#include "logcap.h"
 #include "nsfile.h"
 #include "pattern.h"
 #include "tmpdir.h"
@@ -66,9 +71,11 @@ struct fx {
 struct vol_rec {
 	char name[NS_VOLUME_NAME_MAX + 1];
 	uint64_t size, off;
+	bool unsafe; /* marked by an unsafe shutdown */
 };
 struct snap {
 	int open_ret;
+	bool ns_unsafe; /* the namespace's unsafe-shutdown mark */
 	unsigned n;
 	struct vol_rec v[MAX_VOLS];
 };
@@ -115,14 +122,18 @@ static void snap_take(const char *path, struct snap *s)
 		memcpy(s->v[i].name, vi[i].name, sizeof(s->v[i].name));
 		s->v[i].size = vi[i].size;
 		s->v[i].off = vi[i].ns_offset;
+		s->v[i].unsafe = vi[i].unsafe_shutdown;
 	}
+	struct media_health_info mh;
+	media_health_get(&ns->health, &mh);
+	s->ns_unsafe = mh.unsafe_shutdown;
 	qsort(s->v, s->n, sizeof(s->v[0]), cmp_rec);
 	ns_close(&ns);
 }
 
 static bool snap_equal(const struct snap *a, const struct snap *b)
 {
-	if (a->open_ret != b->open_ret || a->n != b->n)
+	if (a->open_ret != b->open_ret || a->ns_unsafe != b->ns_unsafe || a->n != b->n)
 		return false;
 	return memcmp(a->v, b->v, a->n * sizeof(a->v[0])) == 0;
 }
@@ -133,9 +144,10 @@ static void snap_print(const char *what, const struct snap *s)
 		print_message("  %s: refused (%s)\n", what, rdax_strerror(s->open_ret));
 		return;
 	}
-	print_message("  %s: %u volumes:", what, s->n);
+	print_message("  %s: %s%u volumes:", what, s->ns_unsafe ? "marked, " : "", s->n);
 	for (unsigned i = 0; i < s->n; i++)
-		print_message(" %s@%llu", s->v[i].name, (unsigned long long)s->v[i].off);
+		print_message(" %s@%llu%s", s->v[i].name, (unsigned long long)s->v[i].off,
+			      s->v[i].unsafe ? "(marked)" : "");
 	print_message("\n");
 }
 
@@ -179,6 +191,23 @@ static void setup_volumes_and_b(struct fx *fx)
 	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &ns), 0);
 	assert_int_equal(ns_volume_create(ns, "b", X_SIZE), 0);
 	ns_close(&ns);
+}
+
+/*
+ * setup_volumes_marked -- setup_volumes() with the namespace and every
+ * volume marked by an unsafe shutdown, as media_health_open() marks them
+ */
+static void setup_volumes_marked(struct fx *fx)
+{
+	setup_volumes(fx);
+	struct persist p;
+	struct vol_table *t;
+	assert_int_equal(persist_map(fx->path, PERSIST_SIM, &p), 0);
+	assert_int_equal(vol_table_load(&p, &t), 0);
+	struct vt_shutdown sds = {.usc = 3, .flags = VT_SDS_KNOWN | VT_SDS_UNSAFE};
+	assert_int_equal(vol_table_shutdown_set(t, &sds, true), 0);
+	vol_table_delete(&t);
+	persist_unmap(&p);
 }
 
 /* setup_plain_file -- a file of zeros, not formatted */
@@ -232,6 +261,32 @@ static uint64_t op_delete_b(struct fx *fx, long budget)
 	ns_close(&ns);
 	persist_sim_set_budget(-1);
 	return dropped;
+}
+
+/* op_clear -- an operator's clear of v3's mark (@name) or of the namespace's and all (NULL) */
+static uint64_t op_clear(struct fx *fx, long budget, const char *name)
+{
+	struct ns *ns;
+	struct ns_unsafe_cleared c;
+	assert_int_equal(ns_open(fx->path, PERSIST_SIM, 1, &ns), 0);
+	persist_sim_set_budget(budget);
+	assert_int_equal(ns_unsafe_clear(ns, name, &c), 0);
+	assert_int_equal(c.nvolumes, name ? 1 : SETUP_VOLUMES);
+	ns_unsafe_cleared_free(&c);
+	uint64_t dropped = persist_sim_dropped();
+	ns_close(&ns);
+	persist_sim_set_budget(-1);
+	return dropped;
+}
+
+static uint64_t op_clear_volume(struct fx *fx, long budget)
+{
+	return op_clear(fx, budget, "v3");
+}
+
+static uint64_t op_clear_namespace(struct fx *fx, long budget)
+{
+	return op_clear(fx, budget, NULL);
 }
 
 static uint64_t op_format_force(struct fx *fx, long budget)
@@ -371,6 +426,31 @@ static void ns_volume_delete__every_cut_old_or_new(void **state)
 	assert_atomic(enumerate_cuts(*state, setup_volumes_and_b, op_delete_b, NULL));
 }
 
+/*
+ * Clearing unsafe-shutdown marks: every cut leaves all of them or none of
+ * those cleared. Each open of a marked namespace logs an error per marked
+ * volume, as it should: hundreds of them here, captured and dropped (the
+ * classification is printed on stdout).
+ */
+static void assert_atomic_quiet(struct fx *fx, op_fn op)
+{
+	struct logcap lc;
+	logcap_begin(&lc);
+	struct cut_result r = enumerate_cuts(fx, setup_volumes_marked, op, NULL);
+	free(logcap_end(&lc));
+	assert_atomic(r);
+}
+
+static void ns_unsafe_clear__volume_every_cut_old_or_new(void **state)
+{
+	assert_atomic_quiet(*state, op_clear_volume);
+}
+
+static void ns_unsafe_clear__namespace_every_cut_old_or_new(void **state)
+{
+	assert_atomic_quiet(*state, op_clear_namespace);
+}
+
 static void ns_format__forced_every_cut_old_or_new(void **state)
 {
 	struct cut_result r = enumerate_cuts(*state, setup_volumes, op_format_force, NULL);
@@ -482,6 +562,8 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, fx_setup, fx_teardown)
 	    T(ns_volume_create__every_cut_old_or_new),
 	    T(ns_volume_delete__every_cut_old_or_new),
+	    T(ns_unsafe_clear__volume_every_cut_old_or_new),
+	    T(ns_unsafe_clear__namespace_every_cut_old_or_new),
 	    T(ns_format__forced_every_cut_old_or_new),
 	    T(ns_format__fresh_every_cut_unformatted_or_formatted),
 	    T(meta_copies_together__control_is_caught),

@@ -46,7 +46,7 @@ def f_bytes(num, b):
 # ---- native frames (common/frame.h) ----
 MAGIC = 0x58414452
 T = dict(hello=1, create=2, delete=3, list=4, info=5, open=6, close=7, write=8,
-         read=9, fsync=10, discard=11, stat=12)
+         read=9, fsync=10, discard=11, stat=12, nslist=13, clear=16)
 HANDLE = 0x10001  # the first handle of a connection: slot 0, generation 1
 
 
@@ -96,6 +96,14 @@ def native():
     r += frame("write", 7, f_int(1, HANDLE) + f_int(2, 0), b"D" * 10, payload_len=100)
     put("fuzz_native_requests", "refusals", parity(r, False))
     put("fuzz_native_requests", "no-hello", parity(frame("list", 1), False))
+    # unsafe-shutdown clears: a volume's, a namespace's by id and by path, two targets
+    c = hello() + frame("create", 2, f_bytes(1, vol) + f_int(2, 1 << 20))
+    c += frame("clear", 3, f_bytes(1, vol))
+    c += frame("clear", 4, f_int(2, 0))
+    c += frame("clear", 5, f_bytes(3, b"/no/such/ns"))
+    c += frame("clear", 6, f_bytes(1, vol) + f_int(2, 0))
+    c += frame("nslist", 7)
+    put("fuzz_native_requests", "unsafe-clear", parity(c, False))
 
     put("fuzz_frame_header", "hello", frame("hello", 7, f_int(1, 1))[:32])
     put("fuzz_frame_header", "write", frame("write", 8, b"\0" * 6, payload_len=4096)[:32] + b"\1")

@@ -10,9 +10,18 @@
 #  - unsafe shutdown: a count that changed after a kill -9 (in use) marks the
 #    namespace and its volume, the mark survives a clean restart, a count that
 #    changed while the namespace was closed marks nothing;
+#  - clearing the marks (rdax volume|namespace clear-unsafe): a volume's mark
+#    and then the namespace's (with the rest of its volumes) are gone from
+#    `namespace list` and the metrics, and stay gone across a power cut right
+#    after the acknowledgement (kill -9 in sim mode) and a clean restart; a
+#    volume or namespace not marked is a no-op success, an unknown one
+#    ENOENT; each clear is logged once with who did it; without the create
+#    right (--acl) a clear is refused and the mark stays;
 #  - the controls: with no-badblock-check the bad range is served, with
-#    usc-no-compare the changed count goes unnoticed -- and the same checks
-#    must then fail.
+#    usc-no-compare the changed count goes unnoticed, with
+#    unsafe-clear-no-commit a clear is acknowledged but never reaches the
+#    metadata, with acl-ignore a clear without the right goes through -- and
+#    the same checks must then fail.
 # Usage: media_health.py RDAXD RDAX
 import json
 import os
@@ -171,7 +180,144 @@ def unsafe_shutdown(faults):
     return c.failed
 
 
-failed = bad_blocks("") + unsafe_shutdown("")
+def marked_namespace(name, faults, volumes):
+    """a workdir and a daemon whose namespace and @volumes are marked by an unsafe shutdown"""
+    d = workdir(name)
+    media = os.path.join(d, "ns.media")
+    with open(media, "w") as f:
+        f.write("usc 7\n")
+    daemon = Daemon(rdaxd_bin, d, faults="fake-media" + faults)
+    daemon.start()
+    for v in volumes:
+        rdax(rdax_bin, daemon.tcp, "volume", "create", v, "4M")
+    rdax(rdax_bin, daemon.tcp, "write", volumes[0], "0", "--fsync", stdin=b"z" * 4096)
+    daemon.kill9()
+    with open(media, "w") as f:
+        f.write("usc 8\n")
+    daemon.start()
+    return d, daemon
+
+
+def clear_json(daemon, *args):
+    """rdax ... clear-unsafe ... --json: the object printed (fails the test on an error)"""
+    return json.loads(rdax(rdax_bin, daemon.tcp, *args, "--json").stdout)
+
+
+def marks(daemon):
+    """(namespace marked, [marked volumes]) from namespace list and from the metrics"""
+    ns = ns_list(daemon)
+    text = daemon.scrape()
+    listed = (ns["unsafe_shutdown"], sorted(ns["marked_volumes"]))
+    vols = sorted(v for v in ("v1", "v2", "v3")
+                  if sample(text, "rdax_volume_unsafe_shutdown", {"volume": v}) == 1)
+    scraped = (sample(text, "rdax_namespace_unsafe_shutdown", {"namespace": "0"}) == 1, vols)
+    return listed, scraped
+
+
+def clear_marks(faults):
+    """clearing the marks, and that a clear survives a power cut; the names of failed checks"""
+    c = Checks()
+    d, daemon = marked_namespace("usc-clear", faults, ["v1", "v2", "v3"])
+    everything = (True, ["v1", "v2", "v3"])
+    c(marks(daemon) == (everything, everything), "all marked: %s" % (marks(daemon),))
+
+    got = clear_json(daemon, "volume", "clear-unsafe", "v1")
+    c(got == {"name": "v1", "cleared": True}, "volume clear-unsafe v1 --json: %s" % got)
+    after_v1 = (True, ["v2", "v3"])
+    c(marks(daemon) == (after_v1, after_v1),
+      "v1's mark is gone from namespace list and the metrics, the rest stay: %s" %
+      (marks(daemon),))
+    c(ns_list(daemon)["health"] == "unsafe-shutdown", "the namespace is still marked")
+    log = daemon.log_text()
+    c(log.count('volume "v1" (namespace %s/ns): unsafe-shutdown mark cleared by local' % d) == 1,
+      "the clear is logged once, at info, with who cleared it")
+
+    p = rdax(rdax_bin, daemon.tcp, "volume", "clear-unsafe", "v1")
+    c(p.stdout == b"volume v1: not marked, nothing to clear\n",
+      "clearing it again: a no-op success (%r)" % p.stdout)
+    c(daemon.log_text().count("unsafe-shutdown mark cleared") == 1, "and no second record")
+    p = rdax(rdax_bin, daemon.tcp, "volume", "clear-unsafe", "nope", ok=False)
+    c(p.returncode == 1 and b'no volume "nope"' in p.stderr,
+      "an unknown volume: exit 1, %s" % p.stderr.decode().strip())
+    p = rdax(rdax_bin, daemon.tcp, "namespace", "clear-unsafe", "/no/such", ok=False)
+    c(p.returncode == 1 and b'no namespace "/no/such"' in p.stderr,
+      "an unknown namespace: exit 1, %s" % p.stderr.decode().strip())
+
+    # acknowledged means durable: a power cut right after it keeps the clear
+    daemon.kill9()
+    daemon.start()
+    c(marks(daemon) == (after_v1, after_v1),
+      "after a power cut right after the clear, v1 stays cleared: %s" % (marks(daemon),))
+
+    got = clear_json(daemon, "namespace", "clear-unsafe", os.path.join(d, "ns"))
+    c(got == {"namespace": {"id": 0, "path": os.path.join(d, "ns")}, "cleared": True,
+              "cleared_volumes": ["v2", "v3"]},
+      "namespace clear-unsafe PATH --json: %s" % got)
+    ns = ns_list(daemon)
+    none = (False, [])
+    c(ns["health"] == "ok" and marks(daemon) == (none, none),
+      "the namespace and every volume unmarked: %s, %s" % (ns["health"], marks(daemon)))
+    c(daemon.log_text().count("unsafe-shutdown mark cleared by local") == 2,
+      "the namespace's clear is logged once")
+    got = clear_json(daemon, "namespace", "clear-unsafe", "0")
+    c(got["cleared"] is False and got["cleared_volumes"] == [],
+      "clearing it again by id: a no-op success (%s)" % got)
+    n = sample(daemon.scrape(), "rdax_requests_total", {"op": "unsafe_clear", "transport": "tcp"})
+    c(n == 2, "the metrics count the two clears since the restart as op unsafe_clear (%s)" % n)
+
+    daemon.kill9()
+    daemon.start()
+    c(ns_list(daemon)["health"] == "ok" and marks(daemon) == (none, none),
+      "after a power cut right after the clear, nothing is marked: %s" % (marks(daemon),))
+    daemon.stop()
+    daemon.start()
+    c(ns_list(daemon)["health"] == "ok" and marks(daemon) == (none, none),
+      "after a clean restart, nothing is marked")
+    daemon.stop()
+    cleanup(d)
+    return c.failed
+
+
+def clear_refused(faults):
+    """clears without the create right are refused and change nothing; the failed checks"""
+    c = Checks()
+    d, daemon = marked_namespace("usc-acl", faults, ["v1", "v2"])
+    daemon.stop()
+    acl = os.path.join(d, "acl")
+    with open(acl, "w") as f:
+        f.write("local * rw\n")
+    daemon.extra = ["--acl", acl]
+    daemon.start()
+    p = rdax(rdax_bin, daemon.tcp, "volume", "clear-unsafe", "v1", ok=False)
+    c(p.returncode == 1 and b"may not clear the unsafe-shutdown mark" in p.stderr,
+      "volume clear-unsafe without the create right is refused: %s" %
+      p.stderr.decode().strip())
+    p = rdax(rdax_bin, daemon.tcp, "namespace", "clear-unsafe", "0", ok=False)
+    c(p.returncode == 1 and b"may not clear the unsafe-shutdown mark" in p.stderr,
+      "namespace clear-unsafe without the create right is refused: %s" %
+      p.stderr.decode().strip())
+    c(ns_list(daemon)["marked_volumes"] == ["v1", "v2"], "refused: the marks stay")
+    daemon.stop()
+
+    # the create right on v*: the volumes' marks, not the namespace's (needs a rule for *)
+    with open(acl, "w") as f:
+        f.write("local * rw\nlocal v* create\n")
+    daemon.start()
+    got = clear_json(daemon, "volume", "clear-unsafe", "v1")
+    c(got["cleared"] is True, "with the create right on v1 its clear goes through")
+    p = rdax(rdax_bin, daemon.tcp, "namespace", "clear-unsafe", "0", ok=False)
+    c(p.returncode == 1 and b'a rule for "*"' in p.stderr,
+      "namespace clear-unsafe with the create right on v* only is refused: %s" %
+      p.stderr.decode().strip())
+    ns = ns_list(daemon)
+    c(ns["unsafe_shutdown"] and ns["marked_volumes"] == ["v2"],
+      "refused: the namespace's mark and v2's stay")
+    daemon.stop()
+    cleanup(d)
+    return c.failed
+
+
+failed = bad_blocks("") + unsafe_shutdown("") + clear_marks("") + clear_refused("")
 check(not failed, "every check passes: %s" % failed)
 # the controls: the mechanism broken on purpose, the same checks must notice
 failed = bad_blocks(",no-badblock-check")
@@ -181,4 +327,10 @@ check(any("rdax read over the bad block" in f for f in failed) and
 failed = unsafe_shutdown(",usc-no-compare")
 check(any("unsafe-shutdown" in f for f in failed),
       "control usc-no-compare: the unnoticed unsafe shutdown is caught")
+failed = clear_marks(",unsafe-clear-no-commit")
+check(any("after a power cut right after the clear" in f for f in failed),
+      "control unsafe-clear-no-commit: a clear that never reached the metadata is caught")
+failed = clear_refused(",acl-ignore")
+check(any("refused" in f for f in failed),
+      "control acl-ignore: a clear without the right that goes through is caught")
 print("1 passed, 0 failed")

@@ -83,6 +83,35 @@ static void acl_rights__union_of_matching_rules(void **state)
 	assert_int_equal(acl_rights(NULL, &nobody, "x"), ACL_ALL);
 }
 
+/*
+ * acl_rights_every__star_rules_only -- the rights on every volume name come
+ * from rules whose VOLUMES is "*" alone: a pattern that happens to match
+ * every volume there is now ("v*") does not speak for names to come
+ */
+static void acl_rights_every__star_rules_only(void **state)
+{
+	struct acl *a;
+	char err[256];
+	assert_int_equal(load("user:admin  *     rw,create\n"
+			      "user:alice  *     ro\n"
+			      "user:alice  v*    rw,create\n"
+			      "local       [a-z]* create\n"
+			      "*           *     ro\n",
+			      &a, err, sizeof(err)),
+			 0);
+	struct acl_subject admin = user("admin"), alice = user("alice"), loc = {.local = true};
+	assert_int_equal(acl_rights_every(a, &admin), ACL_ALL);
+	assert_int_equal(acl_rights(a, &alice, "v1"), ACL_ALL);
+	assert_int_equal(acl_rights_every(a, &alice), ACL_READ); /* her own "*" and anyone's */
+	assert_int_equal(acl_rights(a, &loc, "x"), ACL_READ | ACL_CREATE);
+	assert_int_equal(acl_rights_every(a, &loc), ACL_READ);
+	rdax_faults.acl_ignore = true;
+	assert_int_equal(acl_rights_every(a, &loc), ACL_ALL);
+	rdax_faults.acl_ignore = false;
+	acl_delete(&a);
+	assert_int_equal(acl_rights_every(NULL, &loc), ACL_ALL); /* no ACL: every right */
+}
+
 static void acl_load__errors_name_the_line(void **state)
 {
 	static const struct {
@@ -128,6 +157,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(acl_rights__union_of_matching_rules),
+	    cmocka_unit_test(acl_rights_every__star_rules_only),
 	    cmocka_unit_test(acl_load__errors_name_the_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

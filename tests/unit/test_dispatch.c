@@ -26,6 +26,7 @@
 #include "session.h"
 #include "store.h"
 #include "tmpdir.h"
+#include "vol_table.h"
 
 #define VOL_SIZE (8ULL << 20)
 
@@ -132,6 +133,20 @@ static void expect(struct session *s, struct dispatch_out *out, enum dispatch_ac
 {
 	assert_int_equal(out->action, action);
 	assert_int_equal(reply_code(out), (uint32_t)(code < 0 ? -code : code));
+	done(s, out);
+}
+
+/* expect_msg -- a refusal with @code whose message holds @want; released */
+static void expect_msg(struct session *s, struct dispatch_out *out, int code, const char *want)
+{
+	assert_int_equal(out->action, DISPATCH_REPLY);
+	Rdax__StatusReply *sr =
+	    rdax__status_reply__unpack(NULL, out->reply.body_len, out->reply.body);
+	assert_non_null(sr);
+	assert_int_equal(sr->status->code, (uint32_t)code);
+	if (!strstr(sr->status->message, want))
+		fail_msg("message '%s' does not say '%s'", sr->status->message, want);
+	rdax__status_reply__free_unpacked(sr, NULL);
 	done(s, out);
 }
 
@@ -916,13 +931,7 @@ static void dispatch_request__powercut_refused(void **state)
 	done(f->s, &out);
 
 	request(f, f->s, FRAME_POWERCUT, &pm.base, 0, &out);
-	assert_int_equal(out.action, DISPATCH_REPLY);
-	Rdax__StatusReply *sr =
-	    rdax__status_reply__unpack(NULL, out.reply.body_len, out.reply.body);
-	assert_int_equal(sr->status->code, EPERM);
-	assert_non_null(strstr(sr->status->message, "--allow-powercut"));
-	rdax__status_reply__free_unpacked(sr, NULL);
-	done(f->s, &out);
+	expect_msg(f->s, &out, EPERM, "--allow-powercut");
 
 	pm.has_delay_ms = 1;
 	pm.delay_ms = POWERCUT_MAX_DELAY_MS + 1;
@@ -934,6 +943,160 @@ static void dispatch_request__powercut_refused(void **state)
 	request(f, f->s, FRAME_VOLUME_LIST, NULL, 0, &out);
 	finish_job(f, f->s, &out);
 	expect(f->s, &out, DISPATCH_REPLY, 0);
+}
+
+/*
+ * clear_req -- UNSAFE_CLEAR @m: the reply's code, and with @rep (may be
+ * NULL) the unpacked reply of a success (freed by the caller)
+ */
+static int clear_req(struct fixture *f, Rdax__UnsafeClearRequest *m, Rdax__UnsafeClearReply **rep)
+{
+	struct dispatch_out out;
+	request(f, f->s, FRAME_UNSAFE_CLEAR, &m->base, 0, &out);
+	if (out.action == DISPATCH_JOB)
+		finish_job(f, f->s, &out);
+	assert_int_equal(out.action, DISPATCH_REPLY);
+	int code = (int)reply_code(&out);
+	if (code == 0 && rep) {
+		*rep = rdax__unsafe_clear_reply__unpack(NULL, out.reply.body_len, out.reply.body);
+		assert_non_null(*rep);
+	}
+	done(f->s, &out);
+	return code;
+}
+
+/* mark_all -- namespace 0 and its volumes marked, as media_health_open() marks them */
+static void mark_all(struct fixture *f)
+{
+	struct ns *ns = store_namespace(f->store, 0);
+	struct vt_shutdown sds = {.usc = 1, .flags = VT_SDS_KNOWN | VT_SDS_UNSAFE};
+	assert_int_equal(vol_table_shutdown_set(ns->table, &sds, true), 0);
+	media_health_mark_set(&ns->health, true);
+}
+
+/*
+ * dispatch_request__unsafe_clear -- UNSAFE_CLEAR names exactly one target
+ * (EINVAL otherwise), an unknown volume or namespace is ENOENT, an unmarked
+ * one a success naming nothing; a volume's clear reports that volume, a
+ * namespace's (by path or id) its own mark and the rest of its volumes, and
+ * the namespace's health follows
+ */
+static void dispatch_request__unsafe_clear(void **state)
+{
+	struct fixture *f = *state;
+	hello(f, f->s);
+	create(f, "v", VOL_SIZE, 0);
+	create(f, "w", VOL_SIZE, 0);
+	Rdax__UnsafeClearReply *r;
+	Rdax__UnsafeClearRequest m = RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	assert_int_equal(clear_req(f, &m, NULL), EINVAL); /* no target */
+	m.volume = "v";
+	m.has_namespace_id = 1;
+	assert_int_equal(clear_req(f, &m, NULL), EINVAL); /* two */
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.volume = "a/b";
+	assert_int_equal(clear_req(f, &m, NULL), EINVAL);
+	m.volume = "nope";
+	assert_int_equal(clear_req(f, &m, NULL), ENOENT);
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.has_namespace_id = 1;
+	m.namespace_id = 1;
+	assert_int_equal(clear_req(f, &m, NULL), ENOENT);
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.namespace_path = "/no/such/ns";
+	assert_int_equal(clear_req(f, &m, NULL), ENOENT);
+
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.volume = "v";
+	assert_int_equal(clear_req(f, &m, &r), 0); /* not marked: nothing */
+	assert_int_equal(r->namespace_id, 0);
+	assert_false(r->namespace_cleared);
+	assert_int_equal(r->n_cleared_volumes, 0);
+	rdax__unsafe_clear_reply__free_unpacked(r, NULL);
+
+	mark_all(f);
+	assert_int_equal(clear_req(f, &m, &r), 0);
+	assert_false(r->namespace_cleared);
+	assert_int_equal(r->n_cleared_volumes, 1);
+	assert_string_equal(r->cleared_volumes[0], "v");
+	rdax__unsafe_clear_reply__free_unpacked(r, NULL);
+	struct media_health_info mh;
+	media_health_get(&store_namespace(f->store, 0)->health, &mh);
+	assert_true(mh.unsafe_shutdown); /* a volume's clear leaves the namespace's mark */
+
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.namespace_path = f->path;
+	assert_int_equal(clear_req(f, &m, &r), 0);
+	assert_true(r->namespace_cleared);
+	assert_int_equal(r->n_cleared_volumes, 1);
+	assert_string_equal(r->cleared_volumes[0], "w");
+	rdax__unsafe_clear_reply__free_unpacked(r, NULL);
+	media_health_get(&store_namespace(f->store, 0)->health, &mh);
+	assert_false(mh.unsafe_shutdown);
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.has_namespace_id = 1;
+	assert_int_equal(clear_req(f, &m, &r), 0); /* by id, nothing left */
+	assert_false(r->namespace_cleared);
+	assert_int_equal(r->n_cleared_volumes, 0);
+	rdax__unsafe_clear_reply__free_unpacked(r, NULL);
+}
+
+/* acl_with -- an --acl file of @text, loaded as the fixture's */
+static struct acl *acl_with(struct fixture *f, const char *text)
+{
+	char path[300], err[256];
+	snprintf(path, sizeof(path), "%s/acl", f->dir);
+	FILE *file = fopen(path, "w");
+	assert_non_null(file);
+	fputs(text, file);
+	fclose(file);
+	struct acl *acl;
+	assert_int_equal(acl_load(path, &acl, err, sizeof(err)), 0);
+	unlink(path);
+	f->env.acl = acl;
+	return acl;
+}
+
+/*
+ * dispatch_request__unsafe_clear_rights -- a volume's mark needs the create
+ * right on it (a volume the client cannot see does not exist for it), a
+ * namespace's the create right on every name (a rule for "*"); a refused
+ * clear leaves the mark, and the access-error message says what is missing
+ */
+static void dispatch_request__unsafe_clear_rights(void **state)
+{
+	struct fixture *f = *state;
+	hello(f, f->s);
+	create(f, "v", VOL_SIZE, 0);
+	create(f, "w", VOL_SIZE, 0);
+	create(f, "x", VOL_SIZE, 0);
+	mark_all(f);
+	struct acl *acl = acl_with(f, "* v rw,create\n* w rw\n");
+	Rdax__UnsafeClearRequest m = RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.volume = "w";
+	assert_int_equal(clear_req(f, &m, NULL), RDAX_E_ACCESS);
+	m.volume = "x"; /* invisible to this client */
+	assert_int_equal(clear_req(f, &m, NULL), ENOENT);
+	m.volume = "v";
+	assert_int_equal(clear_req(f, &m, NULL), 0);
+	m = (Rdax__UnsafeClearRequest)RDAX__UNSAFE_CLEAR_REQUEST__INIT;
+	m.has_namespace_id = 1;
+	struct dispatch_out out;
+	request(f, f->s, FRAME_UNSAFE_CLEAR, &m.base, 0, &out);
+	expect_msg(f->s, &out, RDAX_E_ACCESS, "a rule for \"*\"");
+	struct volume_info vi;
+	assert_int_equal(store_volume_info(f->store, "w", &vi), 0);
+	assert_true(vi.unsafe_shutdown); /* refused: the marks stay */
+	acl_delete(&acl);
+
+	acl = acl_with(f, "* * create\n");
+	Rdax__UnsafeClearReply *r;
+	assert_int_equal(clear_req(f, &m, &r), 0);
+	assert_true(r->namespace_cleared);
+	assert_int_equal(r->n_cleared_volumes, 2); /* w and x: v was cleared before */
+	rdax__unsafe_clear_reply__free_unpacked(r, NULL);
+	f->env.acl = NULL;
+	acl_delete(&acl);
 }
 
 int main(void)
@@ -971,6 +1134,8 @@ int main(void)
 		dispatch_request__error_reply_decodes_as_every_reply_type, setup, teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__hammer_flush_mode, setup, teardown),
 	    cmocka_unit_test_setup_teardown(dispatch_request__powercut_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__unsafe_clear, setup, teardown),
+	    cmocka_unit_test_setup_teardown(dispatch_request__unsafe_clear_rights, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -395,6 +395,107 @@ static void vol_table_add__refused_at_the_last_generation(void **state)
 	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
 }
 
+/* marked -- the unsafe-shutdown mark of volume @name in the loaded table */
+static bool marked(struct fx *fx, const char *name)
+{
+	int idx = vol_table_find(fx->t, name);
+	assert_true(idx >= 0);
+	return vol_table_get(fx->t, (unsigned)idx)->unsafe_shutdown;
+}
+
+/* ns_marked -- the namespace's unsafe-shutdown mark in the loaded table */
+static bool ns_marked(struct fx *fx)
+{
+	struct vt_shutdown sds;
+	vol_table_shutdown_get(fx->t, &sds);
+	return (sds.flags & VT_SDS_UNSAFE) != 0;
+}
+
+/* mark_all -- a table with volumes a and b, marked with the namespace as media_health does */
+static void mark_all(struct fx *fx)
+{
+	format_and_load(fx);
+	assert_int_equal(vol_table_add(fx->t, "a", VT_META_SIZE, MiB, NULL), 0);
+	assert_int_equal(vol_table_add(fx->t, "b", VT_META_SIZE + MiB, MiB, NULL), 0);
+	struct vt_shutdown sds = {.usc = 5, .flags = VT_SDS_KNOWN | VT_SDS_IN_USE | VT_SDS_UNSAFE};
+	assert_int_equal(vol_table_shutdown_set(fx->t, &sds, true), 0);
+	assert_int_equal(reload(fx), 0);
+	assert_true(ns_marked(fx) && marked(fx, "a") && marked(fx, "b"));
+}
+
+/*
+ * vol_table_unsafe_clear__volume_then_namespace -- a volume's mark, then the
+ * namespace's with the rest, each one commit into both copies that a reload
+ * finds; the count and the other shutdown flags are kept; clearing what is
+ * not marked commits nothing
+ */
+static void vol_table_unsafe_clear__volume_then_namespace(void **state)
+{
+	struct fx *fx = *state;
+	mark_all(fx);
+	uint64_t gen = vol_table_generation(fx->t);
+
+	assert_int_equal(vol_table_unsafe_clear(fx->t, "a"), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen + 1);
+	assert_true(slots_identical(fx));
+	assert_int_equal(reload(fx), 0);
+	assert_false(marked(fx, "a"));
+	assert_true(marked(fx, "b") && ns_marked(fx));
+	assert_int_equal(vol_table_unsafe_clear(fx->t, "a"), 0); /* not marked: no commit */
+	assert_int_equal(vol_table_generation(fx->t), gen + 1);
+	assert_int_equal(vol_table_unsafe_clear(fx->t, "zz"), -ENOENT);
+
+	assert_int_equal(vol_table_unsafe_clear(fx->t, NULL), 0);
+	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+	assert_true(slots_identical(fx));
+	assert_int_equal(reload(fx), 0);
+	assert_false(ns_marked(fx) || marked(fx, "a") || marked(fx, "b"));
+	struct vt_shutdown sds;
+	vol_table_shutdown_get(fx->t, &sds);
+	assert_int_equal(sds.usc, 5);
+	assert_int_equal(sds.flags, VT_SDS_KNOWN | VT_SDS_IN_USE);
+	assert_int_equal(vol_table_unsafe_clear(fx->t, NULL), 0); /* nothing marked */
+	assert_int_equal(vol_table_generation(fx->t), gen + 2);
+}
+
+/*
+ * vol_table_unsafe_clear__failed_commit_keeps_the_marks -- a clear the table
+ * cannot commit (at its last generation) fails, and every mark stays, in
+ * memory and on media
+ */
+static void vol_table_unsafe_clear__failed_commit_keeps_the_marks(void **state)
+{
+	struct fx *fx = *state;
+	mark_all(fx);
+	uint64_t g = htole64(UINT64_MAX);
+	for (unsigned s = 0; s < 2; s++) {
+		poke(fx, s * VT_SLOT_SIZE + OFF_GENERATION, &g, 8);
+		fix_crc(fx, s);
+	}
+	assert_int_equal(reload(fx), 0);
+	assert_int_equal(vol_table_unsafe_clear(fx->t, "a"), -EOVERFLOW);
+	assert_int_equal(vol_table_unsafe_clear(fx->t, NULL), -EOVERFLOW);
+	assert_true(ns_marked(fx) && marked(fx, "a") && marked(fx, "b"));
+	assert_int_equal(reload(fx), 0);
+	assert_true(ns_marked(fx) && marked(fx, "a") && marked(fx, "b"));
+}
+
+/*
+ * vol_table_unsafe_clear__control_no_commit -- the control of the ops test
+ * (unsafe-clear-no-commit): the clear succeeds in memory, the media keeps
+ * every mark
+ */
+static void vol_table_unsafe_clear__control_no_commit(void **state)
+{
+	struct fx *fx = *state;
+	mark_all(fx);
+	rdax_faults.unsafe_clear_no_commit = true;
+	assert_int_equal(vol_table_unsafe_clear(fx->t, NULL), 0);
+	assert_false(ns_marked(fx) || marked(fx, "a") || marked(fx, "b"));
+	assert_int_equal(reload(fx), 0);
+	assert_true(ns_marked(fx) && marked(fx, "a") && marked(fx, "b"));
+}
+
 static void vol_table_load__both_copies_bad(void **state)
 {
 	struct fx *fx = *state;
@@ -679,6 +780,9 @@ int main(void)
 	    T(vol_table_load__cut_between_copies_takes_the_new_state),
 	    T(vol_table_load__same_generation_different_contents_refused),
 	    T(vol_table_add__refused_at_the_last_generation),
+	    T(vol_table_unsafe_clear__volume_then_namespace),
+	    T(vol_table_unsafe_clear__failed_commit_keeps_the_marks),
+	    T(vol_table_unsafe_clear__control_no_commit),
 	    T(vol_table_load__both_copies_bad),
 	    T(vol_table_load__crc_catches_every_header_byte),
 	    T(vol_table_load__sane_crc_insane_contents),
