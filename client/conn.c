@@ -1866,6 +1866,12 @@ int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
 	}
 	fds[0] =
 	    (struct pollfd){.fd = c->fd, .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0))};
+	/*
+	 * the owner's loop polls the socket next, and reaps when it is readable:
+	 * the next reap must recv again (conn_run clears this after its own poll;
+	 * left set, a reap driven from a loop never read another reply)
+	 */
+	c->rx_sock_empty = false;
 	return 1;
 }
 
