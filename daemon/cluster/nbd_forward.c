@@ -53,6 +53,7 @@ struct nbd_forward {
 	char sticky_msg[160];
 	bool cancelling;
 	uint64_t last_done_ms; /* the last completion (a stall: none for the timeout) */
+	unsigned ndone;	       /* completions so far (a turn that had some does not sleep) */
 	ev_io io[2];	       /* the descriptors librdax waits on (conn_poll_prepare) */
 	bool io_on[2];
 	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
@@ -250,6 +251,7 @@ static int reap(struct nbd_forward *f)
 			finish(f, r, c[i].status, c[i].status ? last : NULL);
 		}
 		total += n;
+		f->ndone += (unsigned)n;
 		f->last_done_ms = now_ms();
 		if (n < FWD_REAP_BATCH)
 			return total;
@@ -377,11 +379,18 @@ static void on_idle(struct ev_loop *loop, ev_idle *w, int revents)
 
 static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
 {
-	(void)loop;
 	(void)revents;
 	struct nbd_forward *f = w->data;
-	if (pump(f))
-		watch(f);
+	unsigned done = f->ndone;
+	if (!pump(f))
+		return;
+	watch(f);
+	/*
+	 * replies queued by completions here may come after the connection set's
+	 * own prepare hook sent this turn's output: one more turn before sleeping
+	 */
+	if (f->ndone != done)
+		ev_idle_start(loop, &f->more);
 }
 
 /*
