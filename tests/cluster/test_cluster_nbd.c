@@ -151,18 +151,18 @@ static int open_primary(struct rdax_conn **c, struct rdax_volume **v)
 	return ret;
 }
 
-static int create(void)
+/* create -- volume @name of @size on @replicas nodes, through the rdax CLI; 0 or -1 */
+static int create(const char *name, const char *size, const char *replicas)
 {
-	sleep(2);
 	const char *argv[] = {RDAX_CLI_PATH, "--cluster",  cl.etcd.spec, "--timeout",
-			      "30",	     "volume",	   "create",	 VOL,
-			      "64M",	     "--replicas", "3",		 NULL};
+			      "30",	     "volume",	   "create",	 name,
+			      size,	     "--replicas", replicas,	 NULL};
 	struct hx_run r;
 	if (hx_run_argv(argv, NULL, 0, &r))
 		return -1;
 	int ret = r.status;
 	if (ret)
-		printf("volume create: %s\n", r.err);
+		printf("volume create %s: %s\n", name, r.err);
 	hx_run_free(&r);
 	return ret ? -1 : 0;
 }
@@ -422,6 +422,92 @@ static int round_checker(uint64_t seed)
 	return found;
 }
 
+/* list_name -- NBD_OPT_LIST's callback: note the names seen */
+static int list_name(void *arg, const char *name, const char *description)
+{
+	char *seen = arg;
+	(void)description;
+	size_t have = strlen(seen);
+	snprintf(seen + have, 1024 - have, "%s ", name);
+	return 0;
+}
+
+/*
+ * round_nocopy -- a node that holds no copy of a volume exports it too:
+ * NBD_OPT_LIST there shows every volume of the cluster (no change record);
+ * a write, a zeroing (WRITE_ZEROES) and a FLUSH through it read back, there
+ * and from the volume's primary
+ */
+static void round_nocopy(uint64_t seed)
+{
+	if (create("nb2", "8M", "2"))
+		return;
+	struct cluster_volume_rec rec;
+	if (nx_volume_key(cl.etcd.spec, "nb2", &rec)) {
+		CHECK(0, "no key for nb2");
+		return;
+	}
+	unsigned x = NODES;
+	for (unsigned i = 0; i < NODES && x == NODES; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "n%u", i + 1);
+		if (!cluster_name_in(rec.replicas, rec.nreplicas, name))
+			x = i;
+	}
+	printf("no copy: nb2 on %s and %s; through n%u, which holds none\n", rec.replicas[0],
+	       rec.replicas[1], x + 1);
+	if (x == NODES) {
+		CHECK(0, "every node holds nb2");
+		return;
+	}
+	char uri[160], seen[1024] = "";
+	snprintf(uri, sizeof(uri), "%s/nb2", cl.node[x].nbd);
+	struct nbd_handle *h = nbd_create();
+	if (!h || nbd_set_opt_mode(h, true) == -1 || nbd_connect_uri(h, uri) == -1 ||
+	    nbd_opt_list(h, (nbd_list_callback){.callback = list_name, .user_data = seen}) == -1) {
+		CHECK(0, "nbd list on %s: %s", uri, nbd_get_error());
+		if (h)
+			nbd_close(h);
+		return;
+	}
+	printf("  NBD_OPT_LIST on n%u: %s\n", x + 1, seen);
+	CHECK(strstr(seen, "nb ") && strstr(seen, "nb2 ") && !strstr(seen, ".rrec"),
+	      "the list on n%u is not every volume of the cluster: %s", x + 1, seen);
+	if (nbd_opt_go(h) == -1) {
+		CHECK(0, "nbd go nb2 on n%u: %s", x + 1, nbd_get_error());
+		nbd_close(h);
+		return;
+	}
+	CHECK(nbd_get_size(h) == 8 << 20, "nb2's size through n%u: %" PRId64, x + 1,
+	      nbd_get_size(h));
+	uint8_t w[65536], r[65536], z[16384] = {0};
+	hx_pattern(w, sizeof(w), seed, 0);
+	memset(w + 8192, 0, sizeof(z)); /* what the zeroing leaves */
+	int ok = nbd_pwrite(h, w, sizeof(w), 1 << 20, 0) == 0 &&
+		 nbd_zero(h, sizeof(z), (1 << 20) + 8192, 0) == 0 && nbd_flush(h, 0) == 0 &&
+		 nbd_pread(h, r, sizeof(r), 1 << 20, 0) == 0;
+	CHECK(ok, "write, zero, flush, read through n%u: %s", x + 1, nbd_get_error());
+	CHECK(!ok || memcmp(w, r, sizeof(w)) == 0, "nb2 read back through n%u differs", x + 1);
+	nbd_shutdown(h, 0);
+	nbd_close(h);
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	char url[200];
+	snprintf(url, sizeof(url), "%s", cl.node[idx(rec.primary)].url);
+	if (rdax_connect(url, NULL, &c) == 0) {
+		if (rdax_volume_open(c, "nb2", &v) == 0) {
+			CHECK(rdax_read(v, 1 << 20, r, sizeof(r)) == 0 &&
+				  memcmp(w, r, sizeof(w)) == 0,
+			      "nb2 on its primary %s differs from what went through n%u",
+			      rec.primary, x + 1);
+			rdax_volume_close(&v);
+		} else {
+			CHECK(0, "open nb2 on %s: %s", url, rdax_conn_last_error(c));
+		}
+		rdax_disconnect(&c);
+	}
+}
+
 static bool arg_flag(int argc, char **argv, const char *name)
 {
 	for (int i = 1; i < argc; i++)
@@ -453,7 +539,8 @@ int main(int argc, char **argv)
 				return 1;
 		}
 	}
-	if (create())
+	sleep(2); /* every node's key is up */
+	if (create(VOL, "64M", "3"))
 		return 1;
 	if (control) {
 		int found = round_checker(seed);
@@ -463,6 +550,7 @@ int main(int argc, char **argv)
 		nx_cluster_stop(&cl);
 		return found ? 0 : 1;
 	}
+	round_nocopy(seed);
 	round_copy(seed);
 	if (round_checker(seed ^ 0x5eed))
 		failures++;
