@@ -164,6 +164,7 @@ void conn_op_free(struct conn_op *op)
 		return;
 	held_buf_put(op->hbuf);
 	free(op->ctl_frame);
+	free(op->ctl_own);
 	free(op->errmsg);
 	if (op->reply)
 		protobuf_c_message_free_unpacked(op->reply, NULL);
@@ -487,6 +488,11 @@ static bool op_redo(struct rdax_conn *c, struct conn_op *op)
 static bool op_verify(struct rdax_conn *c, struct conn_op *op)
 {
 	struct rdax_volume *v = op->vol;
+	if (v && op->kind == OP_CONTROL && op->ctl_type == FRAME_DISCARD && c->resume_ms) {
+		/* durable zeros now: an older held write resent there would bring its bytes back */
+		held_forget(&v->held, op->offset, op->length, op->seq);
+		return false;
+	}
 	if (!v || op->internal || (op->kind != OP_WRITE && op->kind != OP_FSYNC))
 		return false;
 	if (!op->has_verifier)
@@ -1761,7 +1767,9 @@ static int conn_run(struct rdax_conn *c, bool (*done)(struct rdax_conn *, void *
 				  "be lost; sending what is held again",
 				  NULL);
 		if (c->lost && !c->broken) {
-			conn_resume(c); /* resumed, or broken for good */
+			if (c->resume_by_owner)
+				return c->lost; /* the owner resumes it, off its loop */
+			conn_resume(c);		/* resumed, or broken for good */
 			c->last_activity = now_ms();
 			try_rx = true;
 			continue;
@@ -1863,8 +1871,14 @@ int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
 		rdma_tp_pollfds(c->rdma, fds);
 		return 2;
 	}
-	fds[0] = (struct pollfd){.fd = c->fd,
-				 .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0))};
+	fds[0] =
+	    (struct pollfd){.fd = c->fd, .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0))};
+	/*
+	 * the owner's loop polls the socket next, and reaps when it is readable:
+	 * the next reap must recv again (conn_run clears this after its own poll;
+	 * left set, a reap driven from a loop never read another reply)
+	 */
+	c->rx_sock_empty = false;
 	return 1;
 }
 

@@ -98,6 +98,7 @@ struct conn_op {
 	enum conn_ctl_resume ctl_resume;
 	const ProtobufCMessage *ctl_msg;
 	uint32_t *ctl_handle;
+	void *ctl_own; /* an asynchronous control op's own message (ctl_msg in it), freed with it */
 
 	/* the verifier (held.h) */
 	uint64_t seq;	       /* submission number on the connection */
@@ -267,6 +268,14 @@ struct rdax_conn {
 	bool resuming;		       /* inside conn_resume: a failure fails the attempt */
 	bool reverify;		       /* an fsync found its verifier changed: resume */
 	unsigned resumes;	       /* successful resumes so far */
+	/*
+	 * the owner runs the resume itself, a round at a time (conn_resume_round),
+	 * off the loop it runs the connection from: conn_run returns a loss
+	 * instead of resuming (rdaxd's NBD forwarding, which must never sleep)
+	 */
+	bool resume_by_owner;
+	int64_t resume_delay;	       /* the backoff before the next round (ms) */
+	char resume_why[CONN_ERR_MAX]; /* the last round's failure */
 	uint64_t next_seq;
 };
 
@@ -279,7 +288,7 @@ struct rdax_volume {
 	uint32_t rkey;
 	uint32_t imm_base;
 	char *name;
-	unsigned ops_active; /* async operations not yet finished */
+	unsigned ops_active;		 /* async operations not yet finished */
 	struct rdax_volume *prev, *next; /* in conn->volumes */
 	uint64_t epoch;			 /* the highest the cluster named for it; 0: none */
 	uint64_t verifier;		 /* the server's, as last answered */
@@ -429,6 +438,17 @@ int conn_hello(struct rdax_conn *c, const struct rdax_conn_opts *opts);
  * server's other refusals (-ENOENT, ...); a connection error.
  */
 int conn_volume_reopen(struct rdax_conn *c, struct rdax_volume *v);
+
+/*
+ * conn_submit_discard -- an asynchronous rdax_discard of [offset, offset +
+ * length) of @vol: completes through conn_reap with @cookie (op
+ * RDAX_OP_FSYNC, bytes 0), sent again after a resume like the synchronous
+ * one. The range is durable zeros once it succeeded: older held writes over
+ * it are forgotten (held.h), so a resume never writes them back over the
+ * zeros. Not part of the public API (rdaxd's NBD forwarding). Returns as
+ * rdax_submit_write.
+ */
+int conn_submit_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length, uint64_t cookie);
 
 /* conn_transport_close -- close the socket, TLS session or RDMA transport; reset receiving */
 void conn_transport_close(struct rdax_conn *c);

@@ -1174,24 +1174,62 @@ int rdax_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length, uint64
 	return rdax_fsync_flags(vol, offset, length, 0, written_back);
 }
 
-int rdax_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length)
+/*
+ * discard_new -- a DISCARD of [offset, offset + length) of @vol as an op that
+ * carries its own message (so it can be sent again after a resume, whoever
+ * waits for it). Returns 0 with *out, or the error.
+ */
+static int discard_new(struct rdax_volume *vol, uint64_t offset, uint64_t length,
+		       struct conn_op **out)
 {
-	if (!vol)
-		return -EINVAL;
 	struct rdax_conn *c = vol->conn;
 	if (length == 0)
 		return conn_set_error(c, -EINVAL, "length 0");
 	int ret = range_arg(vol, offset, length);
 	if (ret)
 		return ret;
-	Rdax__DiscardRequest req = RDAX__DISCARD_REQUEST__INIT;
-	req.handle = vol->handle;
-	req.offset = offset;
-	req.length = length;
-	ProtobufCMessage *reply = NULL;
-	ret = control_on(c, FRAME_DISCARD, &req.base, CTL_RESEND, vol, &req.handle, &reply);
-	if (reply)
-		protobuf_c_message_free_unpacked(reply, NULL);
+	if (c->broken)
+		return conn_set_error(c, c->broken, "%s", c->broken_msg);
+	if (vol->gone)
+		return conn_set_error(c, vol->gone,
+				      "volume \"%s\" could not be opened again after the "
+				      "connection was lost",
+				      vol->name);
+	Rdax__DiscardRequest *req = malloc(sizeof(*req));
+	if (!req)
+		return conn_set_error(c, -ENOMEM, "%s", strerror(ENOMEM));
+	rdax__discard_request__init(req);
+	req->handle = vol->handle;
+	req->offset = offset;
+	req->length = length;
+	struct conn_op *op = NULL; /* set by conn_op_new_control() on success */
+	ret = conn_op_new_control(c, FRAME_DISCARD, &req->base, &op);
+	if (ret) {
+		free(req);
+		return ret;
+	}
+	op->ctl_own = req;
+	op->ctl_msg = &req->base;
+	op->ctl_handle = &req->handle;
+	op->ctl_resume = CTL_RESEND;
+	op->vol = vol;
+	op->offset = offset; /* the range whose held writes it makes moot (conn.c, op_verify) */
+	op->length = length;
+	*out = op;
+	return 0;
+}
+
+int rdax_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length)
+{
+	if (!vol)
+		return -EINVAL;
+	struct conn_op *op = NULL; /* set by discard_new() on success */
+	int ret = discard_new(vol, offset, length, &op);
+	if (ret)
+		return ret;
+	conn_op_submit(vol->conn, op);
+	ret = conn_op_wait(vol->conn, op);
+	conn_op_free(op);
 	return ret;
 }
 
@@ -1290,6 +1328,15 @@ int rdax_submit_fsync(struct rdax_volume *vol, uint64_t offset, uint64_t length,
 {
 	struct conn_op *op = NULL; /* set by data_op() on success */
 	int ret = data_op(vol, OP_FSYNC, offset, length, NULL, flags, &op);
+	return ret ? ret : submit_async(vol, op, cookie);
+}
+
+int conn_submit_discard(struct rdax_volume *vol, uint64_t offset, uint64_t length, uint64_t cookie)
+{
+	if (!vol)
+		return -EINVAL;
+	struct conn_op *op = NULL; /* set by discard_new() on success */
+	int ret = discard_new(vol, offset, length, &op);
 	return ret ? ret : submit_async(vol, op, cookie);
 }
 

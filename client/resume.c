@@ -237,12 +237,19 @@ static int resume_round(struct rdax_conn *c, struct conn_op *head, int64_t deadl
 	return ret;
 }
 
-int conn_resume(struct rdax_conn *c)
+/*
+ * resume -- conn_resume, sleeping between rounds (@wait), or one round that
+ * gives the connection back still lost (-EINPROGRESS, *@retry_ms the
+ * backoff to wait before the next) so that its owner waits without sleeping
+ */
+static int resume(struct rdax_conn *c, bool wait, int *retry_ms)
 {
-	char lost[CONN_ERR_MAX], why[CONN_ERR_MAX] = "no address tried";
+	char lost[CONN_ERR_MAX], why[CONN_ERR_MAX];
 	snprintf(lost, sizeof(lost), "%s", c->lost_msg);
+	snprintf(why, sizeof(why), "%s", c->resume_why[0] ? c->resume_why : "no address tried");
 	int64_t deadline = c->lost_at + c->resume_ms;
-	int64_t delay = RESUME_BACKOFF_MIN_MS;
+	int64_t delay = c->resume_delay ? c->resume_delay : RESUME_BACKOFF_MIN_MS;
+	int lost_code = c->lost;
 
 	/* the operations wait aside while HELLO and the opens run on the new stream */
 	struct conn_op *head = c->ops_head, *tail = c->ops_tail;
@@ -257,10 +264,29 @@ int conn_resume(struct rdax_conn *c)
 		int64_t left = deadline - now_ms();
 		if (left <= 0)
 			break;
-		sleep_ms(jitter(delay) < left ? jitter(delay) : left);
+		int64_t pause = jitter(delay);
+		pause = pause < left ? pause : left;
 		delay = delay * 2 < RESUME_BACKOFF_MAX_MS ? delay * 2 : RESUME_BACKOFF_MAX_MS;
+		if (!wait) {
+			/* still lost, no stream: the owner calls again after the pause */
+			conn_transport_close(c);
+			tls_client_delete(&c->tls_creds);
+			c->broken = 0;
+			c->resuming = false;
+			c->ops_head = head;
+			c->ops_tail = tail;
+			c->issue_cursor = head;
+			c->lost = lost_code;
+			c->resume_delay = delay;
+			snprintf(c->resume_why, sizeof(c->resume_why), "%s", why);
+			*retry_ms = (int)pause;
+			return -EINPROGRESS;
+		}
+		sleep_ms(pause);
 	}
 	c->resuming = false;
+	c->resume_delay = 0;
+	c->resume_why[0] = '\0';
 	/* the attempts' own operations (HELLO, opens) are finished: only ours come back */
 	c->ops_head = head;
 	c->ops_tail = tail;
@@ -292,4 +318,14 @@ int conn_resume(struct rdax_conn *c)
 	c->broken = 0;
 	c->lost_at = 0;
 	return conn_give_up(c, code, msg);
+}
+
+int conn_resume(struct rdax_conn *c)
+{
+	return resume(c, true, NULL);
+}
+
+int conn_resume_round(struct rdax_conn *c, int *retry_ms)
+{
+	return resume(c, false, retry_ms);
 }

@@ -34,6 +34,9 @@
  *
  * Context: called by conn_run with the connection's thread; blocks for up
  * to the remaining resume time (connects, HELLO, opens, backoff sleeps).
+ * A connection whose owner set resume_by_owner is resumed by that owner
+ * instead, one round at a time (conn_resume_round), so that no loop ever
+ * waits in a backoff.
  */
 #ifndef RDAX_CLIENT_RESUME_H
 #define RDAX_CLIENT_RESUME_H
@@ -53,5 +56,15 @@ struct rdax_conn;
  * (the connection is then broken: conn_fail; returns its code).
  */
 int conn_resume(struct rdax_conn *c);
+
+/*
+ * conn_resume_round -- conn_resume for an owner that must not sleep (it runs
+ * the connection from an event loop, and this call on a thread of a pool):
+ * one round of attempts, no backoff sleep. Returns 0 (resumed); -EINPROGRESS
+ * (not yet: the connection is still lost, with no stream, every operation
+ * waiting; call again after *@retry_ms); or, once the bound passed or a
+ * refusal is final, the code the connection is broken with.
+ */
+int conn_resume_round(struct rdax_conn *c, int *retry_ms);
 
 #endif

@@ -51,6 +51,7 @@ static const struct {
 	{ "leak-per-request", &rdax_faults.leak_per_request },
 	{ "client-no-verifier", &rdax_faults.client_no_verifier },
 	{ "powercut-keep-mapping", &rdax_faults.powercut_keep_mapping },
+	{ "nbd-forward-flush-early", &rdax_faults.nbd_forward_flush_early },
 };
 
 int faults_from_env(void)

@@ -123,6 +123,13 @@ struct rdax_faults {
 	 * the "cut"); volumes and metadata are still dropped and reloaded
 	 */
 	bool powercut_keep_mapping;
+	/*
+	 * NBD forwarding: a forwarded FLUSH is answered at once and a FUA write
+	 * sent as a plain one, without the primary's fsync (acknowledged as
+	 * durable, held nowhere durably); the forwarding test's control must see
+	 * flushed data missing after the copies lose power
+	 */
+	bool nbd_forward_flush_early;
 };
 
 extern struct rdax_faults rdax_faults;

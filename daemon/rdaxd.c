@@ -17,7 +17,9 @@
  *    everything that takes namespace locks.
  *  - with --cluster, the cluster thread (etcd) and, on a primary, a thread
  *    per resync while one runs; the replica links run on the workers' loops
- *    (daemon/cluster/replica_link.h).
+ *    (daemon/cluster/replica_link.h). With an NBD listener too, the
+ *    forwarding pool (4 threads): look-ups, connects and resume rounds of
+ *    the exports forwarded to their primary (daemon/cluster/nbd_forward.h).
  *  - with --metrics: the metrics endpoint's thread (metrics_http.h).
  *  Pools hand results back to the connection's worker with ev_async
  *  (docs/architecture.md, "Threads").
@@ -91,6 +93,14 @@
  */
 #define RDAXD_META_THREADS	 3
 #define RDAXD_META_QUICK_THREADS 1
+
+/*
+ * NBD forwarding's blocking steps (nbd_forward.h): an export's etcd look-up
+ * and first connect, and each round of a resume (a round is short: the
+ * backoff between rounds waits on the loop, not here). Four, so that the
+ * connections of several clients resuming at a failover take turns quickly.
+ */
+#define RDAXD_FORWARD_THREADS 4
 
 static const char *const rdaxd_transports[] = {"tcp", "rdma"};
 
@@ -203,6 +213,7 @@ struct daemon {
 	struct store *store;
 	struct dispatch_env env;
 	struct fsync_pool *pool_fsync, *pool_meta;
+	struct fsync_pool *pool_forward; /* NULL unless --cluster with an NBD listener */
 	struct native_shared native;
 	struct worker **workers;
 	unsigned nworkers;
@@ -214,9 +225,9 @@ struct daemon {
 	struct server_rdma *rdma; /* NULL without an rdma:// listener */
 	struct cluster *cluster;  /* NULL without --cluster */
 	struct metrics_expo_src metrics_src;
-	struct metrics_http *metrics; /* NULL without --metrics */
+	struct metrics_http *metrics;	 /* NULL without --metrics */
 	struct write_recorder *recorder; /* NULL without --write-log */
-	bool served;		      /* the accept loop ran: connections may exist */
+	bool served;			 /* the accept loop ran: connections may exist */
 	bool pidfile_written;
 };
 
@@ -315,6 +326,13 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 		     cfg->listens[i].kind == CONFIG_LISTEN_NBD_UNIX;
 	if (n == 0)
 		return 0;
+	int ret = 0;
+	if (cfg->cluster) {
+		/* NBD of every cluster volume on any node: look-ups, connects, resumes */
+		ret = fsync_pool_new("forward", RDAXD_FORWARD_THREADS, 0, &d->pool_forward);
+		if (ret)
+			return fail(1, "cannot start the pool threads: %s", strerror(-ret));
+	}
 	d->nbd_shared = (struct nbd_shared){
 	    .store = d->store,
 	    .tls = d->tls,
@@ -322,8 +340,11 @@ static int daemon_start_nbd(struct daemon *d, const struct config *cfg)
 	    .pools = {.fsync = d->pool_fsync, .meta = d->pool_meta},
 	    .flush_mode = cfg->flush_mode,
 	    .max_block = NBD_MAX_BLOCK,
+	    .etcd = cfg->cluster,
+	    .cluster_name = cfg->cluster_name,
+	    .token_file = cfg->token_file,
+	    .forward = d->pool_forward,
 	};
-	int ret = 0;
 	for (unsigned i = 0; i < cfg->nlistens; i++) {
 		const struct config_listen *l = &cfg->listens[i];
 		if (l->kind == CONFIG_LISTEN_NBD)
@@ -551,6 +572,7 @@ static void daemon_stop(struct daemon *d, const struct config *cfg)
 	}
 	fsync_pool_delete(&d->pool_fsync);
 	fsync_pool_delete(&d->pool_meta);
+	fsync_pool_delete(&d->pool_forward); /* a resume round still out posts to its worker */
 	/* the replica links run on the workers: stopped while those still run */
 	cluster_stop(&d->cluster); /* the node key goes now, not at the lease's expiry */
 	for (unsigned i = 0; i < d->nworkers; i++)

@@ -2,6 +2,7 @@
 # install-deps.sh -- install the Debian 12 packages rdax builds, tests and runs with
 # (libgnutls28-dev: TLS; gnutls-bin: certtool and psktool for the TLS tests;
 # qemu-utils, libnbd-bin, python3-libnbd and fio: the NBD interop tests' clients;
+# libnbd-dev: the cluster NBD test's checker (libnbd from C);
 # qemu-system-x86 ... xfsprogs: the VM the RDMA suite boots, tests/vm;
 # nbd-client: the kernel NBD client the VM suite's ext4 example attaches with;
 # libcurl4-openssl-dev, libjson-c-dev: the etcd client; libxxhash-dev: the resync's
@@ -19,7 +20,7 @@ packages="build-essential cmake pkg-config
 	libpmem-dev libpmem2-dev libmicrohttpd-dev libev-dev libprotobuf-c-dev protobuf-c-compiler zlib1g-dev
 	librdmacm-dev libibverbs-dev rdma-core ibverbs-utils perftest
 	libcmocka-dev python3 libgnutls28-dev gnutls-bin
-	qemu-utils libnbd-bin python3-libnbd fio
+	qemu-utils libnbd-bin python3-libnbd libnbd-dev fio
 	qemu-system-x86 busybox-static kmod iproute2 ibverbs-providers rdmacm-utils
 	ndctl daxctl cpio xz-utils bc e2fsprogs xfsprogs nbd-client
 	libcurl4-openssl-dev libjson-c-dev libxxhash-dev etcd-server iptables libnetfilter-queue-dev

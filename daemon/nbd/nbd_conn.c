@@ -19,6 +19,7 @@
 /* One reply on the stream: header bytes, then (READ) data from the mapping. */
 struct nbd_out {
 	struct stream_out out;
+	uint8_t *owned; /* a forwarded READ's data: freed with the reply */
 	uint8_t hdr[NBD_OUT_INLINE];
 };
 
@@ -41,6 +42,7 @@ static struct nbd_out *out_new(struct nbd_conn *c)
 		conn_fail(&c->s.conn, "out of memory");
 		return NULL;
 	}
+	o->owned = NULL;
 	return o;
 }
 
@@ -49,7 +51,7 @@ static void out_queue(struct nbd_conn *c, struct nbd_out *o, size_t len, const u
 		      uint32_t payload_len, uint64_t offset)
 {
 	stream_out_set(&o->out, o->hdr, len, NULL, 0, payload, payload_len);
-	if (payload_len) {
+	if (payload_len && c->v) {
 		o->out.range_of = c->v;
 		o->out.range_off = offset;
 		o->out.range_len = payload_len;
@@ -60,6 +62,8 @@ static void out_queue(struct nbd_conn *c, struct nbd_out *o, size_t len, const u
 /* nbd_out_release -- a reply left or was dropped */
 static void nbd_out_release(struct stream *s, struct stream_out *o)
 {
+	(void)s;
+	free(((struct nbd_out *)o)->owned);
 	free((struct nbd_out *)o);
 }
 
@@ -144,6 +148,27 @@ void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
 	out_queue(c, o, n, c->v->data + r->offset, r->length, r->offset);
 }
 
+void nbd_req_read_buf(struct nbd_conn *c, const struct nbd_request *r, uint8_t *buf)
+{
+	struct nbd_out *o = out_new(c);
+	if (!o) {
+		free(buf);
+		return;
+	}
+	size_t n;
+	if (c->structured) {
+		nbd_data_chunk_prefix_encode(o->hdr, r->handle, r->offset, r->length, true);
+		n = NBD_DATA_CHUNK_PREFIX;
+	} else {
+		nbd_simple_reply_encode(o->hdr, 0, r->handle);
+		n = NBD_SIMPLE_REPLY_SIZE;
+	}
+	metrics_bytes(METRICS_NBD, METRICS_OP_READ, r->length);
+	o->owned = buf;
+	/* a copy, not the mapping: c->v is NULL, so no range for the read-after-write rule */
+	out_queue(c, o, n, buf, r->length, 0);
+}
+
 /* ---- jobs ---- */
 
 static void job_done(struct worker *w, struct worker_msg *m);
@@ -163,6 +188,9 @@ struct nbd_job *nbd_job_new(struct nbd_conn *c, enum nbd_job_kind kind)
 	switch (kind) {
 	case JOB_EXPORT:
 		j->op.kind = VOL_OP_OPEN; /* INFO: VOL_OP_INFO, once the option is known */
+		break;
+	case JOB_FORWARD:
+		j->op.kind = VOL_OP_CALL; /* nbd_job_run_in's */
 		break;
 	case JOB_LIST:
 		j->op.kind = VOL_OP_LIST;
@@ -193,6 +221,7 @@ static void job_complete(struct nbd_conn *c, struct nbd_job *j)
 	c->s.conn.jobs--;
 	switch (j->kind) {
 	case JOB_EXPORT:
+	case JOB_FORWARD:
 	case JOB_LIST:
 		nbd_handshake_job_done(c, j);
 		break;
@@ -230,6 +259,32 @@ void nbd_job_submit(struct nbd_conn *c, struct nbd_job *j)
 	if (j->kind == JOB_ZERO && stream_park(&c->s, j, c->v, j->offset, j->length))
 		return;
 	job_start(c, j);
+}
+
+/* job_call -- a pool thread runs a job of nbd_job_run_in */
+static void job_call(struct fsync_task *t)
+{
+	struct vol_op *op = (struct vol_op *)((char *)t - offsetof(struct vol_op, task));
+	op->call(op);
+}
+
+void nbd_job_run_in(struct nbd_conn *c, struct nbd_job *j, struct fsync_pool *pool,
+		    void (*run)(struct vol_op *op))
+{
+	c->s.conn.jobs++;
+	j->op.kind = VOL_OP_CALL;
+	j->op.call = run;
+	j->op.task.run = job_call;
+	j->op.task.quick = false;
+	j->op.task.owner = c->s.conn.set->worker;
+	j->op.task.done.fn = job_done;
+	fsync_pool_submit(pool, &j->op.task);
+}
+
+void nbd_forward_kick(void *arg)
+{
+	struct nbd_conn *c = arg;
+	conn_kick(&c->s.conn);
 }
 
 /* nbd_unpark -- start the parked job once the READ replies it waited for have left */
@@ -304,6 +359,12 @@ static void nbd_payload_done(struct stream *s, bool kept)
 static void nbd_payload_abort(struct stream *s, uint32_t got)
 {
 	struct nbd_conn *c = c_of(s);
+	if (c->fwd) {
+		/* a forwarded WRITE cut off: nothing of it was sent anywhere */
+		free(c->wbuf);
+		c->wbuf = NULL;
+		return;
+	}
 	if (got) {
 		volume_mark_written(c->v, c->req.offset, got);
 		/* never acknowledged, but in the mapping: the replicas get it too, so copies agree
@@ -327,6 +388,11 @@ static bool nbd_end(struct stream *s)
 	struct nbd_conn *c = c_of(s);
 	LOG_DEBUG("%s: NBD connection closed after %" PRIu64 " requests (%s)", s->conn.peer,
 		  c->requests, s->conn.why ? s->conn.why : "end");
+	if (c->fwd) {
+		/* every forwarded request is back (jobs 0): only the connection is left */
+		nbd_forward_delete(&c->fwd);
+		return false;
+	}
 	if (!c->v)
 		return false;
 	struct nbd_job *j = nbd_job_new(c, JOB_CLOSE);
@@ -339,8 +405,18 @@ static bool nbd_end(struct stream *s)
 	return false;
 }
 
+/* nbd_dead -- the connection failed: forwarded requests' answers are not wanted any more */
+static void nbd_dead(struct stream *s)
+{
+	struct nbd_conn *c = c_of(s);
+	if (c->fwd)
+		nbd_forward_cancel(c->fwd);
+}
+
 static void nbd_free(struct stream *s)
 {
+	nbd_forward_delete(&c_of(s)->fwd); /* a forwarder made while the connection ended */
+	free(c_of(s)->wbuf);
 	free(c_of(s)->refusal);
 	metrics_conn(METRICS_NBD, false);
 	free(c_of(s));
@@ -355,6 +431,7 @@ static const struct stream_proto nbd_proto = {
     .payload_done = nbd_payload_done,
     .payload_abort = nbd_payload_abort,
     .out_release = nbd_out_release,
+    .dead = nbd_dead,
     .end = nbd_end,
     .free = nbd_free,
 };

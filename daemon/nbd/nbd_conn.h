@@ -63,12 +63,15 @@
 
 #include "acl.h"
 #include "namespace.h"
+#include "nbd_forward.h"
 #include "nbd_proto.h"
 #include "store.h"
 #include "stream.h"
 #include "tls_server.h"
 #include "vol_op.h"
 #include "volume.h"
+
+struct gate_vol;
 
 /* Block size constraints advertised with NBD_INFO_BLOCK_SIZE. */
 #define NBD_MIN_BLOCK	    1U		/* any byte offset and length works */
@@ -98,6 +101,15 @@ struct nbd_shared {
 	uint32_t max_block;	    /* <= NBD_MAX_BLOCK */
 	const struct tls_server *tls; /* NULL: --tls off (NBD_OPT_STARTTLS refused) */
 	const struct acl *acl;	      /* NULL: every client sees and writes every volume */
+	/*
+	 * A cluster node (rdaxd --cluster; NULL etcd otherwise): a volume it is
+	 * not primary of is exported by forwarding to the primary (nbd_forward.h),
+	 * looked up in etcd (cluster_dir.h); the look-ups, connects and resumes
+	 * run in the forwarding pool
+	 */
+	const char *etcd, *cluster_name;
+	const char *token_file; /* where the forwarding connections find the cluster's token */
+	struct fsync_pool *forward;
 };
 
 /*
@@ -124,12 +136,13 @@ enum nbd_phase {
 };
 
 enum nbd_job_kind {
-	JOB_EXPORT, /* meta: GO / EXPORT_NAME opens, INFO looks up */
-	JOB_LIST,   /* meta: every volume */
-	JOB_CLOSE,  /* meta: close the exported volume (teardown) */
-	JOB_FLUSH,  /* fsync: whole volume */
-	JOB_FUA,    /* fsync: the range of a WRITE just marked */
-	JOB_ZERO,   /* fsync: TRIM / WRITE_ZEROES = volume_discard */
+	JOB_EXPORT,  /* meta: GO / EXPORT_NAME opens, INFO looks up */
+	JOB_FORWARD, /* forward pool: a cluster volume not served here, looked up, connected */
+	JOB_LIST,    /* meta: every volume (forward pool on a cluster node: the cluster's too) */
+	JOB_CLOSE,   /* meta: close the exported volume (teardown) */
+	JOB_FLUSH,   /* fsync: whole volume */
+	JOB_FUA,     /* fsync: the range of a WRITE just marked */
+	JOB_ZERO,    /* fsync: TRIM / WRITE_ZEROES = volume_discard */
 };
 
 /* A request or option waiting for its volume operation (vol_op.h): op.code its result. */
@@ -141,6 +154,11 @@ struct nbd_job {
 	uint32_t option;
 	char name[NS_VOLUME_NAME_MAX + 1];
 	bool want_name, want_description;
+	/* JOB_FORWARD: the forwarder made (GO, EXPORT_NAME), or why not; a local volume first */
+	bool local_first; /* no copy here: a plain local volume, if the cluster has none */
+	bool forwarded;	  /* INFO: a cluster volume this node would forward */
+	struct nbd_forward *fwd;
+	char why[NBD_MESSAGE_MAX];
 	/* request jobs */
 	uint64_t handle;
 	uint16_t type;
@@ -163,8 +181,12 @@ struct nbd_conn {
 	bool ro;		/* the export is read-only for this client (acl.h) */
 
 	/* transmission */
-	struct volume *v;	/* the export, open while the connection lives */
-	struct nbd_request req; /* the WRITE whose payload is being received */
+	struct volume *v;	 /* the export, open while the connection lives */
+	struct gate_vol *gate;	 /* a cluster volume's gate (served here as its primary), or NULL */
+	struct nbd_forward *fwd; /* or: the export forwarded to its primary (nbd_forward.h) */
+	uint64_t size;		 /* the export's size */
+	uint8_t *wbuf;		 /* a forwarded WRITE's payload being received */
+	struct nbd_request req;	 /* the WRITE whose payload is being received */
 	/*
 	 * A refused WRITE: its error, sent once its payload has been read and
 	 * dropped. Sent before, it reaches a client still sending that payload,
@@ -200,6 +222,16 @@ struct nbd_job *nbd_job_new(struct nbd_conn *c, enum nbd_job_kind kind);
 
 /* nbd_job_submit -- start @j (inline or in its pool), or park it behind READ replies */
 void nbd_job_submit(struct nbd_conn *c, struct nbd_job *j);
+
+/* nbd_job_run_in -- run @j as @run(&j->op) on a thread of @pool; its end as any job's */
+void nbd_job_run_in(struct nbd_conn *c, struct nbd_job *j, struct fsync_pool *pool,
+		    void (*run)(struct vol_op *op));
+
+/* nbd_req_read_buf -- the reply to a valid READ with the @r->length bytes of @buf (taken: freed) */
+void nbd_req_read_buf(struct nbd_conn *c, const struct nbd_request *r, uint8_t *buf);
+
+/* nbd_forward_kick -- the forwarder's kick (nbd_forward_start): the connection may go on */
+void nbd_forward_kick(void *arg);
 
 /* nbd_handshake_input -- one input step of the handshake phase (stream_proto.input) */
 bool nbd_handshake_input(struct nbd_conn *c);

@@ -15,29 +15,45 @@
 #include "faults.h"
 #include "size.h"
 #include "log.h"
+#include "cluster_dir.h"
 #include "cluster_gate.h"
 #include "nbd_conn.h"
 #include "tls_wire.h"
 
-/* volume_description -- "rdax volume, 64.0 MiB, namespace 0" */
+/* The namespace of a cluster volume in a list or a description: its primary's, on another node. */
+#define NBD_NS_CLUSTER UINT32_MAX
+
+/* volume_description -- "rdax volume, 64.0 MiB, namespace 0", or "rdax cluster volume, ..." */
 static void volume_description(char *buf, size_t len, uint64_t size, uint32_t ns_id)
 {
 	char sz[32];
-	snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32, size_format(size, sz, sizeof(sz)),
-		 ns_id);
+	if (ns_id == NBD_NS_CLUSTER)
+		snprintf(buf, len, "rdax cluster volume, %s", size_format(size, sz, sizeof(sz)));
+	else
+		snprintf(buf, len, "rdax volume, %s, namespace %" PRIu32,
+			 size_format(size, sz, sizeof(sz)), ns_id);
 }
 
-/* export_flags -- the transmission flags, read-only for a client with ro rights */
-static uint16_t export_flags(const struct nbd_conn *c)
+/*
+ * export_flags -- the transmission flags, read-only for a client with ro
+ * rights. A forwarded export does not offer CAN_MULTI_CONN: each connection
+ * forwards on a connection of its own, and after a failover one's FLUSH may
+ * reach the new primary before another's held writes were sent to it again
+ * (docs/nbd.md, "Clusters").
+ */
+static uint16_t export_flags(const struct nbd_conn *c, bool forwarded)
 {
-	return (uint16_t)(nbd_transmission_flags(c->structured) | (c->ro ? NBD_FLAG_READ_ONLY : 0));
+	uint16_t f = nbd_transmission_flags(c->structured);
+	if (forwarded)
+		f &= (uint16_t)~NBD_FLAG_CAN_MULTI_CONN;
+	return (uint16_t)(f | (c->ro ? NBD_FLAG_READ_ONLY : 0));
 }
 
 /* export_reply -- the NBD_REP_INFO replies and the ACK of a successful INFO / GO */
 static void export_reply(struct nbd_conn *c, const struct nbd_job *j, uint64_t size, uint32_t ns_id)
 {
 	uint8_t buf[NBD_OUT_INLINE];
-	uint16_t tflags = export_flags(c);
+	uint16_t tflags = export_flags(c, ns_id == NBD_NS_CLUSTER);
 	size_t n = nbd_info_export_encode(buf, size, tflags);
 	nbd_opt_reply(c, j->option, NBD_REP_INFO, buf, n);
 	if (j->want_name) {
@@ -70,9 +86,13 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 			conn_close(&c->s.conn, "unknown export");
 			return;
 		}
-		char msg[NBD_MESSAGE_MAX];
+		char msg[2 * NBD_MESSAGE_MAX]; /* cut to what a reply holds when sent */
 		snprintf(msg, sizeof(msg), "export \"%s\": %s", j->name,
-			 j->op.code == -ENOENT ? "no such volume" : strerror(-j->op.code));
+			 j->why[0]		 ? j->why
+			 : j->op.code == -ENOENT ? "no such volume"
+						 : rdax_strerror(j->op.code));
+		if (j->kind == JOB_FORWARD && j->op.code != -ENOENT)
+			LOG_WARN("%s: %s", c->s.conn.peer, msg);
 		nbd_opt_error(c, j->option,
 			      j->op.code == -ENOENT || j->op.code == -EINVAL ? NBD_REP_ERR_UNKNOWN
 									     : NBD_REP_ERR_INVALID,
@@ -80,25 +100,41 @@ static void export_done(struct nbd_conn *c, struct nbd_job *j)
 		return;
 	}
 	if (j->option == NBD_OPT_INFO) {
-		export_reply(c, j, j->op.info.size, j->op.info.ns_id);
+		export_reply(c, j, j->op.info.size,
+			     j->forwarded ? NBD_NS_CLUSTER : j->op.info.ns_id);
 		return;
 	}
-	c->v = j->op.v;
-	j->op.v = NULL;
+	uint32_t ns_id;
+	if (j->fwd) {
+		c->fwd = j->fwd;
+		j->fwd = NULL;
+		c->size = nbd_forward_size(c->fwd);
+		ns_id = NBD_NS_CLUSTER;
+	} else {
+		c->v = j->op.v;
+		j->op.v = NULL;
+		c->size = c->v->size;
+		ns_id = c->v->ns->id;
+		c->gate = cluster_gate_find(c->v->name); /* a cluster volume served here */
+	}
 	if (c->s.conn.closing) /* drained meanwhile: the teardown closes the volume */
 		return;
+	if (c->fwd)
+		nbd_forward_start(c->fwd, c->s.conn.set->worker, c->sh->forward, nbd_forward_kick,
+				  c);
 	if (j->option == NBD_OPT_GO) {
-		export_reply(c, j, c->v->size, c->v->ns->id);
+		export_reply(c, j, c->size, ns_id);
 	} else {
 		uint8_t buf[NBD_EXPORT_NAME_REPLY_SIZE];
-		size_t n =
-		    nbd_export_name_reply_encode(buf, c->v->size, export_flags(c), c->no_zeroes);
+		size_t n = nbd_export_name_reply_encode(
+		    buf, c->size, export_flags(c, ns_id == NBD_NS_CLUSTER), c->no_zeroes);
 		nbd_queue_bytes(c, buf, n);
 	}
 	c->phase = PH_REQ_HEADER;
 	conn_handshake_done(&c->s.conn); /* option haggling is over: the handshake limit too */
-	LOG_DEBUG("%s: exporting \"%s\" (%" PRIu64 " bytes, structured replies %s)", c->s.conn.peer,
-		  c->v->name, c->v->size, c->structured ? "on" : "off");
+	LOG_DEBUG("%s: exporting \"%s\" (%" PRIu64 " bytes, %s, structured replies %s)",
+		  c->s.conn.peer, j->name, c->size, c->fwd ? "forwarded to its primary" : "local",
+		  c->structured ? "on" : "off");
 }
 
 /* list_done -- one NBD_REP_SERVER per volume, then the ACK */
@@ -110,8 +146,9 @@ static void list_done(struct nbd_conn *c, struct nbd_job *j)
 		return;
 	}
 	for (unsigned i = 0; i < j->op.count; i++) {
-		/* a volume the client may not read is invisible (acl.h) */
-		if (!(acl_rights(c->sh->acl, &c->who, j->op.list[i].name) & ACL_READ))
+		/* a volume the client may not read is invisible (acl.h); so are change records */
+		if (!(acl_rights(c->sh->acl, &c->who, j->op.list[i].name) & ACL_READ) ||
+		    cluster_gate_reserved(j->op.list[i].name))
 			continue;
 		uint8_t buf[NBD_OUT_INLINE];
 		char desc[96];
@@ -121,6 +158,47 @@ static void list_done(struct nbd_conn *c, struct nbd_job *j)
 		nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_SERVER, buf, n);
 	}
 	nbd_opt_reply(c, NBD_OPT_LIST, NBD_REP_ACK, NULL, 0);
+}
+
+/*
+ * cluster_list -- the forwarding pool: the volumes of this node that are no
+ * cluster volume's copy (nor its record), then every ready volume of the
+ * cluster (ns_id NBD_NS_CLUSTER), for NBD_OPT_LIST on a cluster node
+ */
+static void cluster_list(struct vol_op *op)
+{
+	struct nbd_job *j = (struct nbd_job *)((char *)op - offsetof(struct nbd_job, op));
+	const struct nbd_shared *sh = j->c->sh;
+	struct volume_info *local = NULL;
+	struct cluster_dir_vol *cl = NULL;
+	unsigned nlocal = 0, ncl = 0;
+	op->code = store_volume_list(op->store, &local, &nlocal);
+	if (op->code == 0)
+		op->code =
+		    cluster_dir_list(sh->etcd, sh->cluster_name, &cl, &ncl, j->why, sizeof(j->why));
+	if (op->code == 0) {
+		op->list = calloc((size_t)nlocal + ncl + 1, sizeof(*op->list));
+		op->code = op->list ? 0 : -ENOMEM;
+	}
+	if (op->code) {
+		if (op->code != -ENOMEM)
+			LOG_WARN("%s: list: %s", j->c->s.conn.peer, j->why);
+		goto out;
+	}
+	op->count = 0;
+	for (unsigned i = 0; i < nlocal; i++)
+		if (!cluster_gate_find(local[i].name) && !cluster_gate_reserved(local[i].name))
+			op->list[op->count++] = local[i];
+	for (unsigned i = 0; i < ncl; i++) {
+		struct volume_info *v = &op->list[op->count++];
+		memset(v, 0, sizeof(*v));
+		snprintf(v->name, sizeof(v->name), "%s", cl[i].name);
+		v->size = cl[i].size;
+		v->ns_id = NBD_NS_CLUSTER;
+	}
+out:
+	free(local);
+	free(cl);
 }
 
 /* ---- options ---- */
@@ -262,6 +340,49 @@ int nbd_handshake_name_check(const char *name, size_t len, char copy[NS_VOLUME_N
 	return 0;
 }
 
+/*
+ * forward_lookup -- the forwarding pool: a cluster volume not served here
+ * (or, on a node holding no copy of it, maybe a plain local volume): look it
+ * up in etcd, then for GO / EXPORT_NAME connect to its primary
+ * (nbd_forward_open). Blocks: etcd's call deadline, the connect, and a
+ * failover under way (the resume bound).
+ */
+static void forward_lookup(struct vol_op *op)
+{
+	struct nbd_job *j = (struct nbd_job *)((char *)op - offsetof(struct nbd_job, op));
+	const struct nbd_shared *sh = j->c->sh;
+	struct cluster_dir_vol d;
+	int ret =
+	    cluster_dir_lookup(sh->etcd, sh->cluster_name, j->name, &d, j->why, sizeof(j->why));
+	if (ret == -ENOENT && j->local_first) {
+		/* not the cluster's: a volume of this node alone, served as before */
+		j->why[0] = '\0';
+		j->fwd = NULL;
+		op->code = j->option == NBD_OPT_INFO
+			       ? store_volume_info(op->store, j->name, &op->info)
+			       : store_volume_open(op->store, j->name, &op->v);
+		return;
+	}
+	if (ret) {
+		op->code = ret;
+		return;
+	}
+	if (j->option == NBD_OPT_INFO) {
+		j->forwarded = true;
+		op->info.size = d.size;
+		op->info.ns_id = NBD_NS_CLUSTER;
+		op->code = 0;
+		return;
+	}
+	const struct fwd_opts o = {
+	    .volume = j->name,
+	    .urls = d.urls,
+	    .token_file = sh->token_file,
+	    .peer = j->c->s.conn.peer,
+	};
+	op->code = nbd_forward_open(&o, &j->fwd, j->why, sizeof(j->why));
+}
+
 /* opt_lookup -- start the export lookup of INFO / GO / EXPORT_NAME for @name */
 static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool want_name,
 		       bool want_description)
@@ -292,13 +413,18 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, msg);
 		return;
 	}
-	/* a cluster volume is exported by its primary (cluster_gate.h); records never */
+	/*
+	 * A cluster volume is served here by its primary, and by every other
+	 * node through forwarding (nbd_forward.h); records never
+	 */
 	char url[CLUSTER_URL_MAX + 1] = "", why[NBD_MESSAGE_MAX] = "";
 	uint64_t epoch;
 	struct gate_vol *g = cluster_gate_find(copy);
+	bool cluster = c->sh->etcd && c->sh->forward;
+	bool forward = cluster && (!g || cluster_gate_client(g, url, sizeof(url), &epoch));
 	if (cluster_gate_reserved(copy))
 		snprintf(why, sizeof(why), "no such export (a cluster volume's change record)");
-	else if (g && cluster_gate_client(g, url, sizeof(url), &epoch))
+	else if (!cluster && g && cluster_gate_client(g, url, sizeof(url), &epoch))
 		snprintf(why, sizeof(why), "not this node's to serve (the primary is at %.100s)",
 			 url[0] ? url : "an unknown address");
 	if (why[0]) {
@@ -310,19 +436,23 @@ static void opt_lookup(struct nbd_conn *c, const char *name, size_t len, bool wa
 		nbd_opt_error(c, c->opt, NBD_REP_ERR_UNKNOWN, why);
 		return;
 	}
-	struct nbd_job *j = nbd_job_new(c, JOB_EXPORT);
+	struct nbd_job *j = nbd_job_new(c, forward ? JOB_FORWARD : JOB_EXPORT);
 	if (!j) {
 		conn_close(&c->s.conn, "out of memory");
 		return;
 	}
 	j->option = c->opt;
-	if (j->option == NBD_OPT_INFO)
+	if (j->option == NBD_OPT_INFO && !forward)
 		j->op.kind = VOL_OP_INFO; /* a look-up: nothing is opened */
 	memcpy(j->name, copy, len + 1);
 	j->want_name = want_name;
 	j->want_description = want_description;
+	j->local_first = !g; /* no copy here: maybe a plain volume of this node */
 	c->phase = PH_OPT_WAIT;
-	nbd_job_submit(c, j);
+	if (forward)
+		nbd_job_run_in(c, j, c->sh->forward, forward_lookup);
+	else
+		nbd_job_submit(c, j);
 }
 
 /* opt_handle -- an option whose @len bytes of data are in memory */
@@ -354,7 +484,10 @@ static void opt_handle(struct nbd_conn *c, const uint8_t *data, uint32_t len)
 		}
 		j->option = c->opt;
 		c->phase = PH_OPT_WAIT;
-		nbd_job_submit(c, j);
+		if (c->sh->etcd && c->sh->forward)
+			nbd_job_run_in(c, j, c->sh->forward, cluster_list);
+		else
+			nbd_job_submit(c, j);
 		return;
 	}
 	case NBD_OPT_STRUCTURED_REPLY:

@@ -9,10 +9,13 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cluster_gate.h"
 #include "log.h"
 #include "metrics.h"
 #include "nbd_conn.h"
@@ -30,7 +33,115 @@ static bool can_dispatch(struct nbd_conn *c)
 {
 	if (c->s.conn.closing || c->s.conn.dead || c->s.parked)
 		return false;
+	if (c->fwd && !nbd_forward_room(c->fwd))
+		return false; /* held writes and buffers at their bound: a completion kicks */
 	return stream_can_take(&c->s, &nbd_limits);
+}
+
+/* ---- forwarded requests (nbd_forward.h) ---- */
+
+/* A request forwarded to the primary, and what its reply needs. */
+struct fwd_io {
+	struct fwd_req r;
+	struct nbd_conn *c;
+	struct nbd_request req;
+};
+
+/* fwd_done -- the primary answered (the worker's thread): the reply; the forwarder kicks after */
+static void fwd_done(struct fwd_req *fr)
+{
+	struct fwd_io *io = (struct fwd_io *)((char *)fr - offsetof(struct fwd_io, r));
+	struct nbd_conn *c = io->c;
+	c->s.conn.jobs--;
+	if (fr->status) {
+		free(fr->buf);
+		nbd_req_error(c, io->req.handle, io->req.type, nbd_errno_map(fr->status),
+			      fr->msg[0] ? fr->msg : "the volume's primary did not carry it out");
+	} else if (fr->kind == FWD_READ) {
+		nbd_req_read_buf(c, &io->req, fr->buf); /* the reply frees it */
+	} else {
+		if (fr->kind == FWD_WRITE)
+			metrics_bytes(METRICS_NBD, METRICS_OP_WRITE, fr->len);
+		free(fr->buf);
+		nbd_req_ok(c, &io->req);
+	}
+	free(io);
+	conn_flush_add(&c->s.conn); /* replies out before the loop sleeps */
+}
+
+/* fwd_send -- forward @r as @kind, @buf (READ: filled, WRITE: sent) taken; EIO if out of memory */
+static void fwd_send(struct nbd_conn *c, const struct nbd_request *r, enum fwd_kind kind,
+		     uint8_t *buf)
+{
+	struct fwd_io *io = calloc(1, sizeof(*io));
+	if (!io) {
+		free(buf);
+		nbd_req_error(c, r->handle, r->type, NBD_EIO, "server out of memory");
+		return;
+	}
+	io->c = c;
+	io->req = *r;
+	io->r.kind = kind;
+	io->r.fua = kind == FWD_WRITE && (r->flags & NBD_CMD_FLAG_FUA);
+	io->r.off = r->offset;
+	io->r.len = kind == FWD_FLUSH ? 0 : r->length;
+	io->r.buf = buf;
+	io->r.done = fwd_done;
+	c->s.conn.jobs++;
+	nbd_forward_submit(c->fwd, &io->r);
+}
+
+/*
+ * fwd_handle -- a valid request of a forwarded export (req_handle's part for
+ * it): a WRITE's payload is received into a buffer first (payload_done
+ * forwards it)
+ */
+static void fwd_handle(struct nbd_conn *c, const struct nbd_request *r)
+{
+	uint8_t *buf = NULL;
+	switch (r->type) {
+	case NBD_CMD_READ:
+	case NBD_CMD_WRITE:
+		if (r->length == 0) {
+			nbd_req_ok(c, r);
+			return;
+		}
+		buf = malloc(r->length);
+		if (!buf) {
+			LOG_ERROR("%s: out of memory for a forwarded %s of %" PRIu32
+				  " bytes; closing",
+				  c->s.conn.peer, nbd_cmd_name(r->type), r->length);
+			conn_fail(&c->s.conn, "out of memory");
+			return;
+		}
+		if (r->type == NBD_CMD_READ) {
+			fwd_send(c, r, FWD_READ, buf);
+			return;
+		}
+		c->req = *r;
+		c->wbuf = buf;
+		stream_payload_begin(&c->s, buf, r->length, NULL, 0);
+		return;
+	case NBD_CMD_FLUSH:
+		if (c->ro) {
+			/* a read-only client wrote nothing its flush could have to cover */
+			nbd_req_ok(c, r);
+			return;
+		}
+		fwd_send(c, r, FWD_FLUSH, NULL);
+		return;
+	case NBD_CMD_TRIM:
+	case NBD_CMD_WRITE_ZEROES:
+		/* the primary's discard: durable zeros, as on a local export */
+		if (r->length == 0)
+			nbd_req_ok(c, r);
+		else
+			fwd_send(c, r, FWD_DISCARD, NULL);
+		return;
+	default:
+		nbd_req_error(c, r->handle, r->type, NBD_EINVAL, "unknown command");
+		return;
+	}
 }
 
 /* req_job -- a request that runs in the fsync pool; EIO at once if out of memory */
@@ -83,20 +194,26 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 		return;
 	}
 	const struct nbd_export_limits lim = {
-	    .size = c->v->size,
+	    .size = c->size,
 	    .max_block = c->sh->max_block,
 	    .structured = c->structured,
 	    .read_only = c->ro,
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
-	if (err == 0 && r->type == NBD_CMD_READ && r->length &&
+	if (err == 0 && c->gate && cluster_gate_check(c->gate, 0)) {
+		/* deposed (or past its lease) since the export began: its copy may be stale */
+		why = "this node is no longer the volume's primary: connect again (any node "
+		      "forwards to the new one)";
+		err = NBD_EIO;
+	}
+	if (err == 0 && c->v && r->type == NBD_CMD_READ && r->length &&
 	    volume_range_bad(c->v, r->offset, r->length)) {
 		/* never load from poison: the send would meet a machine check */
 		why = "the range overlaps a bad block of the media (rdax namespace list shows it)";
 		err = NBD_EIO;
 	}
-	if (!err && c->ro && r->type == NBD_CMD_FLUSH && vol_op_has_dirty(c->v)) {
+	if (!err && c->v && c->ro && r->type == NBD_CMD_FLUSH && vol_op_has_dirty(c->v)) {
 		/* a read-only client's flush would write back what others wrote */
 		why = "the export is read-only for this client and has unflushed writes";
 		err = NBD_EPERM;
@@ -128,6 +245,10 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 		return;
 	}
 	c->requests++;
+	if (c->fwd) {
+		fwd_handle(c, r);
+		return;
+	}
 	switch (r->type) {
 	case NBD_CMD_READ:
 		if (r->length == 0)
@@ -178,6 +299,13 @@ void nbd_transmission_payload_done(struct nbd_conn *c, bool kept)
 		c->refused_error = 0;
 		return;
 	}
+	if (c->fwd) {
+		/* the buffer goes to the forwarded WRITE (fwd_done frees it) */
+		uint8_t *buf = c->wbuf;
+		c->wbuf = NULL;
+		fwd_send(c, r, FWD_WRITE, buf);
+		return;
+	}
 	metrics_bytes(METRICS_NBD, METRICS_OP_WRITE, r->length);
 	/* stores first, then the mark, then the reply (or the FUA write-back) */
 	int ret = volume_mark_written(c->v, r->offset, r->length);
@@ -218,7 +346,8 @@ bool nbd_transmission_input(struct nbd_conn *c)
 bool nbd_transmission_want_input(const struct nbd_conn *c)
 {
 	/* blocked (backpressure, a parked job): the next request would wait anyway */
-	return !(c->s.parked || c->s.paused || stream_over(&c->s, &nbd_limits));
+	return !(c->s.parked || c->s.paused || stream_over(&c->s, &nbd_limits) ||
+		 (c->fwd && !nbd_forward_room(c->fwd)));
 }
 
 /* job_ack -- through the power cut's gate and into the write log (vol_ack.h); false: drop */

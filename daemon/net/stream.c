@@ -585,6 +585,8 @@ static void socket_drop(struct conn *c)
 	struct stream *s = stream_of(c);
 	socket_stop(s);
 	stream_out_drop(s);
+	if (s->proto->dead)
+		s->proto->dead(s);
 }
 
 /*

@@ -136,6 +136,12 @@ struct stream_proto {
 	void (*payload_abort)(struct stream *s, uint32_t got);
 	/* out_release -- @o was sent or dropped: the protocol frees or reuses it */
 	void (*out_release)(struct stream *s, struct stream_out *o);
+	/*
+	 * dead -- optional: the connection failed (its replies will never leave);
+	 * work still out whose answers nobody will read may be cut short (its
+	 * jobs must still come back before end)
+	 */
+	void (*dead)(struct stream *s);
 	/* end -- the protocol's teardown; true if a teardown job runs (counted in conn.jobs) */
 	bool (*end)(struct stream *s);
 	/* free -- the protocol's memory around the stream */

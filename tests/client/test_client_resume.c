@@ -183,6 +183,41 @@ static void resume__lost_unheld_writes_fail_the_fsync(void **state)
 	fake_server_stop(&fs);
 }
 
+/*
+ * A discard over a held write makes it moot: after a restart the write is
+ * not sent again over the zeros (the held record is forgotten when the
+ * discard is answered). Before, the resume wrote the old bytes back.
+ */
+static void resume__discard_forgets_held_writes(void **state)
+{
+	(void)state;
+	static uint8_t a[BLOCK], c[BLOCK], zeros[BLOCK];
+	struct fake_cfg cfg = {
+	    .close_at = 5,
+	    .close_first_only = true,
+	    .verifier = 0x1000,
+	    .verifier_per_conn = true,
+	    .lose_unsynced = true,
+	};
+	struct fake_server *fs;
+	assert_int_equal(fake_server_start(&cfg, &fs), 0);
+	struct rdax_conn *conn = connect_resuming(fs->url, RESUME_MS, 1 << 20);
+	struct rdax_volume *vol;
+	assert_int_equal(rdax_volume_open(conn, "vol", &vol), 0);
+	fill(a, BLOCK, 1);
+	fill(c, BLOCK, 3);
+	assert_int_equal(rdax_write(vol, 0, a, BLOCK, 0), 0);	  /* request 3: held */
+	assert_int_equal(rdax_discard(vol, 0, BLOCK), 0);	  /* 4: zeros over it */
+	assert_int_equal(rdax_write(vol, BLOCK, c, BLOCK, 0), 0); /* 5: the "restart" */
+	assert_int_equal(rdax_conn_resumes(conn), 1);
+	assert_int_equal(writes_at(fs, 0), 1); /* never sent again */
+	assert_true(fake_server_holds(fs, 0, zeros, BLOCK));
+	assert_int_equal(rdax_fsync(vol, 0, 0, NULL), 0);
+	assert_int_equal(rdax_volume_close(&vol), 0);
+	assert_int_equal(rdax_disconnect(&conn), 0);
+	fake_server_stop(&fs);
+}
+
 /* The control: with the verifier check switched off the fsync succeeds over lost data. */
 static void resume__control_no_verifier_loses_silently(void **state)
 {
@@ -293,6 +328,7 @@ int main(void)
 	    cmocka_unit_test(resume__lost_connection_sends_in_flight_again),
 	    cmocka_unit_test(resume__verifier_change_sends_held_writes_again),
 	    cmocka_unit_test(resume__lost_unheld_writes_fail_the_fsync),
+	    cmocka_unit_test(resume__discard_forgets_held_writes),
 	    cmocka_unit_test(resume__control_no_verifier_loses_silently),
 	    cmocka_unit_test(resume__follows_the_primary),
 	    cmocka_unit_test(no_resume__not_primary_is_returned),

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 const char *nx_cluster_extra_arg;
+bool nx_cluster_nbd;
 bool nx_cluster_metrics;
 
 uint64_t nx_seed(int argc, char **argv)
@@ -38,22 +39,32 @@ int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_
 	if (ef_start(&cl->etcd, cl->dir, 1, nx_host_addr(&cl->net)) != 0)
 		return -1;
 	for (unsigned i = 0; i < n; i++) {
-		char dir[320], spec[600], name[32], zone[96], metrics[96];
+		char dir[320], spec[600], name[32], zone[96], metrics[96], nbd[96];
 		snprintf(dir, sizeof(dir), "%s/node%u", cl->dir, i + 1);
 		snprintf(spec, sizeof(spec), "--cluster=%s", cl->etcd.spec);
 		snprintf(name, sizeof(name), "--node=n%u", i + 1);
 		snprintf(zone, sizeof(zone), "--zone=%s", zones ? zones[i] : "");
 		snprintf(metrics, sizeof(metrics), "--metrics=http://%s:%u",
 			 nx_node_addr(&cl->net, i), NX_METRICS_PORT + i);
-		const char *args[] = {spec, name,
-				      zones		   ? zone
-				      : nx_cluster_metrics ? metrics
-							   : nx_cluster_extra_arg,
-				      zones || nx_cluster_metrics ? nx_cluster_extra_arg : NULL,
-				      NULL};
+		snprintf(nbd, sizeof(nbd), "--listen=nbd://%s:%u", nx_node_addr(&cl->net, i),
+			 NX_NBD_PORT);
+		const char *args[6] = {spec, name};
+		unsigned k = 2;
+		if (zones)
+			args[k++] = zone;
+		else if (nx_cluster_metrics)
+			args[k++] = metrics;
+		if (nx_cluster_nbd && cl->net.isolated)
+			args[k++] = nbd;
+		if (nx_cluster_extra_arg)
+			args[k++] = nx_cluster_extra_arg;
+		args[k] = NULL;
 		if (mkdir(dir, 0700) < 0 ||
 		    nx_node_start_args(&cl->node[i], &cl->net, i, dir, join ? args : NULL) != 0)
 			return -1;
+		if (join && nx_cluster_nbd && cl->net.isolated)
+			snprintf(cl->node[i].nbd, sizeof(cl->node[i].nbd), "nbd://%s:%u",
+				 nx_node_addr(&cl->net, i), NX_NBD_PORT);
 		if (join && nx_cluster_metrics && !zones)
 			snprintf(cl->node[i].metrics, sizeof(cl->node[i].metrics),
 				 "http://%s:%u/metrics", nx_node_addr(&cl->net, i),

@@ -39,6 +39,13 @@ extern const char *nx_cluster_extra_arg;
 extern bool nx_cluster_metrics;
 #define NX_METRICS_PORT 9480
 
+/*
+ * Joined nodes listen for NBD too, at nbd://ADDR:NX_NBD_PORT (nx_node.nbd),
+ * when set before nx_cluster_start.
+ */
+extern bool nx_cluster_nbd;
+#define NX_NBD_PORT 10809
+
 /* nx_seed -- --seed N from argv, else $RDAX_CLUSTER_SEED, else 1 */
 uint64_t nx_seed(int argc, char **argv);
 

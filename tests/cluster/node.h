@@ -37,6 +37,7 @@ struct nx_node {
 	char ns_dir[256];
 	char args[6][256]; /* nx_node_start_args: more rdaxd flags */
 	char metrics[96];  /* http://ADDR:PORT/metrics where it serves them, "" if not */
+	char nbd[96];	   /* nbd://ADDR:PORT where it serves NBD, "" if not (nx_cluster_nbd) */
 };
 
 /* The size of a node's namespace file (rdaxd --namespace ...,size=): "64M" unless a test sets it.
