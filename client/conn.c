@@ -1857,12 +1857,6 @@ int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
 {
 	if (c->broken)
 		return 0;
-	/*
-	 * The owner's poll, not conn_run's, reports input from now on: the next
-	 * conn_reap must look at the socket again (rx_fill skips the recv while
-	 * rx_sock_empty says the last look found it empty).
-	 */
-	c->rx_sock_empty = false;
 	if (c->tls && tls_io_pending(c->tls))
 		return 0; /* decrypted bytes GnuTLS holds: no descriptor announces them */
 	if (c->rdma) {
