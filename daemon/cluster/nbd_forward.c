@@ -18,6 +18,7 @@
 #include "faults.h"
 #include "librdax.h"
 #include "log.h"
+#include "loop_watch.h"
 
 /* Completions taken from librdax per call. */
 #define FWD_REAP_BATCH 16
@@ -54,8 +55,7 @@ struct nbd_forward {
 	bool cancelling;
 	uint64_t last_done_ms; /* the last completion (a stall: none for the timeout) */
 	unsigned ndone;	       /* completions so far (a turn that had some does not sleep) */
-	ev_io io[2];	       /* the descriptors librdax waits on (conn_poll_prepare) */
-	bool io_on[2];
+	struct loop_watch lw;  /* the descriptors librdax waits on (loop_watch.h) */
 	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
 	ev_idle more;	 /* requests queued by this turn, or librdax ready: no sleep yet */
 	ev_timer tick;	 /* the stall check */
@@ -156,11 +156,7 @@ static void go_resume(struct nbd_forward *f);
 /* unwatch -- no events of the connection's descriptors */
 static void unwatch(struct nbd_forward *f)
 {
-	for (unsigned i = 0; i < 2; i++)
-		if (f->io_on[i]) {
-			ev_io_stop(f->w->loop, &f->io[i]);
-			f->io_on[i] = false;
-		}
+	loop_watch_stop(&f->lw, f->w->loop);
 }
 
 /*
@@ -287,28 +283,7 @@ static void watch(struct nbd_forward *f)
 		ev_idle_stop(loop, &f->more);
 		return;
 	}
-	struct pollfd fds[2];
-	int n = conn_poll_prepare(f->conn, fds);
-	if (n == 0) {
-		ev_idle_start(loop, &f->more); /* ready already: reap before sleeping */
-		return;
-	}
-	ev_idle_stop(loop, &f->more);
-	for (int i = 0; i < 2; i++) {
-		int events = i < n ? ((fds[i].events & POLLIN ? EV_READ : 0) |
-				      (fds[i].events & POLLOUT ? EV_WRITE : 0))
-				   : 0;
-		if (f->io_on[i] &&
-		    (i >= n || f->io[i].fd != fds[i].fd || f->io[i].events != events)) {
-			ev_io_stop(loop, &f->io[i]);
-			f->io_on[i] = false;
-		}
-		if (i < n && !f->io_on[i]) {
-			ev_io_set(&f->io[i], fds[i].fd, events);
-			ev_io_start(loop, &f->io[i]);
-			f->io_on[i] = true;
-		}
-	}
+	loop_watch_update(&f->lw, loop, f->conn);
 }
 
 static void fwd_free(struct nbd_forward *f);
@@ -553,12 +528,13 @@ void nbd_forward_start(struct nbd_forward *f, struct worker *w, struct fsync_poo
 	f->kick = kick;
 	f->kick_arg = arg;
 	for (unsigned i = 0; i < 2; i++) {
-		ev_io_init(&f->io[i], on_io, -1, 0);
-		f->io[i].data = f;
+		ev_io_init(&f->lw.io[i], on_io, -1, 0);
+		f->lw.io[i].data = f;
 	}
 	ev_prepare_init(&f->prep, on_prepare);
 	f->prep.data = f;
 	ev_idle_init(&f->more, on_idle);
+	f->lw.more = &f->more;
 	f->more.data = f;
 	double period = f->timeout_ms / 4000.0;
 	ev_timer_init(&f->tick, on_tick, period, period);

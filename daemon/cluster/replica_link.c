@@ -20,6 +20,7 @@
 #include "../../client/conn.h"		 /* librdax's own: run from a loop, the socket aborted */
 #include "../../client/transport_rdma.h" /* ... and its queue pair */
 #include "completion.h"
+#include "loop_watch.h"
 #include "errors.h"
 #include "librdax.h"
 #include "log.h"
@@ -67,8 +68,7 @@ struct replica_link {
 
 	/* the loop's own: the home worker's thread only */
 	bool attached;
-	ev_io io[2]; /* the descriptors librdax waits on (conn_poll_prepare) */
-	bool io_on[2];
+	struct loop_watch lw; /* the descriptors librdax waits on (loop_watch.h) */
 	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
 	ev_idle more;	 /* work queued on this thread, or ready already: no sleep yet */
 	ev_timer stall;
@@ -130,11 +130,7 @@ static void abort_socket(struct replica_link *l)
 static void unwatch(struct replica_link *l)
 {
 	struct ev_loop *loop = l->home->loop;
-	for (unsigned i = 0; i < 2; i++)
-		if (l->io_on[i]) {
-			ev_io_stop(loop, &l->io[i]);
-			l->io_on[i] = false;
-		}
+	loop_watch_stop(&l->lw, loop);
 	ev_prepare_stop(loop, &l->prep);
 	ev_idle_stop(loop, &l->more);
 	ev_timer_stop(loop, &l->stall);
@@ -353,29 +349,7 @@ static void pump(struct replica_link *l)
 /* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
 static void watch(struct replica_link *l)
 {
-	struct ev_loop *loop = l->home->loop;
-	struct pollfd fds[2];
-	int n = conn_poll_prepare(l->conn, fds);
-	if (n == 0) {
-		ev_idle_start(loop, &l->more); /* ready already: reap before sleeping */
-		return;
-	}
-	ev_idle_stop(loop, &l->more);
-	for (int i = 0; i < 2; i++) {
-		int events = i < n ? ((fds[i].events & POLLIN ? EV_READ : 0) |
-				      (fds[i].events & POLLOUT ? EV_WRITE : 0))
-				   : 0;
-		if (l->io_on[i] &&
-		    (i >= n || l->io[i].fd != fds[i].fd || l->io[i].events != events)) {
-			ev_io_stop(loop, &l->io[i]);
-			l->io_on[i] = false;
-		}
-		if (i < n && !l->io_on[i]) {
-			ev_io_set(&l->io[i], fds[i].fd, events);
-			ev_io_start(loop, &l->io[i]);
-			l->io_on[i] = true;
-		}
-	}
+	loop_watch_update(&l->lw, l->home->loop, l->conn);
 }
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
@@ -426,12 +400,13 @@ static void attach_fn(struct worker *w, struct worker_msg *m)
 	    (struct replica_link *)((char *)m - offsetof(struct replica_link, attach_msg));
 	struct ev_loop *loop = w->loop;
 	for (unsigned i = 0; i < 2; i++) {
-		ev_io_init(&l->io[i], on_io, -1, 0);
-		l->io[i].data = l;
+		ev_io_init(&l->lw.io[i], on_io, -1, 0);
+		l->lw.io[i].data = l;
 	}
 	ev_prepare_init(&l->prep, on_prepare);
 	l->prep.data = l;
 	ev_idle_init(&l->more, on_idle);
+	l->lw.more = &l->more;
 	l->more.data = l;
 	double period = (double)l->o.timeout_ms / 4000.0;
 	if (period < RLINK_STALL_CHECK_MIN_MS / 1000.0)
