@@ -441,7 +441,13 @@ static void test_fence(void **state)
 	uint8_t got = first_byte(a, rec.primary, e + 1);
 	printf("  control replica-no-fence: open of epoch %" PRIu64 " %d, write %d, byte 0 %#x\n",
 	       e, open, w, got);
-	assert_int_equal(got, 0x77); /* the stale write was applied: the fence is what stops it */
+	/*
+	 * the stale write was opened and acknowledged durable: the fence is what
+	 * stops it. (Its byte is printed, not asserted: the primary resyncs this
+	 * copy, which was out of the ISR, and may put its own byte back first.)
+	 */
+	assert_int_equal(open, 0);
+	assert_int_equal(w, 0);
 	/* and a link kept open across a raise writes on (over RDMA: its window stays) */
 	assert_int_equal(rdax_connect(cl.node[a].url, NULL, &c2), 0);
 	assert_int_equal(conn_volume_open_replica(c2, "fen", e + 1, rec.primary, 0, &v2), 0);
@@ -454,7 +460,7 @@ static void test_fence(void **state)
 	printf("  control replica-no-fence: a link of epoch %" PRIu64 " open across the raise to "
 	       "%" PRIu64 ": write %d, byte 0 %#x\n",
 	       e + 1, e + 2, wr, got);
-	assert_int_equal(got, 0x99);
+	assert_int_equal(wr, 0); /* acknowledged durable across the raise (byte: as above) */
 	cl.node[a].d.opts.faults = NULL;
 	assert_int_equal(nx_node_kill(&cl.node[a]), 0);
 	assert_int_equal(nx_node_restart(&cl.node[a]), 0);
