@@ -130,14 +130,15 @@ void nbd_req_error(struct nbd_conn *c, uint64_t handle, uint16_t type, uint32_t 
 	}
 }
 
-void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
+/*
+ * read_reply_header -- the reply header of a successful READ of @r into
+ * @o->hdr (structured: one final data chunk, so NBD_CMD_FLAG_DF always holds
+ * and nothing can fail later), counted; returns its length
+ */
+static size_t read_reply_header(struct nbd_conn *c, struct nbd_out *o, const struct nbd_request *r)
 {
-	struct nbd_out *o = out_new(c);
-	if (!o)
-		return;
 	size_t n;
 	if (c->structured) {
-		/* one chunk (so NBD_CMD_FLAG_DF always holds), final: nothing can fail later */
 		nbd_data_chunk_prefix_encode(o->hdr, r->handle, r->offset, r->length, true);
 		n = NBD_DATA_CHUNK_PREFIX;
 	} else {
@@ -145,6 +146,15 @@ void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
 		n = NBD_SIMPLE_REPLY_SIZE;
 	}
 	metrics_bytes(METRICS_NBD, METRICS_OP_READ, r->length);
+	return n;
+}
+
+void nbd_req_read(struct nbd_conn *c, const struct nbd_request *r)
+{
+	struct nbd_out *o = out_new(c);
+	if (!o)
+		return;
+	size_t n = read_reply_header(c, o, r);
 	out_queue(c, o, n, c->v->data + r->offset, r->length, r->offset);
 }
 
@@ -155,15 +165,7 @@ void nbd_req_read_buf(struct nbd_conn *c, const struct nbd_request *r, uint8_t *
 		free(buf);
 		return;
 	}
-	size_t n;
-	if (c->structured) {
-		nbd_data_chunk_prefix_encode(o->hdr, r->handle, r->offset, r->length, true);
-		n = NBD_DATA_CHUNK_PREFIX;
-	} else {
-		nbd_simple_reply_encode(o->hdr, 0, r->handle);
-		n = NBD_SIMPLE_REPLY_SIZE;
-	}
-	metrics_bytes(METRICS_NBD, METRICS_OP_READ, r->length);
+	size_t n = read_reply_header(c, o, r);
 	o->owned = buf;
 	/* a copy, not the mapping: c->v is NULL, so no range for the read-after-write rule */
 	out_queue(c, o, n, buf, r->length, 0);
