@@ -55,7 +55,8 @@ static int setup(void **state)
 {
 	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
 		return -1;
-	struct hx_daemon_opts o = {.ns_size = "64M", .threads = 2};
+	/* a client that breaks the rules is logged at info (rate-limited per address) */
+	struct hx_daemon_opts o = {.ns_size = "64M", .threads = 2, .log_level = "info"};
 	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
 }
 
