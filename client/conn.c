@@ -1870,6 +1870,12 @@ int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2])
 	}
 	fds[0] = (struct pollfd){.fd = c->fd,
 				 .events = (short)(POLLIN | (c->sendq_head ? POLLOUT : 0))};
+	/*
+	 * the owner's loop waits for input now, not conn_run's poll(): a
+	 * conn_reap that returns before polling (min 0) would otherwise never
+	 * look at the socket again once a short read found it empty
+	 */
+	c->rx_sock_empty = false;
 	return 1;
 }
 
