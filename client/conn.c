@@ -1158,11 +1158,23 @@ static void sendq_pop(struct rdax_conn *c)
 		req_finish(c, req);
 }
 
-/* rdma_broken -- the RDMA transport failed: break the connection with its reason */
+/*
+ * rdma_broken -- the RDMA transport failed: break the connection with its
+ * reason. A remote access error of a one-sided operation (-EACCES) means the
+ * daemon revoked the volume's window under it -- the only one it has, over
+ * the whole volume, as a deposed cluster primary does (docs/rdma.md): a
+ * loss a new connection may cure, so -ECONNABORTED (resume.h follows the
+ * primary); the operation was not acknowledged, it is sent again there.
+ */
 static int rdma_broken(struct rdax_conn *c, int code)
 {
 	if (code == -ECONNRESET)
 		return conn_closed(c);
+	if (code == -EACCES)
+		return conn_break(c, -ECONNABORTED,
+				  "%s: %s: the daemon revoked the volume's window (a deposed "
+				  "primary, or a newer epoch seen)",
+				  c->peer, rdma_tp_error(c->rdma));
 	return conn_break(c, code, "%s: %s", c->peer, rdma_tp_error(c->rdma));
 }
 

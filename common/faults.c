@@ -35,6 +35,7 @@ static const struct {
 	{ "resync-digest-equal", &rdax_faults.resync_digest_equal },
 	{ "failover-any-replica", &rdax_faults.failover_any_replica },
 	{ "lease-ignore", &rdax_faults.lease_ignore },
+	{ "client-window-keep", &rdax_faults.client_window_keep },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

@@ -53,6 +53,11 @@ struct rdax_faults {
 	bool failover_any_replica;
 	/* cluster gate: a primary serves past its lease bound (a deposed one keeps serving) */
 	bool lease_ignore;
+	/*
+	 * cluster gate: a deposed primary keeps its clients' RDMA windows (their
+	 * one-sided writes still land in its copy, a replica now)
+	 */
+	bool client_window_keep;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

@@ -199,7 +199,7 @@ static int join(struct cluster *c)
 
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
 static void another_primary(struct cluster *c, const struct cluster_volume_rec *v);
-static void node_url(struct cluster *c, const char *name, char *url, size_t len);
+static void node_addrs(struct cluster *c, const char *name, char *tcp, char *rdma, size_t len);
 
 /*
  * become_primary -- a "creating" volume whose primary is this node: once
@@ -306,10 +306,10 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 			  why[0] ? why : rdax_strerror(ret));
 		return ret;
 	}
-	char url[CLUSTER_URL_MAX + 1] = "";
+	char url[CLUSTER_URL_MAX + 1] = "", rdma[CLUSTER_URL_MAX + 1] = "";
 	if (strcmp(v->primary, c->node) != 0)
-		node_url(c, v->primary, url, sizeof(url));
-	cluster_gate_set_primary(g, v->primary, url, v->epoch);
+		node_addrs(c, v->primary, url, rdma, sizeof(url));
+	cluster_gate_set_primary(g, v->primary, url, rdma, v->epoch);
 	char key[CLUSTER_KEY_MAX], *json;
 	struct cluster_member_rec m = {.ns_id = info.ns_id, .offset = info.ns_offset};
 	KEY(c, key, "volumes", v->name, "members", c->node);
@@ -371,12 +371,6 @@ static void node_addrs(struct cluster *c, const char *name, char *tcp, char *rdm
 			snprintf(rdma, len, "%s", cluster_node_addr(&n, "rdma"));
 	}
 	etcd_range_result_free(&r);
-}
-
-/* node_url -- the first tcp:// address of node @name's key into @url ("" if none) */
-static void node_url(struct cluster *c, const char *name, char *url, size_t len)
-{
-	node_addrs(c, name, url, NULL, len);
 }
 
 /*

@@ -141,18 +141,30 @@ err_free:
 }
 
 /*
- * __revoke_windows -- under g->lock: revoke every replica link window of an
- * epoch older than the copy's (struct gate_window). The control
- * replica-no-fence leaves them, as it lets every request through.
+ * window_stale -- must @w go now (struct gate_window)? A link's of an epoch
+ * older than @seen; a client's once this node no longer serves at its epoch.
+ * The controls leave them: replica-no-fence every window (as it lets every
+ * request through), client-window-keep the clients'.
  */
+static bool window_stale(const struct gate_window *w, uint64_t seen, uint64_t serving)
+{
+	if (!w->client)
+		return w->epoch < seen;
+	if (rdax_faults.client_window_keep)
+		return false;
+	return w->epoch < seen || serving != w->epoch;
+}
+
+/* __revoke_windows -- under g->lock: revoke every window that window_stale() says must go */
 static void __revoke_windows(struct gate_vol *g)
 {
 	uint64_t seen = atomic_load(&g->epoch);
+	uint64_t serving = atomic_load(&g->serving);
 	if (rdax_faults.replica_no_fence)
 		return;
 	for (struct gate_window **wp = &g->windows; *wp;) {
 		struct gate_window *w = *wp;
-		if (w->epoch >= seen) {
+		if (!window_stale(w, seen, serving)) {
 			wp = &w->next;
 			continue;
 		}
@@ -160,9 +172,9 @@ static void __revoke_windows(struct gate_vol *g)
 		w->next = NULL;
 		w->revoked = true;
 		w->revoke(w);
-		LOG_INFO("volume %s: the RDMA window of a link of epoch %" PRIu64
-			 " is revoked (epoch %" PRIu64 " seen)",
-			 g->name, w->epoch, seen);
+		LOG_INFO("volume %s: the RDMA window of a %s of epoch %" PRIu64
+			 " is revoked (epoch %" PRIu64 " seen, served at %" PRIu64 ")",
+			 g->name, w->client ? "client" : "link", w->epoch, seen, serving);
 	}
 }
 
@@ -182,9 +194,17 @@ int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w)
 {
 	int ret = 0;
 	pthread_mutex_lock(&g->lock);
-	if (w->epoch < atomic_load(&g->epoch) && !rdax_faults.replica_no_fence) {
+	uint64_t seen = atomic_load(&g->epoch);
+	if (w->client) {
+		/* the epoch it is served at; deposed between the open's check and now: none */
+		w->epoch = atomic_load(&g->serving);
+		if ((w->epoch == 0 || w->epoch < seen) && !rdax_faults.replica_no_fence &&
+		    !rdax_faults.client_window_keep)
+			ret = -RDAX_E_NOT_PRIMARY;
+	} else if (w->epoch < seen && !rdax_faults.replica_no_fence) {
 		ret = -RDAX_E_STALE_EPOCH; /* raised between the open's check and now */
-	} else {
+	}
+	if (ret == 0) {
 		w->revoked = false;
 		w->next = g->windows;
 		g->windows = w;
@@ -212,8 +232,11 @@ int cluster_gate_serve(struct gate_vol *g, uint64_t epoch)
 	pthread_mutex_lock(&g->lock);
 	if (epoch)
 		ret = __raise(g, epoch);
-	if (ret == 0)
+	if (ret == 0) {
 		atomic_store_explicit(&g->serving, epoch, memory_order_release);
+		/* a deposed primary's clients write into its copy no more (struct gate_window) */
+		__revoke_windows(g);
+	}
 	pthread_mutex_unlock(&g->lock);
 	if (ret)
 		LOG_ERROR("volume %s: cannot serve it at epoch %" PRIu64
@@ -223,11 +246,12 @@ int cluster_gate_serve(struct gate_vol *g, uint64_t epoch)
 }
 
 void cluster_gate_set_primary(struct gate_vol *g, const char *primary, const char *url,
-			      uint64_t key_epoch)
+			      const char *rdma_url, uint64_t key_epoch)
 {
 	pthread_mutex_lock(&g->lock);
 	snprintf(g->primary, sizeof(g->primary), "%s", primary ? primary : "");
 	snprintf(g->primary_url, sizeof(g->primary_url), "%s", url ? url : "");
+	snprintf(g->primary_rdma, sizeof(g->primary_rdma), "%s", rdma_url ? rdma_url : "");
 	g->key_epoch = key_epoch;
 	pthread_mutex_unlock(&g->lock);
 }
@@ -247,10 +271,16 @@ int cluster_gate_raise_epoch(struct gate_vol *g, uint64_t epoch)
 
 int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *epoch)
 {
+	return cluster_gate_client_over(g, false, url, urllen, epoch);
+}
+
+int cluster_gate_client_over(struct gate_vol *g, bool rdma, char *url, size_t urllen,
+			     uint64_t *epoch)
+{
 	if (cluster_gate_check(g, 0) == 0)
 		return 0;
 	pthread_mutex_lock(&g->lock);
-	snprintf(url, urllen, "%s", g->primary_url);
+	snprintf(url, urllen, "%s", rdma && g->primary_rdma[0] ? g->primary_rdma : g->primary_url);
 	*epoch = g->key_epoch > atomic_load(&g->epoch) ? g->key_epoch : atomic_load(&g->epoch);
 	pthread_mutex_unlock(&g->lock);
 	return -RDAX_E_NOT_PRIMARY;

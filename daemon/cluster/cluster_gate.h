@@ -59,18 +59,30 @@
 #define CLUSTER_GATE_MAX 256
 
 /*
- * A window of direct access (RDMA: daemon/net/rdma_conn.c) over a copy,
- * given to a replica link's handle opened at @epoch. One-sided writes land
- * without the daemon seeing a request, so the check on every request cannot
- * fence them: the window itself must go. Every raise of the copy's epoch
- * revokes each window of an older epoch (@revoke, under the gate's lock)
- * before it returns -- so before the newer primary's open is answered, and
- * from then on a write of the old primary through it fails on the wire (a
- * remote access error) instead of landing.
+ * A window of direct access (RDMA: daemon/net/rdma_conn.c) over a copy. One-
+ * sided writes land without the daemon seeing a request, so the check on
+ * every request cannot fence them: the window itself must go (@revoke,
+ * under the gate's lock, at most once; from then on a write through it
+ * fails on the wire with a remote access error instead of landing).
+ *
+ *   a replica link's   @epoch: the link's. Every raise of the copy's epoch
+ *                      revokes each window of an older epoch before it
+ *                      returns -- so before the newer primary's open is
+ *                      answered.
+ *   a client's         (@client) @epoch: the epoch this node served the
+ *                      volume at when the window was bound. Revoked when the
+ *                      node stops serving at that epoch (deposed: the volume
+ *                      key names another primary, or its lease was lost) or
+ *                      a newer epoch is seen -- whichever comes first. A
+ *                      deposed primary's copy is a replica from then on; a
+ *                      client's write through an old window would change it
+ *                      behind the new primary's back, and it is back in the
+ *                      ISR only after the new primary's link raised its epoch.
  */
 struct gate_window {
 	struct gate_window *next; /* the gate's list, under its lock */
 	uint64_t epoch;
+	bool client;
 	void (*revoke)(struct gate_window *w); /* under the gate's lock, at most once */
 	bool revoked;
 };
@@ -84,10 +96,11 @@ struct gate_vol {
 	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */
 	_Atomic uint64_t epoch;	   /* the highest epoch seen: the record's, mirrored */
 	pthread_mutex_t lock;	   /* the record's writes; the strings below */
-	char primary[CLUSTER_NAME_MAX + 1];    /* the volume key's primary, as last read */
-	char primary_url[CLUSTER_URL_MAX + 1]; /* its tcp:// address, "" if unknown */
-	uint64_t key_epoch;		       /* the volume key's epoch, as last read */
-	struct gate_window *windows;	       /* replica links' RDMA windows, under lock */
+	char primary[CLUSTER_NAME_MAX + 1];	/* the volume key's primary, as last read */
+	char primary_url[CLUSTER_URL_MAX + 1];	/* its tcp:// address, "" if unknown */
+	char primary_rdma[CLUSTER_URL_MAX + 1]; /* its rdma:// address, "" if none */
+	uint64_t key_epoch;			/* the volume key's epoch, as last read */
+	struct gate_window *windows;		/* RDMA windows (links', clients'), under lock */
 };
 
 /* cluster_record_name -- "<volume>.rrec" into @out; 0 or -ENAMETOOLONG */
@@ -115,15 +128,20 @@ bool cluster_gate_reserved(const char *name);
 
 /*
  * cluster_gate_serve -- this node is the volume's primary at @epoch from now
- * on (0: it is not); the epoch is persisted as seen first. Returns 0, or
- * -RDAX_E_STALE_EPOCH (the copy has seen a newer epoch: it does not serve).
- * Context: cluster thread.
+ * on (0: it is not); the epoch is persisted as seen first. Clients' windows
+ * bound while it served at another epoch (or at all, for 0) are revoked
+ * before it returns. Returns 0, or -RDAX_E_STALE_EPOCH (the copy has seen a
+ * newer epoch: it does not serve). Context: cluster thread.
  */
 int cluster_gate_serve(struct gate_vol *g, uint64_t epoch);
 
-/* cluster_gate_set_primary -- the volume key as read: its primary, address, epoch */
+/*
+ * cluster_gate_set_primary -- the volume key as read: its primary, the
+ * primary's tcp:// address (@url) and rdma:// address (@rdma_url, NULL or
+ * "": it has none), the key's epoch
+ */
 void cluster_gate_set_primary(struct gate_vol *g, const char *primary, const char *url,
-			      uint64_t key_epoch);
+			      const char *rdma_url, uint64_t key_epoch);
 
 /*
  * cluster_gate_raise_epoch -- persist @epoch as the highest seen (record
@@ -138,6 +156,15 @@ int cluster_gate_raise_epoch(struct gate_vol *g, uint64_t epoch);
  * address in @url ("" if unknown) and the epoch in *epoch.
  */
 int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *epoch);
+
+/*
+ * cluster_gate_client_over -- cluster_gate_client for a client connected
+ * over @rdma: its refusal names the primary's rdma:// address where the
+ * primary has one, so an rdma:// client follows it over RDMA (and gets a
+ * window there); the tcp:// one otherwise.
+ */
+int cluster_gate_client_over(struct gate_vol *g, bool rdma, char *url, size_t urllen,
+			     uint64_t *epoch);
 
 /*
  * cluster_gate_replica_open -- may @primary, at @epoch, open the volume as a
@@ -190,10 +217,14 @@ static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_e
 }
 
 /*
- * cluster_gate_window_add -- a window of @w->epoch over @g's copy exists;
- * a raise past that epoch revokes it. Returns 0, or -RDAX_E_STALE_EPOCH
- * (a newer epoch was seen since the handle's open: the caller revokes the
- * window itself and refuses the open). Context: the connection's worker.
+ * cluster_gate_window_add -- a window over @g's copy exists: a replica
+ * link's of @w->epoch, which a raise past that epoch revokes; or a client's
+ * (@w->client), whose epoch is set here to the one this node serves at, and
+ * which the end of serving at it revokes. Returns 0; -RDAX_E_STALE_EPOCH (a
+ * link's: a newer epoch was seen since the handle's open) or
+ * -RDAX_E_NOT_PRIMARY (a client's: this node serves the volume no more);
+ * either way the caller revokes the window itself and refuses the open.
+ * Context: the connection's worker.
  */
 int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w);
 

@@ -924,7 +924,7 @@ static int check_handle(struct session *s, uint32_t handle, struct volume **v, c
 			g->name, rf->epoch, slot->epoch);
 		LOG_WARN("%s: %s", s->peer, m);
 	} else {
-		cluster_gate_client(g, rf->url, sizeof(rf->url), &rf->epoch);
+		cluster_gate_client_over(g, s->access.rdma, rf->url, sizeof(rf->url), &rf->epoch);
 		fmt_msg(m, "volume \"%s\": this node is not its primary (the primary is at %s)",
 			g->name, rf->url[0] ? rf->url : "an unknown address");
 	}
@@ -1814,11 +1814,13 @@ static void op_log(const struct session *s, const struct job *j)
 }
 /*
  * open_gate -- a cluster volume's gate at open (cluster_gate.h): a client
- * needs this node to be the primary, a replica link an epoch not older than
- * seen and the right sender. 0 (*gp the gate, NULL: not a cluster volume),
- * or the refusal already in @out.
+ * needs this node to be the primary (a refused one is told the primary's
+ * address for its own transport, @s->access.rdma), a replica link an epoch
+ * not older than seen and the right sender. 0 (*gp the gate, NULL: not a
+ * cluster volume), or the refusal already in @out.
  */
-static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **gp, uint64_t *epoch)
+static int open_gate(const struct session *s, struct job *j, struct dispatch_out *out,
+		     struct gate_vol **gp, uint64_t *epoch)
 {
 	char m[STATUS_MSG_MAX], url[CLUSTER_URL_MAX + 1] = "";
 	struct gate_vol *g = cluster_gate_find(j->name);
@@ -1833,7 +1835,7 @@ static int open_gate(struct job *j, struct dispatch_out *out, struct gate_vol **
 		if (ret == 0)
 			*epoch = j->replica_epoch;
 	} else {
-		ret = cluster_gate_client(g, url, sizeof(url), epoch);
+		ret = cluster_gate_client_over(g, s->access.rdma, url, sizeof(url), epoch);
 		if (ret)
 			fmt_msg(
 			    m, "volume \"%s\": this node is not its primary (the primary is at %s)",
@@ -1852,7 +1854,7 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	uint32_t handle;
 	struct gate_vol *g;
 	uint64_t epoch;
-	if (open_gate(j, out, &g, &epoch)) {
+	if (open_gate(s, j, out, &g, &epoch)) {
 		store_volume_close(env->store, &j->pub.op.v);
 		return;
 	}

@@ -86,8 +86,9 @@ struct dispatch_hooks {
 	 * access and describe it in *out. @gate: the cluster volume's gate
 	 * (cluster_gate.h), NULL for others; @epoch: a replica link's epoch, 0
 	 * for a client (a replica link's window is revoked when a newer epoch
-	 * is seen). 0, or a negative code: the open then fails with it (the
-	 * handle is closed again).
+	 * is seen, a client's when this node stops serving the volume). 0, or a
+	 * negative code: the open then fails with it (the handle is closed
+	 * again).
 	 */
 	int (*volume_opened)(void *arg, uint32_t handle, struct volume *v, struct gate_vol *gate,
 			     uint64_t epoch, struct dispatch_direct *out);

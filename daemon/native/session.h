@@ -50,6 +50,7 @@ struct session_slot {
 struct session_access {
 	struct acl_subject who;
 	bool tls;	    /* the connection is encrypted */
+	bool rdma;	    /* rdma://: a refusal names the primary's rdma:// address */
 	bool plain_refused; /* a plaintext client where TLS is required */
 };
 

@@ -42,9 +42,11 @@ enum wrid_kind { WRID_RX = 0, WRID_TX = 1, WRID_GRANT = 2, WRID_BIND = 3 };
 #define SPIN_BURST_US 10
 
 /*
- * A replica link's window, known to the copy's gate (cluster_gate.h,
- * struct gate_window): a raise of the epoch on any thread deallocates it
- * under the gate's lock, after which only the gate's word says it is gone.
+ * A window over a cluster volume's copy, known to the copy's gate
+ * (cluster_gate.h, struct gate_window): a replica link's, which a raise of
+ * the epoch revokes, or a client's, which the end of this node's serving
+ * revokes -- on any thread, under the gate's lock, after which only the
+ * gate's word says it is gone.
  */
 struct fenced_window {
 	struct gate_window gw;
@@ -60,7 +62,9 @@ struct direct {
 	struct volume *v;
 	struct ibv_mw *mw;
 	uint32_t rkey;
-	struct fenced_window *fw; /* a replica link's (its mw is @mw), NULL otherwise */
+	/* a cluster volume's window, known to its gate (its mw is @mw); NULL otherwise */
+	struct fenced_window *fw;
+	bool link; /* a replica link's handle: its writes are the primary's, not replicated again */
 };
 
 struct conn_rdma {
@@ -269,7 +273,7 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	 * loses power in between may miss the record's mark (docs/cluster.md,
 	 * "The change record", RDMA).
 	 */
-	struct repl_volume *rv = d->fw ? NULL : repl_registry_get(d->v); /* a link's: not again */
+	struct repl_volume *rv = d->link ? NULL : repl_registry_get(d->v); /* a link's: not again */
 	if (rv)
 		repl_before_write(rv, off, len);
 	int ret = volume_mark_written(d->v, off, len);
@@ -340,12 +344,16 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 		c->dir_cap = cap;
 	}
 	struct fenced_window *fw = NULL;
-	if (gate && epoch) {
-		/* a replica link: its window goes when a newer epoch is seen (cluster_gate.h) */
+	if (gate) {
+		/*
+		 * a replica link's window goes when a newer epoch is seen, a client's
+		 * when this node stops serving the volume (cluster_gate.h)
+		 */
 		fw = calloc(1, sizeof(*fw));
 		if (!fw)
 			return -ENOMEM;
-		fw->gw = (struct gate_window){.epoch = epoch, .revoke = fenced_revoke};
+		fw->gw = (struct gate_window){
+		    .epoch = epoch, .client = epoch == 0, .revoke = fenced_revoke};
 		fw->gate = gate;
 		snprintf(fw->peer, sizeof(fw->peer), "%s", c->nc.s.conn.peer);
 	}
@@ -388,7 +396,7 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 		fw->mw = mw;
 		ret = cluster_gate_window_add(gate, &fw->gw);
 		if (ret) {
-			/* a newer epoch was seen since the open's check: no window for this link */
+			/* deposed or raised since the open's check: no window for this handle */
 			mw_dealloc(mw, rkey, c->nc.s.conn.peer);
 			free(fw);
 			return ret;
@@ -402,6 +410,7 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 	    .mw = mw,
 	    .rkey = rkey,
 	    .fw = fw,
+	    .link = gate && epoch,
 	};
 	c->ndir++;
 	out->remote_addr = (uintptr_t)v->data;
@@ -952,6 +961,7 @@ int conn_rdma_start(struct rdma_worker *rw, struct rdma_cm_id *id, const struct 
 	if (identity) /* proved by the signed request: the ACL's user:NAME */
 		snprintf(c->nc.session->access.who.user, sizeof(c->nc.session->access.who.user),
 			 "%s", identity);
+	c->nc.session->access.rdma = true;
 	c->rw = rw;
 	c->id = id;
 	c->client_cd = *cd;

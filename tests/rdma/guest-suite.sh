@@ -12,7 +12,10 @@
 #     the write log of one-sided writes against a real cut, and its control;
 #     the third persistence example: ext4 on an rdax volume through the
 #     kernel's NBD client, every crash state of its run checked by e2fsck,
-#     and its control (no journal).
+#     and its control (no journal); librdax's resume over rdma:// (it_resume:
+#     one-sided writes in flight across a clean restart and a kill -9, new
+#     windows and the old rkeys dead, the fsync over lost writes -EIO and
+#     its control client-no-verifier).
 #  3. the NVDIMM becomes devdax (ndctl) and the one-sided tests, the
 #     integration and bad-input suites run again against /dev/dax0.0
 #     (auto mode: CLWB + SFENCE).
@@ -24,6 +27,13 @@
 #     checker through the primary, a replica killed and stopped, their
 #     resyncs, volume info's link "rdma", the fence on the links' windows,
 #     and the controls repl-ack-early and replica-no-fence.
+#  5. only when asked (named in RDMA_SUITE_ONLY: two failovers and a control
+#     take 3-7 minutes under emulation, beyond the default run's budget):
+#     cluster_follow_rdma (test_rdma_follow, the same kind of cluster): an
+#     rdma:// client follows the primary through a kill -9 and a SIGSTOP past
+#     the lease (new windows on the new primary, every acknowledged block
+#     read back); a deposed primary's client window is dead; and
+#     cluster_follow_rdma_control, client-window-keep, must be caught.
 # Prints PASS/FAIL per check and "rdma suite: N passed, M failed"; the
 # log of a failed check is printed (its tail) and kept in LOG_DIR.
 set -u
@@ -31,18 +41,23 @@ logs=$1
 shift
 for kv in "$@"; do export "${kv%%=*}=${kv#*=}"; done
 : "${RDAXD:?}" "${RDAX:?}" "${IT_CLIENT:?}" "${IT_BADINPUT:?}" "${IT_CLI:?}" "${POWERCUT:?}" "${DIRECT:?}"
-: "${IT_POWERCUT:?}" "${EXT4_NBD:?}" "${IT_CRASH_STATES:?}"
+: "${IT_POWERCUT:?}" "${EXT4_NBD:?}" "${IT_CRASH_STATES:?}" "${IT_RESUME:?}"
 export ip=${RDAX_VM_IP:?not in the VM} logs
 export TMPDIR=/tmp RDAX_IT_RDMA=$ip
 # ASan: the daemon's leak check runs at its exit (hx_daemon_stop wants exit 0)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 pass=0 fail=0 skipped=0
 
+# asked NAME -- is NAME named in RDMA_SUITE_ONLY? (the checks run only when asked)
+asked() {
+	[[ " ${RDMA_SUITE_ONLY:-} " == *" $1 "* ]]
+}
+
 # check NAME TIMEOUT CMD... -- run CMD with a bound, log to LOG_DIR/NAME.log
 check() {
 	local name=$1 limit=$2 rc=0 t0
 	shift 2
-	if [ -n "${RDMA_SUITE_ONLY:-}" ] && ! [[ " $RDMA_SUITE_ONLY " == *" $name "* ]]; then
+	if [ -n "${RDMA_SUITE_ONLY:-}" ] && ! asked "$name"; then
 		skipped=$((skipped + 1))
 		return
 	fi
@@ -189,6 +204,9 @@ check sim_write_log_cut 600 env RDAX_IT_ONLY='write_log__*state_is*' "$IT_CRASH_
 # ext4 through the kernel's NBD client: every sampled crash state recovers by its journal
 check ext4_nbd 900 bash "$EXT4_NBD" --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd
 check ext4_nbd_control 900 bash "$EXT4_NBD" --control --states 30 "$RDAXD" "$RDAX" /tmp/ext4-nbd-control
+# librdax's resume over rdma://: restarts with one-sided writes in flight, windows taken
+# anew and the old rkeys dead, the fsync over lost writes and its control
+check sim_resume 900 "$IT_RESUME"
 # SIGTERM with slow clients on TCP, NBD and RDMA at once: one drain timeout
 [ -n "${DRAIN:-}" ] && check sim_drain_all 600 "$DRAIN"
 # the same one-sided tests with daemons whose loops spin on their CQs
@@ -209,6 +227,16 @@ check devdax_health 300 ns_health /dev/dax0.0 devdax
 # the cluster over RDMA links: sim-mode nodes on files, the tcp:// listeners on rxe0's address
 # too (both are advertised); etcd on loopback
 [ -n "${CLUSTER_E2E:-}" ] && check cluster_rdma 1500 env RDAX_IT_TCP_HOST=$ip "$CLUSTER_E2E"
+# rdma:// clients following the primary; a deposed primary's client windows (and the
+# control). Only when asked: RDMA_SUITE_ONLY="cluster_follow_rdma cluster_follow_rdma_control"
+if [ -n "${RDMA_FOLLOW:-}" ]; then
+	asked cluster_follow_rdma &&
+		check cluster_follow_rdma 1500 env RDAX_IT_TCP_HOST=$ip "$RDMA_FOLLOW"
+	asked cluster_follow_rdma_control &&
+		check cluster_follow_rdma_control 1500 env RDAX_IT_TCP_HOST=$ip "$RDMA_FOLLOW" --control
+	asked cluster_follow_rdma || asked cluster_follow_rdma_control ||
+		echo "cluster_follow_rdma, cluster_follow_rdma_control: run only when asked (RDMA_SUITE_ONLY)"
+fi
 
 echo "rdma suite: $pass passed, $fail failed$([ $skipped -gt 0 ] && echo ", $skipped not selected")"
 [ $fail = 0 ]

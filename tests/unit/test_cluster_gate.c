@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_cluster_gate.c -- which RDMA windows over a cluster volume's copy the gate revokes, and when
+ *
+ * A gate entry is built by hand around a change record on a sim-mode file
+ * (no store, no cluster thread): windows are added as the RDMA transport
+ * adds them (daemon/net/rdma_conn.c), with a revoke callback that counts,
+ * and the gate is driven as the cluster thread and the replica opens drive
+ * it (serve, deposed, raise). The rules (cluster_gate.h, struct gate_window):
+ *
+ *   - a replica link's window goes when a newer epoch than its link's is
+ *     seen, never because the node stops serving;
+ *   - a client's window carries the epoch the node served at when it was
+ *     bound, and goes when the node stops serving at that epoch (deposed:
+ *     serve 0; a takeover at a newer epoch) or a newer epoch is seen;
+ *   - a client's window cannot be added where the node does not serve;
+ *   - the controls: client-window-keep leaves the clients' windows (and only
+ *     theirs), replica-no-fence leaves every window.
+ *
+ * Also: a refusal names the primary's rdma:// address to a client over
+ * RDMA, the tcp:// one otherwise or when the primary advertises no rdma://.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "change_record.h"
+#include "cluster_gate.h"
+#include "errors.h"
+#include "faults.h"
+#include "persist.h"
+
+#define VOL_SIZE (8ULL << 20)
+
+static char path[64];
+static struct persist pm;
+static struct gate_vol g;
+
+/* A window whose revocation is counted. */
+struct counted {
+	struct gate_window gw;
+	unsigned revokes;
+};
+
+static void count_revoke(struct gate_window *w)
+{
+	((struct counted *)w)->revokes++;
+}
+
+static struct counted link_window(uint64_t epoch)
+{
+	return (struct counted){.gw = {.epoch = epoch, .revoke = count_revoke}};
+}
+
+static struct counted client_window(void)
+{
+	return (struct counted){.gw = {.client = true, .revoke = count_revoke}};
+}
+
+/* setup -- a gate entry at epoch 1, not serving, with its record on a sim-mode file */
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(path, sizeof(path), "/tmp/rdax-test-gate-%d", (int)getpid());
+	if (persist_create(path, change_record_size(VOL_SIZE), PERSIST_SIM, &pm))
+		return -1;
+	memset(&g, 0, sizeof(g));
+	snprintf(g.name, sizeof(g.name), "gv");
+	pthread_mutex_init(&g.lock, NULL);
+	if (change_record_format(&g.rec, pm.base, pm.size, &pm, VOL_SIZE, 1))
+		return -1;
+	atomic_store(&g.epoch, 1);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	pthread_mutex_destroy(&g.lock);
+	persist_unmap(&pm);
+	unlink(path);
+	memset(&rdax_faults, 0, sizeof(rdax_faults));
+	return 0;
+}
+
+/* a deposed primary's client windows go at once; a link's stays (its epoch is still current) */
+static void windows__deposed_revokes_clients_not_links(void **state)
+{
+	(void)state;
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	struct counted c = client_window(), l = link_window(1);
+	assert_int_equal(cluster_gate_window_add(&g, &c.gw), 0);
+	assert_int_equal(c.gw.epoch, 1); /* the epoch it is served at */
+	assert_int_equal(cluster_gate_window_add(&g, &l.gw), 0);
+	assert_int_equal(cluster_gate_serve(&g, 0), 0);
+	assert_int_equal(c.revokes, 1);
+	assert_int_equal(l.revokes, 0);
+	/* the connection's end finds the client's revoked, the link's still its own */
+	assert_true(cluster_gate_window_remove(&g, &c.gw));
+	assert_false(cluster_gate_window_remove(&g, &l.gw));
+}
+
+/* a newer epoch seen (the new primary's link) revokes both kinds of an older epoch */
+static void windows__raise_revokes_older_clients_and_links(void **state)
+{
+	(void)state;
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	struct counted c = client_window(), l = link_window(1);
+	assert_int_equal(cluster_gate_window_add(&g, &c.gw), 0);
+	assert_int_equal(cluster_gate_window_add(&g, &l.gw), 0);
+	assert_int_equal(cluster_gate_raise_epoch(&g, 2), 0);
+	assert_int_equal(c.revokes, 1);
+	assert_int_equal(l.revokes, 1);
+	/* at most once: a later deposition does not revoke them again */
+	assert_int_equal(cluster_gate_serve(&g, 0), 0);
+	assert_int_equal(c.revokes, 1);
+	assert_int_equal(l.revokes, 1);
+	assert_true(cluster_gate_window_remove(&g, &c.gw));
+	assert_true(cluster_gate_window_remove(&g, &l.gw));
+}
+
+/* serving again at a newer epoch (a takeover): the windows of the old one go */
+static void windows__takeover_at_newer_epoch_revokes_old_clients(void **state)
+{
+	(void)state;
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	struct counted old = client_window();
+	assert_int_equal(cluster_gate_window_add(&g, &old.gw), 0);
+	assert_int_equal(cluster_gate_serve(&g, 3), 0);
+	assert_int_equal(old.revokes, 1);
+	struct counted now = client_window();
+	assert_int_equal(cluster_gate_window_add(&g, &now.gw), 0);
+	assert_int_equal(now.gw.epoch, 3);
+	/* serving at the same epoch again changes nothing */
+	assert_int_equal(cluster_gate_serve(&g, 3), 0);
+	assert_int_equal(now.revokes, 0);
+	assert_false(cluster_gate_window_remove(&g, &now.gw));
+	assert_true(cluster_gate_window_remove(&g, &old.gw));
+}
+
+/* where the node does not serve, a client's window is refused (the open's check raced) */
+static void windows__client_refused_where_not_serving(void **state)
+{
+	(void)state;
+	struct counted c = client_window();
+	assert_int_equal(cluster_gate_window_add(&g, &c.gw), -RDAX_E_NOT_PRIMARY);
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	assert_int_equal(cluster_gate_serve(&g, 0), 0);
+	assert_int_equal(cluster_gate_window_add(&g, &c.gw), -RDAX_E_NOT_PRIMARY);
+	assert_int_equal(c.revokes, 0); /* never added: the caller revokes it itself */
+	/* a link's window of the current epoch is fine on a replica */
+	struct counted l = link_window(1);
+	assert_int_equal(cluster_gate_window_add(&g, &l.gw), 0);
+	assert_false(cluster_gate_window_remove(&g, &l.gw));
+}
+
+/* the control client-window-keep: a deposed primary keeps its clients' windows, not links' */
+static void windows__control_client_window_keep(void **state)
+{
+	(void)state;
+	rdax_faults.client_window_keep = true;
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	struct counted c = client_window(), l = link_window(1);
+	assert_int_equal(cluster_gate_window_add(&g, &c.gw), 0);
+	assert_int_equal(cluster_gate_window_add(&g, &l.gw), 0);
+	assert_int_equal(cluster_gate_serve(&g, 0), 0);
+	assert_int_equal(cluster_gate_raise_epoch(&g, 2), 0);
+	assert_int_equal(c.revokes, 0); /* the hole the control opens */
+	assert_int_equal(l.revokes, 1); /* the links' fence is not its business */
+	assert_false(cluster_gate_window_remove(&g, &c.gw));
+	assert_true(cluster_gate_window_remove(&g, &l.gw));
+}
+
+/* a refusal names the primary's address for the client's transport */
+static void refusal__names_the_address_of_the_clients_transport(void **state)
+{
+	(void)state;
+	char url[CLUSTER_URL_MAX + 1];
+	uint64_t epoch = 0;
+	cluster_gate_set_primary(&g, "n2", "tcp://192.0.2.12:7470", "rdma://192.0.2.12:7471", 1);
+	assert_int_equal(cluster_gate_client_over(&g, true, url, sizeof(url), &epoch),
+			 -RDAX_E_NOT_PRIMARY);
+	assert_string_equal(url, "rdma://192.0.2.12:7471");
+	assert_int_equal(epoch, 1);
+	assert_int_equal(cluster_gate_client_over(&g, false, url, sizeof(url), &epoch),
+			 -RDAX_E_NOT_PRIMARY);
+	assert_string_equal(url, "tcp://192.0.2.12:7470");
+	assert_int_equal(cluster_gate_client(&g, url, sizeof(url), &epoch), -RDAX_E_NOT_PRIMARY);
+	assert_string_equal(url, "tcp://192.0.2.12:7470");
+	/* a primary without an rdma:// address: its tcp:// one, whatever the transport */
+	cluster_gate_set_primary(&g, "n3", "tcp://192.0.2.13:7470", NULL, 2);
+	assert_int_equal(cluster_gate_client_over(&g, true, url, sizeof(url), &epoch),
+			 -RDAX_E_NOT_PRIMARY);
+	assert_string_equal(url, "tcp://192.0.2.13:7470");
+	/* where this node serves, nothing is refused */
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	assert_int_equal(cluster_gate_client_over(&g, true, url, sizeof(url), &epoch), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(windows__deposed_revokes_clients_not_links, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(windows__raise_revokes_older_clients_and_links, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(windows__takeover_at_newer_epoch_revokes_old_clients,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(windows__client_refused_where_not_serving, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(windows__control_client_window_keep, setup, teardown),
+	    cmocka_unit_test_setup_teardown(refusal__names_the_address_of_the_clients_transport,
+					    setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
