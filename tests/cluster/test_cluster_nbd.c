@@ -7,9 +7,12 @@
  * talks to a node that is not the volume's primary, which forwards to the
  * primary (daemon/cluster/nbd_forward.h):
  *
- *   copy     nbdcopy --flush of a 40 MiB file into the export while the
- *            primary is killed (kill -9) mid-copy: nbdcopy exits 0, and the
- *            whole copy reads back from the new primary equal to the file.
+ *   tools    nbdcopy --flush and qemu-img convert (-t writeback) of a
+ *            40 MiB file into the export, and fio (nbd engine, 40 MiB of
+ *            checksummed blocks, an fsync at the end, then its verify
+ *            phase), each while the primary is killed (kill -9) mid-run:
+ *            each exits 0; the copies read back from the new primary equal
+ *            to the file, fio's blocks verify through the same export.
  *   checker  the durability checker (checker.h) writing 4 KiB blocks through
  *            libnbd and flushing (NBD_CMD_FLUSH), while the primary is
  *            killed; no request fails, the client never reconnects. Then
@@ -209,51 +212,120 @@ static void show_log(const char *path)
 		fclose(f);
 }
 
+/* log_lines -- print the lines of @path that hold @needle; whether there was one */
+static bool log_lines(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	bool found = false;
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, needle)) {
+			printf("    | %s", line);
+			found = true;
+		}
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /*
- * round_copy -- nbdcopy a file into a non-primary node's export while the
- * primary is killed; then the copy reads back from the new primary
+ * A client program through a non-primary node's export: nbdcopy and
+ * qemu-img copy a file in (their bytes are compared with the file from the
+ * new primary afterwards); fio writes with checksummed blocks and reads
+ * them back itself, after the failover, through the same export.
  */
-static void round_copy(uint64_t seed)
+enum tool { TOOL_NBDCOPY, TOOL_QEMU_IMG, TOOL_FIO };
+static const char *const tool_names[] = {"nbdcopy", "qemu-img", "fio"};
+
+/*
+ * Their command lines; FILE and URI stand for the file and the export.
+ * nbdcopy: four requests of 256 KiB at a time, so the copy lasts long enough
+ * to be cut. qemu-img: -n, the export exists; -t writeback, the cache mode
+ * whose close sends a flush, named rather than left to convert's default.
+ * fio: the write phase, an
+ * fsync at its end, then the verify phase reads every block back.
+ */
+static const char *const tool_argvs[][16] = {
+    [TOOL_NBDCOPY] = {"nbdcopy", "--flush", "--requests=4", "--request-size=262144", "FILE", "URI",
+		      NULL},
+    [TOOL_QEMU_IMG] = {"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", "-t", "writeback",
+		       "FILE", "URI", NULL},
+    [TOOL_FIO] = {"fio", "--name=through-node", "--ioengine=nbd", "--uri=URI", "--rw=write",
+		  "--bs=256k", "--size=40M", "--iodepth=4", "--end_fsync=1", "--verify=crc32c",
+		  "--verify_fatal=1", "--exitall_on_error=1", NULL},
+};
+
+/* tool_argv -- @t's command line with @path and @uri put in (@spare holds "--uri=...") */
+static void tool_argv(enum tool t, const char *path, const char *uri, char *spare, size_t n,
+		      const char *argv[16])
+{
+	for (unsigned i = 0; i < 16; i++) {
+		const char *a = tool_argvs[t][i];
+		argv[i] = a;
+		if (a && strcmp(a, "FILE") == 0)
+			argv[i] = path;
+		else if (a && strcmp(a, "URI") == 0)
+			argv[i] = uri;
+		else if (a && strcmp(a, "--uri=URI") == 0) {
+			snprintf(spare, n, "--uri=%s", uri);
+			argv[i] = spare;
+		}
+	}
+}
+
+/*
+ * round_tool -- @t writes through a non-primary node's export while the
+ * primary is killed; it exits 0, and (nbdcopy, qemu-img) the copy reads back
+ * from the new primary equal to the file
+ */
+static void round_tool(uint64_t seed, enum tool t)
 {
 	unsigned p = primary(), fwd = (p + 2) % NODES;
-	printf("copy: %llu MiB through n%u's NBD export; n%u (the primary) killed mid-copy\n",
+	const char *name = tool_names[t];
+	printf("%s: %llu MiB through n%u's NBD export; n%u (the primary) killed mid-run\n", name,
 	       (unsigned long long)(COPY_SIZE >> 20), fwd + 1, p + 1);
 	uint8_t *src = malloc(COPY_SIZE), *back = malloc(COPY_SIZE);
-	char path[400], log[400], uri[160];
+	char path[400], log[400], uri[160], spare[200];
 	snprintf(path, sizeof(path), "%s/source.raw", cl.dir);
-	snprintf(log, sizeof(log), "%s/nbdcopy.log", cl.dir);
+	snprintf(log, sizeof(log), "%s/%s.log", cl.dir, name);
 	snprintf(uri, sizeof(uri), "%s/%s", cl.node[fwd].nbd, VOL);
 	if (!src || !back) {
 		CHECK(0, "out of memory");
 		goto out;
 	}
-	hx_pattern(src, COPY_SIZE, seed, 0);
+	hx_pattern(src, COPY_SIZE, seed ^ t, 0);
 	if (hx_write_file(path, src, COPY_SIZE)) {
 		CHECK(0, "cannot write %s", path);
 		goto out;
 	}
-	/* one request at a time, 256 KiB: the copy lasts long enough to be cut */
-	const char *argv[] = {"nbdcopy", "--flush", "--requests=4", "--request-size=262144", path,
-			      uri,	 NULL};
+	const char *argv[16];
+	tool_argv(t, path, uri, spare, sizeof(spare), argv);
 	uint64_t t0 = now_ms();
 	pid_t pid = spawn(argv, log);
-	CHECK(pid > 0, "cannot start nbdcopy");
+	CHECK(pid > 0, "cannot start %s", name);
 	if (pid <= 0)
 		goto out;
-	usleep(400 * 1000);
+	/* fio starts slower: its first writes are under way after about a second */
+	usleep(t == TOOL_FIO ? 1000 * 1000 : 400 * 1000);
 	bool mid = waitpid(pid, NULL, WNOHANG) == 0;
-	CHECK(mid, "nbdcopy ended before the kill (the round proves nothing): %llu ms",
+	CHECK(mid, "%s ended before the kill (the round proves nothing): %llu ms", name,
 	      (unsigned long long)(now_ms() - t0));
 	nx_node_kill(&cl.node[p]);
 	uint64_t tk = now_ms();
 	int st = reap_within(pid, 120000);
-	printf("  nbdcopy exit %d after %llu ms (%llu ms after the kill)\n", st,
+	printf("  %s exit %d after %llu ms (%llu ms after the kill)\n", name, st,
 	       (unsigned long long)(now_ms() - t0), (unsigned long long)(now_ms() - tk));
-	CHECK(st == 0, "nbdcopy through n%u failed (exit %d) across the failover", fwd + 1, st);
+	CHECK(st == 0, "%s through n%u failed (exit %d) across the failover", name, fwd + 1, st);
 	if (st)
 		show_log(log);
 	unsigned np = wait_failover(p);
 	printf("  n%u primary now\n", np + 1);
+	if (t == TOOL_FIO) {
+		/* its verify phase read every block back through n@fwd, after the failover */
+		CHECK(log_lines(log, "READ: bw=") && log_lines(log, "WRITE: bw="),
+		      "fio's log shows no write and verify phase");
+		goto restart;
+	}
 	struct rdax_conn *c;
 	struct rdax_volume *v;
 	if (open_primary(&c, &v) == 0) {
@@ -276,6 +348,7 @@ static void round_copy(uint64_t seed)
 	} else {
 		CHECK(0, "cannot open the volume at its primary to compare");
 	}
+restart:
 	/* back as a replica, for the next round's failover */
 	CHECK(nx_node_restart(&cl.node[p]) == 0, "restart n%u", p + 1);
 	wait_isr();
@@ -551,7 +624,9 @@ int main(int argc, char **argv)
 		return found ? 0 : 1;
 	}
 	round_nocopy(seed);
-	round_copy(seed);
+	round_tool(seed, TOOL_NBDCOPY);
+	round_tool(seed, TOOL_QEMU_IMG);
+	round_tool(seed, TOOL_FIO);
 	if (round_checker(seed ^ 0x5eed))
 		failures++;
 	printf("%d finding(s)\n", failures);
