@@ -36,6 +36,8 @@ static const struct {
 	{ "failover-any-replica", &rdax_faults.failover_any_replica },
 	{ "lease-ignore", &rdax_faults.lease_ignore },
 	{ "client-window-keep", &rdax_faults.client_window_keep },
+	{ "reconcile-slow", &rdax_faults.reconcile_slow },
+	{ "reconcile-inline", &rdax_faults.reconcile_inline },
 	{ "no-reserve", &rdax_faults.no_reserve },
 	{ "zero-punches", &rdax_faults.zero_punches },
 	{ "no-media-guard", &rdax_faults.no_media_guard },

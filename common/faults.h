@@ -58,6 +58,13 @@ struct rdax_faults {
 	 * one-sided writes still land in its copy, a replica now)
 	 */
 	bool client_window_keep;
+	/*
+	 * failover (a load, not a defect): the reconcile after a take-over
+	 * sleeps three lease TTLs first, as a big volume's would take long
+	 */
+	bool reconcile_slow;
+	/* failover: the reconcile runs on the cluster thread, which then renews no lease */
+	bool reconcile_inline;
 	/* persist: namespace files are not reserved at creation and open (sparse, as before) */
 	bool no_reserve;
 	/* persist: a discard punches holes (gives the blocks back) instead of zeroing in place */

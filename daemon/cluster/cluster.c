@@ -49,14 +49,19 @@ struct primary {
 	uint64_t epoch;
 	struct gate_vol *g; /* the local copy (held open by its gate) and its record */
 	struct repl_volume *rv;
-	/* the resync running (one at a time), and when each member may try again */
+	/*
+	 * the resync running (one at a time), and when each member may try again;
+	 * the same thread slot runs the reconcile after a failover (to_serve)
+	 */
 	pthread_t rs_thread;
 	bool rs_started;       /* cluster thread: a thread to join */
 	atomic_bool rs_active; /* cleared by the resync thread when it ends */
+	bool to_serve;	       /* taken over: serve once its reconcile (rs_thread) ends */
 	char rs_node[CLUSTER_NAME_MAX + 1];
 	char rs_url[CLUSTER_URL_MAX + 1], rs_alt[CLUSTER_URL_MAX + 1];
 	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
-	bool deposed; /* another node is the primary now: this one serves nothing of it */
+	bool deposed;	   /* another node is the primary now: this one serves nothing of it */
+	unsigned nmembers; /* the other ISR members when it took over (for the log) */
 	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
 };
 
@@ -580,6 +585,37 @@ static void *resync_thread(void *arg)
 	return NULL;
 }
 
+/* reconcile_thread -- after a failover, every live member made equal to this copy */
+static void *reconcile_thread(void *arg)
+{
+	struct primary *p = arg;
+	if (rdax_faults.reconcile_slow)
+		sleep(3 * p->c->ttl_s); /* longer than the lease: keepalives must go on meanwhile */
+	if (repl_reconcile(p->rv))
+		LOG_WARN("volume %s: a member could not be reconciled (it leaves the ISR)",
+			 p->name);
+	atomic_store(&p->rs_active, false);
+	etcd_client_wakeup(p->c->etcd);
+	return NULL;
+}
+
+/* primary_thread_start -- @fn(@p) in @p's thread slot, signals blocked; 0 or -errno */
+static int primary_thread_start(struct primary *p, void *(*fn)(void *))
+{
+	atomic_store(&p->rs_active, true);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int ret = pthread_create(&p->rs_thread, NULL, fn, p);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret) {
+		atomic_store(&p->rs_active, false);
+		return -ret;
+	}
+	p->rs_started = true;
+	return 0;
+}
+
 static const char *member_state_name(enum repl_member_state s)
 {
 	switch (s) {
@@ -601,7 +637,7 @@ static const char *member_state_name(enum repl_member_state s)
  */
 static void tend(struct cluster *c, struct primary *p)
 {
-	if (!p->rv || p->deposed)
+	if (!p->rv || p->deposed || p->to_serve)
 		return;
 	if (p->rs_started && !atomic_load(&p->rs_active)) {
 		pthread_join(p->rs_thread, NULL);
@@ -636,19 +672,12 @@ static void tend(struct cluster *c, struct primary *p)
 		snprintf(p->rs_node, sizeof(p->rs_node), "%.*s", CLUSTER_NAME_MAX, mi[i].node);
 		snprintf(p->rs_url, sizeof(p->rs_url), "%.*s", CLUSTER_URL_MAX, url);
 		snprintf(p->rs_alt, sizeof(p->rs_alt), "%.*s", CLUSTER_URL_MAX, alt);
-		atomic_store(&p->rs_active, true);
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		int ret = pthread_create(&p->rs_thread, NULL, resync_thread, p);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		int ret = primary_thread_start(p, resync_thread);
 		if (ret) {
-			atomic_store(&p->rs_active, false);
 			LOG_WARN("volume %s: cannot start the resync of %s: %s", p->name,
-				 mi[i].node, strerror(ret));
+				 mi[i].node, strerror(-ret));
 			continue;
 		}
-		p->rs_started = true;
 		LOG_INFO("volume %s: %s is up again at %s: resync", p->name, mi[i].node, url);
 	}
 }
@@ -719,12 +748,22 @@ static void another_primary(struct cluster *c, const struct cluster_volume_rec *
 		 v->name, v->primary, v->epoch, rank * CLUSTER_FAILOVER_STEP_MS);
 }
 
+/* serve_taken_over -- a volume taken over (and reconciled) is served under the lease */
+static void serve_taken_over(struct cluster *c, struct primary *p)
+{
+	cluster_gate_lease(p->g, c->lease_until_ms);
+	if (cluster_gate_serve(p->g, p->epoch) == 0)
+		LOG_INFO("volume %s: primary after the failover, epoch %" PRIu64 ", %u replica%s",
+			 p->name, p->epoch, p->nmembers, p->nmembers == 1 ? "" : "s");
+}
+
 /*
  * take_over -- the failover txn won: this node is the primary at the new
  * epoch. Before it serves: the copy's epoch is raised (the old primary's
  * links to it are refused from now on), the links open at the new epoch
  * (raising it on every member), and every live member is reconciled to this
- * copy (repl_reconcile); then clients are served.
+ * copy (repl_reconcile, on the primary's thread); then clients are served
+ * (serve_taken_over, from take_overs_finish).
  */
 static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 {
@@ -755,6 +794,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 		n++;
 	}
 	c->nprim++;
+	p->nmembers = n;
 	if (n) {
 		struct repl_opts o = {.volume = v->name,
 				      .mapping = g->v->data,
@@ -773,15 +813,45 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 				  v->name);
 			return;
 		}
-		/* the shrinks of members that failed meanwhile run here, between the steps */
-		shrinks(c);
+		/*
+		 * the reconcile reads the whole copy: on a thread of its own, so that
+		 * this thread keeps the lease alive meanwhile (a big volume's reconcile
+		 * may take longer than the lease); take_overs_finish serves after it
+		 */
+		int ret = rdax_faults.reconcile_inline ? -EAGAIN
+						       : primary_thread_start(p, reconcile_thread);
+		if (ret == 0) {
+			p->to_serve = true;
+			return;
+		}
+		LOG_WARN("volume %s: no thread for the reconcile (%s): it runs here", v->name,
+			 strerror(-ret));
+		if (rdax_faults.reconcile_slow)
+			sleep(3 * c->ttl_s);
 		repl_reconcile(p->rv);
-		shrinks(c);
 	}
-	cluster_gate_lease(g, c->lease_until_ms);
-	if (cluster_gate_serve(g, v->epoch) == 0)
-		LOG_INFO("volume %s: primary after the failover, epoch %" PRIu64 ", %u replica%s",
-			 v->name, v->epoch, n, n == 1 ? "" : "s");
+	serve_taken_over(c, p);
+}
+
+/*
+ * take_overs_finish -- the primaries whose reconcile ended: shrinks of the
+ * members it failed, then served (unless deposed meanwhile)
+ */
+static void take_overs_finish(struct cluster *c)
+{
+	for (unsigned i = 0; i < c->nprim; i++) {
+		struct primary *p = &c->prim[i];
+		if (!p->to_serve || atomic_load(&p->rs_active))
+			continue;
+		pthread_join(p->rs_thread, NULL);
+		p->rs_started = false;
+		p->to_serve = false;
+		shrinks(c);
+		if (p->deposed)
+			LOG_WARN("volume %s: deposed during its reconcile: not served", p->name);
+		else
+			serve_taken_over(c, p);
+	}
 }
 
 /* failovers -- the failover txns that are due; one etcd cannot answer is tried again */
@@ -966,6 +1036,7 @@ static void *cluster_thread(void *arg)
 		bool waiting = shrinks(c);
 		waiting = grows(c) || waiting;
 		failovers(c);
+		take_overs_finish(c);
 		waiting = waiting || c->nfo > 0;
 		if (now_ms() >= c->next_tick_ms) {
 			for (unsigned i = 0; i < c->nprim; i++)

@@ -17,6 +17,10 @@
  * and does first): a replica killed while acknowledged writes go on, then
  * restarted as the primary is killed, takes over with its stale copy, and
  * the checker must see acknowledged blocks lost.
+ * A reconcile longer than the lease (reconcile-slow: three TTLs): the new
+ * primary keeps its lease through it, serves, and no second failover
+ * follows; control reconcile-inline (the reconcile on the cluster thread,
+ * which then renews no lease) must fail that.
  *
  *   test_cluster_failover [--seed N]
  */
@@ -347,6 +351,89 @@ static void test_control_lease_ignore(void **state)
 		cl.node[i].d.opts.faults = NULL;
 }
 
+/*
+ * slow_reconcile -- every node with reconcile-slow (+ @faults): the take-over
+ * after a kill -9 of @vol's primary reconciles for three lease TTLs before it
+ * serves. The new primary must keep its lease meanwhile: it serves, and no
+ * further failover follows (the epoch went up by one). Returns whether that
+ * held; prints what was seen.
+ */
+static bool slow_reconcile(const char *vol, const char *faults)
+{
+	for (unsigned i = 0; i < NODES; i++) {
+		cl.node[i].d.opts.faults = faults;
+		if (nx_node_state(&cl.node[i]) != '?')
+			assert_int_equal(nx_node_kill(&cl.node[i]), 0);
+		assert_int_equal(nx_node_restart(&cl.node[i]), 0);
+	}
+	create(vol);
+	struct cluster_volume_rec rec;
+	assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+	unsigned old = idx(rec.primary);
+	uint64_t epoch = rec.epoch;
+	struct ck ck;
+	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
+	steps(&ck, old, vol, 10);
+	printf("  %s: kill -9 n%u (the primary); every node reconciles for 6 s (3 TTLs)\n", vol,
+	       old + 1);
+	uint64_t t = now_ms();
+	assert_int_equal(nx_node_kill(&cl.node[old]), 0);
+	int served = -1;
+	while (served < 0 && now_ms() - t < 30000) {
+		usleep(200 * 1000);
+		if (nx_volume_key(cl.etcd.spec, vol, &rec) || rec.epoch <= epoch ||
+		    idx(rec.primary) == old)
+			continue;
+		struct rdax_conn *c;
+		struct rdax_volume *v;
+		if (rdax_connect(cl.node[idx(rec.primary)].url, NULL, &c))
+			continue;
+		if (rdax_volume_open(c, vol, &v) == 0) {
+			if (ck_step(&ck, v, 1) == 0)
+				served = (int)idx(rec.primary);
+			rdax_volume_close(&v);
+		}
+		rdax_disconnect(&c);
+	}
+	bool held = false;
+	if (served < 0) {
+		printf("  %s: nobody served within 30 s of the kill (epoch now %" PRIu64 ")\n", vol,
+		       rec.epoch);
+	} else {
+		printf("  %s: n%d served %" PRIu64 " ms after the kill\n", vol, served + 1,
+		       now_ms() - t);
+		sleep(4); /* two TTLs: a lease lost during the reconcile shows as a new failover */
+		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
+		printf("  %s: epoch %" PRIu64 " (was %" PRIu64 "), primary %s\n", vol, rec.epoch,
+		       epoch, rec.primary);
+		held = rec.epoch == epoch + 1 && idx(rec.primary) == (unsigned)served;
+		if (held && verify_on(&ck, (unsigned)served, vol))
+			fail_msg("the new primary n%d: %s", served + 1, ck.why);
+	}
+	ck_free(&ck);
+	return held;
+}
+
+/* a reconcile longer than the lease: the new primary keeps its lease and serves */
+static void test_slow_reconcile(void **state)
+{
+	(void)state;
+	if (!slow_reconcile("fr", "reconcile-slow"))
+		fail_msg("the take-over did not survive its own reconcile");
+}
+
+/* control reconcile-inline: the reconcile blocks the lease keepalives; the take-over fails */
+static void test_control_reconcile_inline(void **state)
+{
+	(void)state;
+	bool held = slow_reconcile("fi", "reconcile-slow,reconcile-inline");
+	printf("  control reconcile-inline: %s\n",
+	       held ? "NOT caught" : "caught (the new primary lost its lease)");
+	assert_false(held);
+	for (unsigned i = 0; i < NODES; i++)
+		cl.node[i].d.opts.faults = NULL;
+}
+
 int main(int argc, char **argv)
 {
 	seed = nx_seed(argc, argv);
@@ -354,6 +441,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {cmocka_unit_test(test_primary_killed),
 					   cmocka_unit_test(test_stalled_primary),
 					   cmocka_unit_test(test_control_outside_isr),
-					   cmocka_unit_test(test_control_lease_ignore)};
+					   cmocka_unit_test(test_control_lease_ignore),
+					   cmocka_unit_test(test_slow_reconcile),
+					   cmocka_unit_test(test_control_reconcile_inline)};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
