@@ -1138,7 +1138,9 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 			ret = check_rights(env, s, req.del->name, ACL_CREATE, m);
 		if (ret == 0 &&
 		    (cluster_gate_reserved(req.del->name) || cluster_gate_find(req.del->name))) {
-			fmt_msg(m, "volume \"%s\" belongs to the cluster: not deleted here",
+			fmt_msg(m,
+				"volume \"%s\" is a cluster volume: deleting replicated volumes "
+				"is not built yet (docs/cluster.md); its copies are kept",
 				req.del->name);
 			ret = -RDAX_E_ACCESS;
 		}

@@ -382,6 +382,15 @@ static void test_primary_routing(void **state)
 	assert_int_equal(rdax_cl(&r, "read", "nosuch", "0", "1", NULL), 1);
 	assert_non_null(strstr(r.err, "no volume nosuch"));
 	hx_run_free(&r);
+	/* deleting a cluster volume is not built: refused, saying so, and its data kept */
+	assert_int_not_equal(rdax_cl(&r, "volume", "delete", "rv1", NULL), 0);
+	printf("  volume delete rv1: %s", r.err);
+	assert_non_null(strstr(r.err, "not built yet"));
+	hx_run_free(&r);
+	assert_int_equal(rdax_cl(&r, "read", "rv1", "0", len, NULL), 0);
+	assert_int_equal(r.out_len, sizeof(data));
+	assert_memory_equal(r.out, data, sizeof(data));
+	hx_run_free(&r);
 }
 
 int main(int argc, char **argv)
