@@ -583,9 +583,10 @@ static double fairness_run(struct hx_daemon *d, const char *what)
 		free(ls[k].rx);
 	}
 	double mi = median_of(idle, SAMPLES), mb = median_of(busy, SAMPLES);
-	print_message("%s: witness HELLO median %.0f us alone, %.0f us while %d connections "
-		      "pipeline VOLUME_LIST over %d volumes (%u lists answered by the end): %.1fx\n",
-		      what, mi, mb, LISTERS, FAIR_VOLUMES, replies, mb / mi);
+	print_message(
+	    "%s: witness HELLO median %.0f us alone, %.0f us while %d connections "
+	    "pipeline VOLUME_LIST over %d volumes (%u lists answered by the end): %.1fx\n",
+	    what, mi, mb, LISTERS, FAIR_VOLUMES, replies, mb / mi);
 	assert_true(replies > 0);
 	return mb / mi;
 }
@@ -694,6 +695,27 @@ static long rss_kib(pid_t pid)
 	const char *p = strstr(buf, "VmRSS:");
 	assert_non_null(p);
 	return strtol(p + 6, NULL, 10);
+}
+
+/* cpu_ticks -- the user + system clock ticks @pid has run so far (/proc/PID/stat) */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	/* after the command's ")": state is field 3, utime 14, stime 15 */
+	const char *p = strrchr(buf, ')');
+	assert_non_null(p);
+	long utime = 0, stime = 0;
+	assert_int_equal(
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &utime, &stime),
+	    2);
+	return utime + stime;
 }
 
 /* witness_round -- @n 4 KiB READs by @w; their median latency in microseconds */
@@ -860,16 +882,20 @@ static long reply_growth(const char *budget)
 		assert_int_equal(wire_send_all(&hog[k], frames, sizeof(frames)), 0);
 	}
 	/*
-	 * until the daemon's memory has not grown for 5 s: the hogs are stuck
-	 * (first their socket buffers fill, while freed replies are reused and
-	 * the memory stays flat; then the queues grow)
+	 * until the daemon's memory has not grown for 5 s while it was idle
+	 * (at most a tick of CPU a second): the hogs are stuck (first their
+	 * socket buffers fill, while freed replies are reused and the memory
+	 * stays flat; then the queues grow). Idle, not only flat: on a loaded
+	 * machine a daemon starved of CPU is flat too, with its work undone.
 	 */
-	long rss = rss_kib(d.pid), top = rss;
-	for (int i = 0, flat = 0; i < 90 && flat < 5; i++) {
+	long rss = rss_kib(d.pid), top = rss, ticks = cpu_ticks(d.pid);
+	for (int i = 0, flat = 0; i < 180 && flat < 5; i++) {
 		usleep(1000 * 1000);
 		rss = rss_kib(d.pid);
-		flat = rss > top ? 0 : flat + 1;
+		long t = cpu_ticks(d.pid);
+		flat = rss > top || t - ticks > 1 ? 0 : flat + 1;
 		top = rss > top ? rss : top;
+		ticks = t;
 	}
 	rss = top;
 	/* the witness is served all along */
