@@ -70,10 +70,10 @@ struct replica_link {
 
 	/* the loop's own: the home worker's thread only */
 	bool attached;
-	bool pumping; /* inside pump or push: a completion's callback queueing more must not */
+	bool pumping;	      /* inside pump or push: not entered again (a waiter may queue more) */
 	struct loop_watch lw; /* the descriptors librdax waits on (loop_watch.h) */
-	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
-	ev_idle more;	 /* work queued on this thread, or ready already: no sleep yet */
+	ev_prepare prep;      /* before the loop sleeps: send what was queued, arm */
+	ev_idle more;	      /* work queued on this thread, or ready already: no sleep yet */
 	ev_timer stall;
 	struct rlink_op **inflight; /* by cookie's slot (cookie_slot) */
 	unsigned ninflight;
@@ -198,11 +198,10 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 	op->sent_ms = now_ms();
 	int ret;
 	if (op->kind == RLINK_WRITE)
-		ret = rdax_submit_write(l->vol, op->off, l->o.mapping + op->off, op->len,
-					op->durable && !rdax_faults.rlink_fused_no_flush
-					    ? RDAX_WRITE_FSYNC
-					    : 0,
-					op->cookie);
+		ret = rdax_submit_write(
+		    l->vol, op->off, l->o.mapping + op->off, op->len,
+		    op->durable && !rdax_faults.rlink_fused_no_flush ? RDAX_WRITE_FSYNC : 0,
+		    op->cookie);
 	else
 		ret = rdax_submit_fsync(l->vol, op->off, op->len, 0, op->cookie);
 	if (ret) {
@@ -322,8 +321,7 @@ static int reap(struct replica_link *l)
 					 op->kind == RLINK_FSYNC ? "fsync"
 					 : op->durable		 ? "durable write"
 								 : "write",
-					 op->off,
-					 op->len, rdax_conn_last_error(l->conn));
+					 op->off, op->len, rdax_conn_last_error(l->conn));
 				finish(op, c[i].status);
 				fail(l, c[i].status, why);
 				return -1;
