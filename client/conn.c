@@ -1906,8 +1906,19 @@ void conn_op_submit(struct rdax_conn *c, struct conn_op *op)
 		op->vol->ops_active++;
 	}
 	fill_window(c);
-	if (c->sendq_head)
+	if (c->sendq_head && !c->corked)
 		tx_flush(c); /* a failure breaks the connection and finishes the op */
+}
+
+void conn_cork(struct rdax_conn *c)
+{
+	c->corked = true;
+}
+
+int conn_uncork(struct rdax_conn *c)
+{
+	c->corked = false;
+	return c->sendq_head ? tx_flush(c) : 0;
 }
 
 static bool op_is_done(struct rdax_conn *c, void *arg)

@@ -242,6 +242,11 @@ struct rdax_conn {
 	 * the reply (strace: 2.9 recv per durable write, 1.9 of them EAGAIN).
 	 */
 	bool rx_sock_empty;
+	/*
+	 * conn_cork: requests submitted are queued, not sent, until conn_uncork
+	 * (an owner submitting several at once sends them in one sendmsg)
+	 */
+	bool corked;
 
 	/* errors */
 	int broken; /* 0, or the code every call fails with */
@@ -403,6 +408,19 @@ int conn_reap(struct rdax_conn *c, struct rdax_completion *out, unsigned max, un
  * instead of sleeping.
  */
 int conn_poll_prepare(struct rdax_conn *c, struct pollfd fds[2]);
+
+/*
+ * conn_cork / conn_uncork -- for an owner submitting several async requests
+ * in a row (rdaxd's replica links: a durable write's WRITE and FSYNC, a
+ * burst of forwarded writes): between the two, a submission queues its
+ * requests without sending; conn_uncork sends what was queued, in order, in
+ * as few sendmsg calls as the socket takes, so the peer wakes once for the
+ * batch, not once per request. conn_uncork returns 0, or the code the
+ * connection broke with (its ops are then finished with it, as a failed
+ * send in conn_op_submit does). Context: the connection's owner thread.
+ */
+void conn_cork(struct rdax_conn *c);
+int conn_uncork(struct rdax_conn *c);
 
 /*
  * conn_lose -- the stream was lost for a reason a new connection may cure

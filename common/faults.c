@@ -32,6 +32,7 @@ static const struct {
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },
 	{ "replica-no-fence", &rdax_faults.replica_no_fence },
+	{ "rlink-fused-no-flush", &rdax_faults.rlink_fused_no_flush },
 	{ "resync-digest-equal", &rdax_faults.resync_digest_equal },
 	{ "failover-any-replica", &rdax_faults.failover_any_replica },
 	{ "lease-ignore", &rdax_faults.lease_ignore },

@@ -47,6 +47,8 @@ struct rdax_faults {
 	bool repl_ack_early;
 	/* cluster gate: a replica applies requests of any epoch (no fencing, invariant 4) */
 	bool replica_no_fence;
+	/* replica link: a WRITE fused with its FSYNC is sent without fsync=true (not flushed) */
+	bool rlink_fused_no_flush;
 	/* resync: every digest is taken as equal to the member's (nothing is shipped) */
 	bool resync_digest_equal;
 	/* failover: a replica outside the ISR may take over, first (invariant 3) */

@@ -410,7 +410,8 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 	w->len = len;
 	w->status = 0;
 	struct repl_wait_part *refused[CLUSTER_MAX_REPLICAS];
-	unsigned nrefused = 0;
+	struct replica_link *sent[CLUSTER_MAX_REPLICAS];
+	unsigned nrefused = 0, nsend = 0;
 	/* all under the lock, as repl_write: the write's sequence is covered by its own fsync */
 	pthread_mutex_lock(&rv->lock);
 	uint64_t seq = ++rv->seq;
@@ -432,10 +433,15 @@ void repl_write_durable(struct repl_volume *rv, uint64_t off, uint64_t len, stru
 		w->pending++;
 		if (!rlink_forward_fsync(m->link, off, len, &p->lw))
 			refused[nrefused++] = p; /* its link failed: handled as its answer, below */
+		else
+			sent[nsend++] = m->link;
 	}
 	pthread_mutex_unlock(&rv->lock);
 	for (unsigned i = 0; i < nrefused; i++)
 		on_member_fsync(&refused[i]->lw, -EPIPE);
+	/* every member has it queued: out now, on the links' thread (rlink_push) */
+	for (unsigned i = 0; i < nsend; i++)
+		rlink_push(sent[i]);
 	release_hold(rv, w);
 }
 

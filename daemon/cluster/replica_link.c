@@ -22,6 +22,7 @@
 #include "completion.h"
 #include "loop_watch.h"
 #include "errors.h"
+#include "faults.h"
 #include "librdax.h"
 #include "log.h"
 
@@ -40,7 +41,8 @@ struct rlink_op {
 	struct rlink_op *next;
 	enum rlink_kind kind;
 	uint64_t off, len;
-	struct rlink_waiter *w; /* FSYNC */
+	bool durable;		/* WRITE: sent with fsync=true, for the FSYNC fused into it */
+	struct rlink_waiter *w; /* FSYNC, or a durable WRITE's fused FSYNC */
 	uint64_t cookie;	/* once submitted */
 	uint64_t sent_ms;
 };
@@ -68,9 +70,10 @@ struct replica_link {
 
 	/* the loop's own: the home worker's thread only */
 	bool attached;
+	bool pumping;	      /* inside pump or push: not entered again (a waiter may queue more) */
 	struct loop_watch lw; /* the descriptors librdax waits on (loop_watch.h) */
-	ev_prepare prep; /* before the loop sleeps: send what was queued, arm */
-	ev_idle more;	 /* work queued on this thread, or ready already: no sleep yet */
+	ev_prepare prep;      /* before the loop sleeps: send what was queued, arm */
+	ev_idle more;	      /* work queued on this thread, or ready already: no sleep yet */
 	ev_timer stall;
 	struct rlink_op **inflight; /* by cookie's slot (cookie_slot) */
 	unsigned ninflight;
@@ -195,8 +198,10 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 	op->sent_ms = now_ms();
 	int ret;
 	if (op->kind == RLINK_WRITE)
-		ret = rdax_submit_write(l->vol, op->off, l->o.mapping + op->off, op->len, 0,
-					op->cookie);
+		ret = rdax_submit_write(
+		    l->vol, op->off, l->o.mapping + op->off, op->len,
+		    op->durable && !rdax_faults.rlink_fused_no_flush ? RDAX_WRITE_FSYNC : 0,
+		    op->cookie);
 	else
 		ret = rdax_submit_fsync(l->vol, op->off, op->len, 0, op->cookie);
 	if (ret) {
@@ -212,8 +217,35 @@ static bool submit(struct replica_link *l, struct rlink_op *op)
 }
 
 /*
+ * fuse -- a WRITE followed by an FSYNC of exactly its range (a durable
+ * write: rlink_forward_fsync, or repl_write then repl_fsync of one client
+ * request) becomes one WRITE with fsync=true: the replica flushes that range
+ * before it answers, which is what the FSYNC asked, and covers every earlier
+ * write of the range as the FSYNC did (the connection's order). One request
+ * and one reply instead of two: the replica parses, dispatches and answers
+ * once, and the link wakes once for the answer. The FSYNC's waiter moves to
+ * the WRITE; the FSYNC op is freed. (An FSYNC of length 0, to the end of the
+ * volume, is never fused: it covers more than the write.)
+ */
+static void fuse(struct rlink_op *batch)
+{
+	for (struct rlink_op *op = batch; op; op = op->next) {
+		struct rlink_op *fs = op->next;
+		if (op->kind != RLINK_WRITE || op->durable || !fs || fs->kind != RLINK_FSYNC ||
+		    fs->off != op->off || fs->len != op->len)
+			continue;
+		op->durable = true;
+		op->w = fs->w;
+		op->next = fs->next;
+		free(fs);
+	}
+}
+
+/*
  * take -- move what fits in the pipeline from the queue to librdax, in
- * order (home thread); *@left: ops stay queued (no room). False if the link
+ * order (home thread); *@left: ops stay queued (no room). The batch is sent
+ * corked (conn_cork): its requests leave in one sendmsg where the socket
+ * takes them, so the replica reads them in one go. False if the link
  * failed (or was asked to).
  */
 static bool take(struct replica_link *l, bool *left)
@@ -241,6 +273,9 @@ static bool take(struct replica_link *l, bool *left)
 		return false;
 	}
 	bool ok = !failed;
+	fuse(batch);
+	if (ok && batch)
+		conn_cork(l->conn);
 	while (batch) {
 		struct rlink_op *next = batch->next;
 		if (ok)
@@ -249,6 +284,8 @@ static bool take(struct replica_link *l, bool *left)
 			finish(batch, l->code);
 		batch = next;
 	}
+	/* a send that fails breaks the connection: its ops complete with the error (reap) */
+	conn_uncork(l->conn);
 	return ok;
 }
 
@@ -281,8 +318,10 @@ static int reap(struct replica_link *l)
 			if (c[i].status) {
 				char why[320];
 				snprintf(why, sizeof(why), "%s at %" PRIu64 "+%" PRIu64 ": %s",
-					 op->kind == RLINK_WRITE ? "write" : "fsync", op->off,
-					 op->len, rdax_conn_last_error(l->conn));
+					 op->kind == RLINK_FSYNC ? "fsync"
+					 : op->durable		 ? "durable write"
+								 : "write",
+					 op->off, op->len, rdax_conn_last_error(l->conn));
 				finish(op, c[i].status);
 				fail(l, c[i].status, why);
 				return -1;
@@ -291,9 +330,11 @@ static int reap(struct replica_link *l)
 			if (op->kind == RLINK_WRITE) {
 				l->stats.writes++;
 				l->stats.write_bytes += op->len;
-			} else {
-				l->stats.fsyncs++;
 			}
+			if (op->kind == RLINK_FSYNC || op->durable)
+				l->stats.fsyncs++;
+			if (op->durable)
+				l->stats.fused++;
 			pthread_mutex_unlock(&l->lock);
 			finish(op, 0);
 		}
@@ -334,16 +375,45 @@ static void pump(struct replica_link *l)
 {
 	if (!l->attached)
 		return;
+	if (l->pumping)
+		return;
+	l->pumping = true;
 	/* reaping frees pipeline slots: take again while it does and ops wait */
 	int n;
 	bool left;
 	do {
-		if (!take(l, &left))
+		if (!take(l, &left)) {
+			l->pumping = false;
 			return;
+		}
 		n = reap(l);
 	} while (n > 0 && left);
+	l->pumping = false;
 	if (n > 0)
 		maybe_move(l); /* just went quiet, maybe */
+}
+
+/*
+ * push -- an fsync was queued: on the home thread, send what is queued now
+ * rather than when the loop next goes idle (rlink_push). A durable write's
+ * caller queues the replicas' part first and then runs its local flush
+ * inline on the same thread (vol_op.c, repl_op_start): sent only at idle,
+ * the replicas' WRITE and FSYNC left after that flush (strace of a primary:
+ * pwrite, then the sendmsg to the replica), and the two ran one after the
+ * other instead of side by side. From another thread the kick already woke
+ * the loop. The answers are reaped by the loop as before.
+ */
+static void push(struct replica_link *l)
+{
+	pthread_mutex_lock(&l->lock);
+	bool here = on_home(l) && l->attached && !l->pumping && !l->stop;
+	pthread_mutex_unlock(&l->lock);
+	if (!here)
+		return;
+	bool left;
+	l->pumping = true;
+	take(l, &left);
+	l->pumping = false;
 }
 
 /* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
@@ -538,6 +608,7 @@ void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlin
 	}
 	*op = (struct rlink_op){.kind = RLINK_FSYNC, .off = off, .len = len, .w = w};
 	enqueue(l, op);
+	push(l);
 }
 
 bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlink_waiter *w)
@@ -572,6 +643,11 @@ bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len, str
 		free(fs);
 	}
 	return ok;
+}
+
+void rlink_push(struct replica_link *l)
+{
+	push(l);
 }
 
 void rlink_abort(struct replica_link *l, int code)

@@ -27,9 +27,10 @@
  *                            replica applying sends in order converges)
  *   rlink_fsync(off, len, w) an fsync: sent behind every write queued
  *                            before it (the protocol's per-connection order
- *                            makes it cover them); w->done(w, status) runs
- *                            on the home worker's thread when the replica
- *                            answered
+ *                            makes it cover them) -- at once, with them, if
+ *                            queued on the home thread; w->done(w, status)
+ *                            runs on the home worker's thread when the
+ *                            replica answered
  *
  * A link fails -- once, for good -- when the connection breaks, a request
  * fails, or a request has had no answer for the timeout (a stalled replica):
@@ -89,6 +90,7 @@ struct rlink_opts {
 
 struct rlink_stats {
 	uint64_t writes, write_bytes, fsyncs;
+	uint64_t fused; /* of those fsyncs, sent inside their write (one request: "fuse") */
 	bool failed;
 	int code;
 	char transport[8]; /* "tcp", or "rdma" (one-sided writes) */
@@ -113,12 +115,25 @@ void rlink_fsync(struct replica_link *l, uint64_t off, uint64_t len, struct rlin
 /*
  * rlink_forward_fsync -- rlink_forward() and rlink_fsync() of the same range
  * (at most 1 MiB) queued together (a durable write): the loop takes both
- * in one go and sends them back to back, one round trip instead of two.
+ * in one go and sends them as one WRITE with fsync=true -- one request, one
+ * answer, one round trip. (A WRITE and an FSYNC of exactly its range that
+ * the loop finds one behind the other, from rlink_forward and rlink_fsync,
+ * are fused the same way; the stats count them in fsyncs and in fused.)
  * Returns false, queueing nothing and never calling @w, if the link failed
  * or stops (so a caller may hold a lock of its own around it).
  */
 bool rlink_forward_fsync(struct replica_link *l, uint64_t off, uint64_t len,
 			 struct rlink_waiter *w);
+
+/*
+ * rlink_push -- on the link's home thread, send what is queued now instead
+ * of when the loop next goes idle (rlink_fsync does it itself): so a
+ * durable write's replicas get it before the caller's local flush runs
+ * inline. Elsewhere nothing (the loop was woken). Not under a lock that a
+ * waiter's done or on_fail takes: a failure found while sending completes
+ * them here.
+ */
+void rlink_push(struct replica_link *l);
 
 /*
  * rlink_abort -- fail the link with @code (its loop carries it out: the

@@ -9,7 +9,12 @@
  * the member must fail, its removal from the ISR must be asked, and the
  * fsync must stay unacknowledged until the removal is answered: 0 releases
  * it, a refusal (-ESTALE: no longer primary) fails it with -EIO. Never an
- * acknowledgement the replica did not give (invariant 2).
+ * acknowledgement the replica did not give (invariant 2). The fsync covers
+ * more than the write, so the link sends them as two requests (3 and 4) and
+ * a garbage answer to either is seen; a durable write -- the fsync of
+ * exactly the write's range -- goes as one WRITE with fsync=true (the link
+ * fuses them: replica_link.c), and a garbage answer to that one request is
+ * checked too.
  * Control: repl-ack-early (the fsync does not wait for the replica) must be
  * seen acknowledging while the garbage-answering member's removal is unanswered.
  */
@@ -58,9 +63,10 @@ static void wait_done(struct repl_wait *w, int status)
 
 /*
  * one_case -- the member answers garbage per @cfg; returns whether the fsync
- * was acknowledged before the removal was answered (a violation)
+ * was acknowledged before the removal was answered (a violation). @fused:
+ * the fsync is of the write's own range (one request), else of twice it.
  */
-static bool one_case(const char *what, const struct fake_cfg *cfg, int answer)
+static bool one_case(const char *what, const struct fake_cfg *cfg, int answer, bool fused)
 {
 	struct fake_server *fs;
 	assert_int_equal(fake_server_start(cfg, &fs), 0);
@@ -79,7 +85,7 @@ static bool one_case(const char *what, const struct fake_cfg *cfg, int answer)
 	completion_init(&x.c);
 	repl_before_write(rv, 0, 4096);
 	repl_write(rv, 0, 4096);
-	repl_fsync(rv, 0, 4096, &x.w);
+	repl_fsync(rv, 0, fused ? 4096 : 8192, &x.w);
 	int status = 1;
 	bool early = completion_wait(&x.c, 1500, &status);
 	pthread_mutex_lock(&lock);
@@ -113,10 +119,16 @@ static void garbage__never_acknowledged(void **state)
 	struct fake_cfg wrong_id = {.wrong_id_at = 3};
 	struct fake_cfg frame_error = {.frame_error_at = 3};
 	struct fake_cfg bad_fsync = {.bad_magic_at = 4};
-	assert_false(one_case("a reply of a wrong magic", &bad_magic, 0));
-	assert_false(one_case("a reply to another request", &wrong_id, 0));
-	assert_false(one_case("an error reply, then closed", &frame_error, 0));
-	assert_false(one_case("a garbage fsync reply", &bad_fsync, -ESTALE));
+	assert_false(one_case("a reply of a wrong magic", &bad_magic, 0, false));
+	assert_false(one_case("a reply to another request", &wrong_id, 0, false));
+	assert_false(one_case("an error reply, then closed", &frame_error, 0, false));
+	assert_false(one_case("a garbage fsync reply", &bad_fsync, -ESTALE, false));
+	/* a durable write: 3 is the WRITE with fsync=true, the only request */
+	assert_false(one_case("a durable write, a reply of a wrong magic", &bad_magic, 0, true));
+	assert_false(
+	    one_case("a durable write, a reply to another request", &wrong_id, -ESTALE, true));
+	assert_false(
+	    one_case("a durable write, an error reply, then closed", &frame_error, 0, true));
 }
 
 static void garbage__control_ack_early(void **state)
@@ -124,7 +136,7 @@ static void garbage__control_ack_early(void **state)
 	(void)state;
 	struct fake_cfg wrong_id = {.wrong_id_at = 3};
 	rdax_faults.repl_ack_early = true;
-	bool v = one_case("control repl-ack-early", &wrong_id, 0);
+	bool v = one_case("control repl-ack-early", &wrong_id, 0, false);
 	rdax_faults.repl_ack_early = false;
 	assert_true(v); /* caught: acknowledged while the member's removal was unanswered */
 }

@@ -8,6 +8,12 @@
  *     an fsync: once it completes the replica's bytes equal the mapping;
  *   - the fsync's completion counts as the replica's: after it, a kill -9 of
  *     the replica (a power cut) keeps what the fsync covered;
+ *   - durable writes (rlink_forward_fsync, and rlink_forward + rlink_fsync of
+ *     one range) go as one WRITE with fsync=true each (the stats' fused):
+ *     each completion counts as the replica's flush, as above (a separate
+ *     rlink_forward + rlink_fsync is fused when the loop finds both queued). Control:
+ *     rlink-fused-no-flush sends those WRITEs without fsync=true, and the
+ *     kill -9 loses bytes the completions confirmed;
  *   - a stalled replica (SIGSTOP): the waiting fsync fails with -ETIMEDOUT
  *     within the link timeout and on_fail runs once; later requests fail at
  *     once; never a success;
@@ -30,6 +36,7 @@
 #include <cmocka.h>
 
 #include "completion.h"
+#include "faults.h"
 #include "harness.h"
 #include "librdax.h"
 #include "replica_link.h"
@@ -117,8 +124,8 @@ static struct replica_link *start_link(unsigned timeout_ms)
 	return l;
 }
 
-/* same_as_mapping -- the replica's volume reads back as the mapping */
-static void same_as_mapping(void)
+/* first_difference -- the first byte where the replica's volume differs from the mapping, or -1 */
+static long first_difference(void)
 {
 	struct rdax_conn *c;
 	struct rdax_volume *v;
@@ -127,15 +134,24 @@ static void same_as_mapping(void)
 	uint8_t *buf = malloc(VOL_SIZE);
 	assert_non_null(buf);
 	assert_int_equal(rdax_read(v, 0, buf, VOL_SIZE), 0);
+	long at = -1;
 	if (memcmp(buf, mapping, VOL_SIZE) != 0) {
-		size_t i = 0;
-		while (buf[i] == mapping[i])
-			i++;
-		fail_msg("the replica differs from the mapping at byte %zu", i);
+		at = 0;
+		while (buf[at] == mapping[at])
+			at++;
 	}
 	free(buf);
 	rdax_volume_close(&v);
 	rdax_disconnect(&c);
+	return at;
+}
+
+/* same_as_mapping -- the replica's volume reads back as the mapping */
+static void same_as_mapping(void)
+{
+	long at = first_difference();
+	if (at >= 0)
+		fail_msg("the replica differs from the mapping at byte %ld", at);
 }
 
 /* scribble -- change @n random ranges of the mapping and forward each */
@@ -178,6 +194,78 @@ static void test_stream_then_fsync(void **state)
 	/* what the fsync confirmed survives a power cut of the replica */
 	assert_int_equal(hx_daemon_kill(&d), 0);
 	assert_int_equal(hx_daemon_restart(&d), 0);
+	same_as_mapping();
+}
+
+/*
+ * durable_writes -- @n durable writes of random ranges, each waited for: by
+ * turns rlink_forward_fsync, and rlink_forward then rlink_fsync of the same
+ * range (fused by the loop too); then the replica is killed (a power cut)
+ * and restarted. Returns the first byte where it differs from the mapping,
+ * or -1.
+ */
+static long durable_writes(unsigned n, uint64_t seed)
+{
+	struct replica_link *l = start_link(5000);
+	uint64_t rng = seed;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t off = hx_splitmix64(&rng) % VOL_SIZE;
+		uint64_t len = 1 + hx_splitmix64(&rng) % (64 << 10);
+		if (len > VOL_SIZE - off)
+			len = VOL_SIZE - off;
+		memset(mapping + off, (int)(hx_splitmix64(&rng) | 1) & 0xff, len);
+		struct wait w;
+		wait_init(&w);
+		if (i % 2 == 0) {
+			assert_true(rlink_forward_fsync(l, off, len, &w.w));
+		} else {
+			rlink_forward(l, off, len);
+			rlink_fsync(l, off, len, &w.w);
+		}
+		assert_int_equal(wait_for(&w, 30000), 0);
+	}
+	struct rlink_stats st;
+	rlink_stats(l, &st);
+	printf("  %" PRIu64 " writes, %" PRIu64 " fsyncs, %" PRIu64 " of them fused\n", st.writes,
+	       st.fsyncs, st.fused);
+	/*
+	 * rlink_forward_fsync queues its pair at once: always fused. A separate
+	 * rlink_forward and rlink_fsync from this thread may be taken by the
+	 * loop in two turns (then sent as two requests): fused or not.
+	 */
+	assert_int_equal(st.writes, n);
+	assert_int_equal(st.fsyncs, n);
+	assert_true(st.fused >= (n + 1) / 2 && st.fused <= n);
+	assert_false(st.failed);
+	rlink_stop(&l);
+	assert_int_equal(hx_daemon_kill(&d), 0);
+	assert_int_equal(hx_daemon_restart(&d), 0);
+	return first_difference();
+}
+
+static void test_durable_writes_fused(void **state)
+{
+	(void)state;
+	assert_int_equal(durable_writes(64, 7), -1);
+}
+
+/* the control: fused WRITEs without fsync=true -- the kill loses confirmed bytes */
+static void test_durable_writes_fused_control(void **state)
+{
+	(void)state;
+	rdax_faults.rlink_fused_no_flush = true;
+	long at = durable_writes(64, 8);
+	rdax_faults.rlink_fused_no_flush = false;
+	printf("  control rlink-fused-no-flush: first lost byte %ld\n", at);
+	assert_true(at >= 0);
+	/* the replica's copy and the mapping agree again for the tests after this one */
+	struct replica_link *l = start_link(5000);
+	struct wait w;
+	rlink_forward(l, 0, VOL_SIZE);
+	wait_init(&w);
+	rlink_fsync(l, 0, 0, &w.w);
+	assert_int_equal(wait_for(&w, 30000), 0);
+	rlink_stop(&l);
 	same_as_mapping();
 }
 
@@ -240,6 +328,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_stream_then_fsync),
+	    cmocka_unit_test(test_durable_writes_fused),
+	    cmocka_unit_test(test_durable_writes_fused_control),
 	    cmocka_unit_test(test_stalled_replica),
 	    cmocka_unit_test(test_dead_replica),
 	    cmocka_unit_test(test_no_such_volume),
