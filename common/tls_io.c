@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "faults.h"
+
 /*
  * io_pull -- GnuTLS's read: from the bytes read ahead, refilled by one
  * recv() of up to TLS_IO_READAHEAD when empty. -1 with EAGAIN only when
@@ -17,6 +19,11 @@ static ssize_t io_pull(gnutls_transport_ptr_t ptr, void *data, size_t len)
 {
 	struct tls_io *io = ptr;
 	if (io->ra_start == io->ra_end) {
+		if (io->ra_drained) {
+			/* emptied by this receive already: no recv() only to hear EAGAIN */
+			gnutls_transport_set_errno(io->sess, EAGAIN);
+			return -1;
+		}
 		ssize_t n;
 		do
 			n = recv(io->fd, io->ra, TLS_IO_READAHEAD, MSG_DONTWAIT);
@@ -28,6 +35,7 @@ static ssize_t io_pull(gnutls_transport_ptr_t ptr, void *data, size_t len)
 		}
 		io->ra_start = 0;
 		io->ra_end = (size_t)n;
+		io->ra_drained = (size_t)n < TLS_IO_READAHEAD;
 	}
 	size_t take = io->ra_end - io->ra_start;
 	if (take > len)
@@ -50,6 +58,18 @@ static int io_pull_timeout(gnutls_transport_ptr_t ptr, unsigned ms)
 	return r;
 }
 
+/* send_keep -- the @len bytes of @iov into tx[] if they fit: true if kept */
+static bool send_keep(struct tls_io *io, const giovec_t *iov, int iovcnt, size_t len)
+{
+	if (io->tx_end + len > TLS_IO_SENDAHEAD)
+		return false;
+	for (int i = 0; i < iovcnt; i++) {
+		memcpy(io->tx + io->tx_end, iov[i].iov_base, iov[i].iov_len);
+		io->tx_end += iov[i].iov_len;
+	}
+	return true;
+}
+
 /*
  * io_push -- GnuTLS's write of its queued records. While the caller has
  * more bytes after this record (send_more), the record is kept in tx[]
@@ -67,13 +87,8 @@ static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovc
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
 	size_t held = io->tx_end - io->tx_start;
-	if (io->send_more && io->tx_end + len <= TLS_IO_SENDAHEAD) {
-		for (int i = 0; i < iovcnt; i++) {
-			memcpy(io->tx + io->tx_end, iov[i].iov_base, iov[i].iov_len);
-			io->tx_end += iov[i].iov_len;
-		}
+	if (io->send_more && send_keep(io, iov, iovcnt, len))
 		return (ssize_t)len;
-	}
 	struct iovec v[TLS_IO_PUSH_IOV];
 	int n = 0;
 	if (held)
@@ -95,6 +110,8 @@ static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovc
 		io->tx_start += (size_t)w;
 		if (io->tx_start == io->tx_end)
 			io->tx_start = io->tx_end = 0;
+		if (rdax_faults.tls_send_strand && send_keep(io, iov, iovcnt, len))
+			return (ssize_t)len; /* control: reported sent, left in tx[] */
 		gnutls_transport_set_errno(io->sess, EAGAIN);
 		return -1;
 	}
@@ -135,6 +152,7 @@ ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len)
 	if (io->deferred)
 		return io->deferred > 0 ? 0 : -EPROTO;
 	io->maybe_more = false;
+	io->ra_drained = false; /* a new look at the socket (the caller was woken for it) */
 	size_t got = 0;
 	while (got < len) {
 		ssize_t r = gnutls_record_recv(io->sess, (uint8_t *)buf + got, len - got);

@@ -13,8 +13,10 @@
  *     transport for a record's 5-byte header and then for its body, two
  *     recv() calls per 16 KiB record; here one recv() takes up to
  *     TLS_IO_READAHEAD bytes of ciphertext and GnuTLS's reads are served
- *     from them. Only ciphertext is held there; it is empty whenever a
- *     receive ends because the socket had nothing more;
+ *     from them, and a receive that found the socket emptied by a short
+ *     recv() ends there, without a recv() only to hear EAGAIN. Only
+ *     ciphertext is held there; it is empty whenever a receive ends
+ *     because the socket had nothing more;
  *   - send: one record per call, small pieces gathered into it (a request's
  *     header and body go with the start of its payload, not as records of
  *     their own); a record GnuTLS could not send whole (GNUTLS_E_AGAIN) is
@@ -71,6 +73,13 @@ struct tls_io {
 	/* ciphertext read ahead: [ra_start, ra_end) of ra[] not yet given to GnuTLS */
 	uint8_t *ra;
 	size_t ra_start, ra_end;
+	/*
+	 * the socket gave less than asked in this tls_io_recv: it is empty, and
+	 * GnuTLS hears EAGAIN without another recv() (a stream socket hands
+	 * over what it holds; the caller's poll or readable event says when
+	 * more comes, and its next call looks again)
+	 */
+	bool ra_drained;
 	bool send_more; /* the record being sent is followed by more of the caller's bytes */
 	/* records kept to go with the next (io_push): [tx_start, tx_end) of tx[] */
 	uint8_t *tx;
