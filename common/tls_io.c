@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include <gnutls/socket.h>
+
 #include "faults.h"
 
 /*
@@ -121,6 +123,12 @@ static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovc
 
 int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd)
 {
+	if (gnutls_transport_is_ktls_enabled(sess)) {
+		/* the kernel decrypts into the destination itself: GnuTLS keeps the socket */
+		io->sess = sess;
+		io->fd = fd;
+		return 0;
+	}
 	uint8_t *ra = malloc(TLS_IO_READAHEAD + TLS_IO_SENDAHEAD);
 	if (!ra)
 		return -ENOMEM;

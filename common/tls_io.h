@@ -91,7 +91,9 @@ struct tls_io {
  * tls_io_start -- @io moves the bytes of @sess (its handshake done) over
  * the connected, non-blocking socket @fd: the read-ahead and the sends
  * with MSG_MORE from now on. Until it is called, GnuTLS uses the socket
- * it was given itself. Returns 0 or -ENOMEM (@io unchanged).
+ * it was given itself -- and goes on doing so if the session runs on
+ * kernel TLS (GnuTLS's ktls: its own recvmsg/sendmsg on the socket, which
+ * a transport of ours would bypass). Returns 0 or -ENOMEM (@io unchanged).
  */
 int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd);
 
