@@ -177,7 +177,7 @@ void conn_delete(struct rdax_conn **cp)
 	if (!c)
 		return;
 	if (c->tls) {
-		gnutls_deinit(c->tls->sess);
+		tls_io_release(c->tls);
 		free(c->tls);
 	}
 	tls_client_delete(&c->tls_creds);
@@ -342,8 +342,14 @@ int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const
 		return -ENOMEM;
 	}
 	char why[CONN_ERR_MAX];
-	ret = tls_client_handshake(c->tls_creds, c->fd, host, c->timeout_ms, &c->tls->sess, why,
-				   sizeof(why));
+	gnutls_session_t sess;
+	ret =
+	    tls_client_handshake(c->tls_creds, c->fd, host, c->timeout_ms, &sess, why, sizeof(why));
+	if (ret == 0 && tls_io_start(c->tls, sess, c->fd) < 0) {
+		gnutls_deinit(sess);
+		snprintf(why, sizeof(why), "%s", strerror(ENOMEM));
+		ret = -ENOMEM;
+	}
 	if (ret) {
 		free(c->tls);
 		c->tls = NULL;
@@ -919,7 +925,7 @@ static void fill_window(struct rdax_conn *c)
 void conn_transport_close(struct rdax_conn *c)
 {
 	if (c->tls) {
-		gnutls_deinit(c->tls->sess);
+		tls_io_release(c->tls);
 		free(c->tls);
 		c->tls = NULL;
 	}

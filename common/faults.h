@@ -116,6 +116,12 @@ struct rdax_faults {
 	bool tls_plain_ok;
 	/* TLS: client certificates are taken without checking them (CA, dates) */
 	bool tls_no_verify;
+	/*
+	 * tls_io: records kept to go out together that the socket did not take
+	 * are reported sent anyway: they wait in the buffer for a next send
+	 * that may never come (test_tls_io must see the bytes missing)
+	 */
+	bool tls_send_strand;
 	/* acl: every client has every right, whatever --acl says */
 	bool acl_ignore;
 	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */

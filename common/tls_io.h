@@ -6,13 +6,28 @@
  * connections (client/conn.c, and replica links) do alike:
  *
  *   - receive: record after record into the caller's buffer (a payload's
- *     destination included: no copy of rdax's own) until it is full or the
- *     socket has nothing more, so "less than asked" means "drained";
+ *     destination included: the plaintext is copied by GnuTLS straight
+ *     there, no copy of rdax's own) until it is full or the socket has
+ *     nothing more, so "less than asked" means "drained";
+ *   - the socket read ahead (once tls_io_start has run): GnuTLS asks its
+ *     transport for a record's 5-byte header and then for its body, two
+ *     recv() calls per 16 KiB record; here one recv() takes up to
+ *     TLS_IO_READAHEAD bytes of ciphertext and GnuTLS's reads are served
+ *     from them, and a receive that found the socket emptied by a short
+ *     recv() ends there, without a recv() only to hear EAGAIN. Only
+ *     ciphertext is held there; it is empty whenever a receive ends
+ *     because the socket had nothing more;
  *   - send: one record per call, small pieces gathered into it (a request's
  *     header and body go with the start of its payload, not as records of
  *     their own); a record GnuTLS could not send whole (GNUTLS_E_AGAIN) is
  *     kept by GnuTLS and counted as taken only once it has left, so the
- *     caller simply comes back with its queue unchanged.
+ *     caller simply comes back with its queue unchanged. Records followed
+ *     by more of the caller's bytes are kept (up to TLS_IO_SENDAHEAD) and
+ *     leave with the next in one sendmsg(), with MSG_MORE while more is to
+ *     come, rather than one system call and one push per 16 KiB record;
+ *     the last record of the caller's pieces takes them all out, and if
+ *     the socket cannot take them all, that record counts as not sent
+ *     (-EAGAIN), so the caller comes back and nothing is left behind.
  *
  * Thread safety: a struct tls_io belongs to its connection's thread.
  */
@@ -29,6 +44,12 @@
 
 /* The largest TLS record's plaintext: small pieces are gathered up to this. */
 #define TLS_IO_RECORD_MAX 16384
+/* Ciphertext one recv() may take ahead of GnuTLS: four full records. */
+#define TLS_IO_READAHEAD (4 * (TLS_IO_RECORD_MAX + 256))
+/* Records kept to go out in one sendmsg() while the caller has more: four. */
+#define TLS_IO_SENDAHEAD (4 * (TLS_IO_RECORD_MAX + 256))
+/* iovecs of one sendmsg() of records */
+#define TLS_IO_PUSH_IOV 32
 
 struct tls_io {
 	gnutls_session_t sess;
@@ -47,8 +68,40 @@ struct tls_io {
 	 * only) announces
 	 */
 	bool maybe_more;
+	/* the socket under the session, once tls_io_start has run (ra != NULL) */
+	int fd;
+	/* ciphertext read ahead: [ra_start, ra_end) of ra[] not yet given to GnuTLS */
+	uint8_t *ra;
+	size_t ra_start, ra_end;
+	/*
+	 * the socket gave less than asked in this tls_io_recv: it is empty, and
+	 * GnuTLS hears EAGAIN without another recv() (a stream socket hands
+	 * over what it holds; the caller's poll or readable event says when
+	 * more comes, and its next call looks again)
+	 */
+	bool ra_drained;
+	bool send_more; /* the record being sent is followed by more of the caller's bytes */
+	/* records kept to go with the next (io_push): [tx_start, tx_end) of tx[] */
+	uint8_t *tx;
+	size_t tx_start, tx_end;
 	uint8_t stage[TLS_IO_RECORD_MAX];
 };
+
+/*
+ * tls_io_start -- @io moves the bytes of @sess (its handshake done) over
+ * the connected, non-blocking socket @fd: the read-ahead and the sends
+ * with MSG_MORE from now on. Until it is called, GnuTLS uses the socket
+ * it was given itself -- and goes on doing so if the session runs on
+ * kernel TLS (GnuTLS's ktls: its own recvmsg/sendmsg on the socket, which
+ * a transport of ours would bypass). Returns 0 or -ENOMEM (@io unchanged).
+ */
+int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd);
+
+/*
+ * tls_io_release -- the session (gnutls_deinit) and the read-ahead; the
+ * socket stays with the caller. @io may be zeroed or already released.
+ */
+void tls_io_release(struct tls_io *io);
 
 /*
  * tls_io_recv -- up to @len decrypted bytes into @buf. Returns the bytes

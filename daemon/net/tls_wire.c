@@ -113,6 +113,11 @@ static int hs_step(struct tls_wire *t)
 	int g = gnutls_handshake(t->io.sess);
 	if (g == GNUTLS_E_SUCCESS) {
 		hs_timer_stop(t);
+		if (tls_io_start(&t->io, t->io.sess, t->s->fd) < 0) {
+			LOG_ERROR("%s: out of memory for a TLS read-ahead", t->s->conn.peer);
+			t->s->conn.why = "out of memory";
+			return -EPROTO;
+		}
 		t->state = TW_OPEN;
 		peer_identity(t);
 		char *desc = gnutls_session_get_desc(t->io.sess);
@@ -276,11 +281,9 @@ static void tls_close(struct stream *s, bool keep_socket)
 	struct tls_wire *t = s->wire_ctx;
 	if (t) {
 		hs_timer_stop(t);
-		if (t->io.sess) {
-			if (t->state == TW_OPEN && !s->conn.dead)
-				gnutls_bye(t->io.sess, GNUTLS_SHUT_WR);
-			gnutls_deinit(t->io.sess);
-		}
+		if (t->io.sess && t->state == TW_OPEN && !s->conn.dead)
+			gnutls_bye(t->io.sess, GNUTLS_SHUT_WR);
+		tls_io_release(&t->io);
 		free(t);
 		s->wire_ctx = NULL;
 	}
