@@ -681,17 +681,24 @@ static void client_refusals_logged_rate_limited(void **state)
 
 /* ---- memory ---- */
 
-/* rss_kib -- VmRSS of @pid in KiB */
-static long rss_kib(pid_t pid)
+/* proc_read -- /proc/@pid/@file into @buf (NUL-terminated) */
+static void proc_read(pid_t pid, const char *file, char *buf, size_t len)
 {
-	char path[64], buf[4096];
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, file);
 	int fd = open(path, O_RDONLY);
 	assert_true(fd >= 0);
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = read(fd, buf, len - 1);
 	close(fd);
 	assert_true(n > 0);
 	buf[n] = '\0';
+}
+
+/* rss_kib -- VmRSS of @pid in KiB */
+static long rss_kib(pid_t pid)
+{
+	char buf[4096];
+	proc_read(pid, "status", buf, sizeof(buf));
 	const char *p = strstr(buf, "VmRSS:");
 	assert_non_null(p);
 	return strtol(p + 6, NULL, 10);
@@ -700,14 +707,8 @@ static long rss_kib(pid_t pid)
 /* cpu_ticks -- the user + system clock ticks @pid has run so far (/proc/PID/stat) */
 static long cpu_ticks(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY);
-	assert_true(fd >= 0);
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	assert_true(n > 0);
-	buf[n] = '\0';
+	char buf[1024];
+	proc_read(pid, "stat", buf, sizeof(buf));
 	/* after the command's ")": state is field 3, utime 14, stime 15 */
 	const char *p = strrchr(buf, ')');
 	assert_non_null(p);
