@@ -26,6 +26,7 @@
 #include "harness.h"
 
 #define IP_PATH	       "/usr/sbin/ip"
+#define TC_PATH	       "/usr/sbin/tc"
 #define IPTABLES_PATH  "/usr/sbin/iptables"
 #define NETNS_DIR      "/run/netns"
 #define NS_PREFIX      "rdaxc"
@@ -373,6 +374,28 @@ int nx_block_start(struct nx_net *x, unsigned i, const char *addr, int port)
 int nx_block_stop(struct nx_net *x, unsigned i, const char *addr, int port)
 {
 	return block_rule(x, i, "-D", addr, port);
+}
+
+int nx_rate_set(struct nx_net *x, unsigned i, unsigned mbit)
+{
+	if (!x->isolated)
+		return -EOPNOTSUPP;
+	struct nx_link *l = &x->node[i];
+	if (mbit == 0)
+		return run(IP_PATH, "netns", "exec", x->hub, TC_PATH, "qdisc", "del", "dev",
+			   l->hub_if, "root", NULL);
+	/*
+	 * The bucket holds 4 ms at the rate (tbf refills by the timer; a
+	 * smaller one caps the rate below what was asked), at least one
+	 * GSO packet (64 KiB).
+	 */
+	char rate[24], burst[24];
+	snprintf(rate, sizeof(rate), "%umbit", mbit);
+	unsigned long b = (unsigned long)mbit * 1000000UL / 8 / 250;
+	snprintf(burst, sizeof(burst), "%lu", b < 65536 ? 65536 : b);
+	return run(IP_PATH, "netns", "exec", x->hub, TC_PATH, "qdisc", "replace", "dev",
+		   l->hub_if, "root", "tbf", "rate", rate, "burst", burst, "latency", "50ms",
+		   NULL);
 }
 
 int nx_delay_start(struct nx_net *x, unsigned i, unsigned ms)

@@ -128,6 +128,14 @@ int nx_loss_start(struct nx_net *x, unsigned i, unsigned every, unsigned packet)
 int nx_loss_stop(struct nx_net *x, unsigned i, uint64_t *dropped);
 
 /*
+ * nx_rate_set -- what the hub sends to node @i (the bridge's traffic to it:
+ * the hub's and the other nodes') leaves at most @mbit Mbit/s (a tbf qdisc
+ * on the hub side of its veth: a link of that bandwidth, whose floor is the
+ * link and not the CPU's copies); @mbit 0 takes the limit away.
+ */
+int nx_rate_set(struct nx_net *x, unsigned i, unsigned mbit);
+
+/*
  * nx_probe_tcp -- try a TCP connect to @addr:@port from the calling
  * process's namespace within @timeout_ms; 0 if it connected, -errno
  * (-ETIMEDOUT, -ECONNREFUSED, -EHOSTUNREACH ...). *rtt_us (may be NULL)
