@@ -74,6 +74,7 @@ static unsigned shaped_mbit = 2000;
 struct usage {
 	uint64_t ctx;	 /* voluntary + involuntary, every thread */
 	uint64_t cpu_ns; /* user + system */
+	uint64_t node_cpu_ns[NODES];
 };
 
 /* task_add -- one thread's context switches (status) and CPU time (schedstat, in ns) */
@@ -120,7 +121,9 @@ static void nodes_usage(struct usage *u)
 				continue;
 			char td[96 + 256 + 2];
 			snprintf(td, sizeof(td), "%s/%s", path, e->d_name);
+			uint64_t before = u->cpu_ns;
 			task_add(td, u);
+			u->node_cpu_ns[i] += u->cpu_ns - before;
 		}
 		if (d)
 			closedir(d);
@@ -315,6 +318,13 @@ static void client(const char *url, const char *vol, unsigned span_mib, double *
 	last_ctx = (double)(u1.ctx - u0.ctx) / iters;
 	last_cpu_us = (double)(u1.cpu_ns - u0.cpu_ns) / 1000.0 / iters;
 	last_mean_us = (double)sum / 1000.0 / iters;
+	if (getenv("BENCH_CLUSTER_NODES")) {
+		fprintf(stderr, "bench_cluster: %s: CPU per write by node:", vol);
+		for (unsigned i = 0; i < NODES; i++)
+			fprintf(stderr, " n%u %.1f us", i + 1,
+				(double)(u1.node_cpu_ns[i] - u0.node_cpu_ns[i]) / 1000.0 / iters);
+		fprintf(stderr, "\n");
+	}
 	*p50 = p50_us(t, iters);
 	uint64_t t0 = now_ns();
 	for (unsigned i = 0; i < MIB_ROUNDS; i++)

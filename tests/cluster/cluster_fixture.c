@@ -75,6 +75,14 @@ int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_
 	return 0;
 }
 
+int nx_node_of_url(const struct nx_cluster *cl, const char *url)
+{
+	for (unsigned i = 0; i < cl->n; i++)
+		if (strcmp(cl->node[i].url, url) == 0)
+			return (int)i;
+	return -1;
+}
+
 int nx_cluster_stop(struct nx_cluster *cl)
 {
 	int bad = 0;

@@ -56,6 +56,9 @@ uint64_t nx_seed(int argc, char **argv);
 int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_t seed, bool join,
 		     const char *const *zones);
 
+/* nx_node_of_url -- the index of the node whose URL is @url, or -1 */
+int nx_node_of_url(const struct nx_cluster *cl, const char *url);
+
 /* nx_cluster_stop -- stop the nodes (0 if every one exited 0), etcd, the network; remove the dir */
 int nx_cluster_stop(struct nx_cluster *cl);
 

@@ -71,10 +71,6 @@ static void volume(struct cluster_volume_rec *v)
 	assert_int_equal(nx_volume_key(cl.etcd.spec, volname, v), 0);
 }
 
-static unsigned idx(const char *node)
-{
-	return (unsigned)(node[1] - '1');
-}
 
 /*
  * round_with_fault -- checker steps through the primary, a replica killed
@@ -121,7 +117,7 @@ static void verify(struct ck *ck)
 	struct cluster_volume_rec rec;
 	volume(&rec);
 	for (unsigned k = 0; k < rec.nisr; k++) {
-		unsigned i = idx(rec.isr[k]);
+		unsigned i = nx_node_index(rec.isr[k]);
 		struct rdax_conn *c;
 		struct rdax_volume *v;
 		assert_int_equal(
@@ -244,7 +240,7 @@ static void test_replica_killed(void **state)
 	hx_run_free(&r);
 	struct cluster_volume_rec rec;
 	volume(&rec);
-	unsigned primary = idx(rec.primary), victim = (primary + 1) % NODES;
+	unsigned primary = nx_node_index(rec.primary), victim = (primary + 1) % NODES;
 	printf("  e2e: primary %s, ISR of %u\n", rec.primary, rec.nisr);
 	assert_int_equal(rec.nisr, 3);
 	struct ck ck;
@@ -291,7 +287,7 @@ static void test_replica_killed(void **state)
 	hx_run_free(&r);
 	volname = "e2c";
 	volume(&rec);
-	primary = idx(rec.primary);
+	primary = nx_node_index(rec.primary);
 	cl.node[primary].d.opts.faults = "repl-ack-early";
 	assert_int_equal(nx_node_kill(&cl.node[primary]), 0);
 	assert_int_equal(nx_node_restart(&cl.node[primary]), 0);
@@ -365,7 +361,7 @@ static void test_fence(void **state)
 	create("fen", "4M");
 	struct cluster_volume_rec rec;
 	volume(&rec);
-	unsigned p = idx(rec.primary), a = (p + 1) % NODES, b = (p + 2) % NODES;
+	unsigned p = nx_node_index(rec.primary), a = (p + 1) % NODES, b = (p + 2) % NODES;
 	char an[8], bn[8];
 	snprintf(an, sizeof(an), "n%u", a + 1);
 	snprintf(bn, sizeof(bn), "n%u", b + 1);

@@ -69,10 +69,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static unsigned idx(const char *node)
-{
-	return (unsigned)(node[1] - '1');
-}
 
 /* create_tries -- volume @name on 3 nodes, tried @tries times 3 s apart (nodes joining) */
 static void create_tries(const char *name, unsigned tries)
@@ -126,13 +122,13 @@ static unsigned new_primary(const char *vol, unsigned old, uint64_t epoch, uint6
 	struct cluster_volume_rec rec;
 	for (unsigned n = 0;; n++) {
 		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
-		if (idx(rec.primary) != old && rec.epoch > epoch)
+		if (nx_node_index(rec.primary) != old && rec.epoch > epoch)
 			break;
 		if (n > 400)
 			fail_msg("%s: no failover after %u ms", vol, n * 50);
 		usleep(50 * 1000);
 	}
-	unsigned p = idx(rec.primary);
+	unsigned p = nx_node_index(rec.primary);
 	/* the first acknowledged write: open (refused until it serves) and one step */
 	for (unsigned n = 0;; n++) {
 		struct rdax_conn *c;
@@ -162,7 +158,7 @@ static int verify_on(struct ck *ck, unsigned i, const char *vol)
 {
 	struct rdax_conn *c;
 	struct rdax_volume *v;
-	char nd[8];
+	char nd[16];
 	snprintf(nd, sizeof(nd), "n%u", i + 1);
 	assert_int_equal(nx_member_open(cl.etcd.spec, nd, cl.node[i].url, vol, &c, &v), 0);
 	int ret = ck_verify(ck, v);
@@ -177,7 +173,7 @@ static void test_primary_killed(void **state)
 	create("fo");
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, "fo", &rec), 0);
-	unsigned old = idx(rec.primary);
+	unsigned old = nx_node_index(rec.primary);
 	uint64_t epoch = rec.epoch;
 	struct ck ck;
 	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
@@ -214,7 +210,7 @@ static void test_primary_killed(void **state)
 	steps(&ck, p, "fo", 5);
 	assert_true(rec.epoch > epoch);
 	for (unsigned k = 0; k < rec.nisr; k++)
-		if (verify_on(&ck, idx(rec.isr[k]), "fo"))
+		if (verify_on(&ck, nx_node_index(rec.isr[k]), "fo"))
 			fail_msg("ISR member %s: %s", rec.isr[k], ck.why);
 	printf("  n%u rejoined as a replica; every ISR member (%u) reads back every acknowledged "
 	       "block\n",
@@ -228,7 +224,7 @@ static void test_control_outside_isr(void **state)
 	create("fc");
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, "fc", &rec), 0);
-	unsigned p = idx(rec.primary), stale = (p + 2) % NODES;
+	unsigned p = nx_node_index(rec.primary), stale = (p + 2) % NODES;
 	struct ck ck;
 	assert_int_equal(ck_init(&ck, seed ^ 0xfc, 0, NBLOCKS, NULL), 0);
 	steps(&ck, p, "fc", 10);
@@ -248,13 +244,13 @@ static void test_control_outside_isr(void **state)
 	unsigned np;
 	for (unsigned n = 0;; n++) {
 		assert_int_equal(nx_volume_key(cl.etcd.spec, "fc", &rec), 0);
-		if (idx(rec.primary) != p)
+		if (nx_node_index(rec.primary) != p)
 			break;
 		if (n > 400)
 			fail_msg("control: no failover");
 		usleep(50 * 1000);
 	}
-	np = idx(rec.primary);
+	np = nx_node_index(rec.primary);
 	assert_int_equal(nx_node_resume(&cl.node[other]), 0);
 	for (unsigned n = 0;; n++) { /* it serves once its members are reconciled */
 		struct rdax_conn *c;
@@ -290,7 +286,7 @@ static unsigned stalled_primary(const char *vol)
 	create(vol);
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
-	unsigned p = idx(rec.primary);
+	unsigned p = nx_node_index(rec.primary);
 	static uint8_t a[4096], b[4096], got[4096];
 	memset(a, 0xa1, sizeof(a));
 	memset(b, 0xb2, sizeof(b));
@@ -304,13 +300,13 @@ static unsigned stalled_primary(const char *vol)
 	unsigned np;
 	for (unsigned n = 0;; n++) {
 		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
-		if (idx(rec.primary) != p)
+		if (nx_node_index(rec.primary) != p)
 			break;
 		if (n > 400)
 			fail_msg("%s: no failover", vol);
 		usleep(50 * 1000);
 	}
-	np = idx(rec.primary);
+	np = nx_node_index(rec.primary);
 	struct rdax_conn *c2;
 	struct rdax_volume *v2;
 	for (unsigned n = 0;; n++) { /* until the new primary serves */
@@ -387,7 +383,7 @@ static bool slow_reconcile(const char *vol, const char *faults)
 	create_tries(vol, 6);
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
-	unsigned old = idx(rec.primary);
+	unsigned old = nx_node_index(rec.primary);
 	uint64_t epoch = rec.epoch;
 	struct ck ck;
 	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);
@@ -400,15 +396,15 @@ static bool slow_reconcile(const char *vol, const char *faults)
 	while (served < 0 && now_ms() - t < 30000) {
 		usleep(200 * 1000);
 		if (nx_volume_key(cl.etcd.spec, vol, &rec) || rec.epoch <= epoch ||
-		    idx(rec.primary) == old)
+		    nx_node_index(rec.primary) == old)
 			continue;
 		struct rdax_conn *c;
 		struct rdax_volume *v;
-		if (rdax_connect(cl.node[idx(rec.primary)].url, NULL, &c))
+		if (rdax_connect(cl.node[nx_node_index(rec.primary)].url, NULL, &c))
 			continue;
 		if (rdax_volume_open(c, vol, &v) == 0) {
 			if (ck_step(&ck, v, 1) == 0)
-				served = (int)idx(rec.primary);
+				served = (int)nx_node_index(rec.primary);
 			rdax_volume_close(&v);
 		}
 		rdax_disconnect(&c);
@@ -424,7 +420,7 @@ static bool slow_reconcile(const char *vol, const char *faults)
 		assert_int_equal(nx_volume_key(cl.etcd.spec, vol, &rec), 0);
 		printf("  %s: epoch %" PRIu64 " (was %" PRIu64 "), primary %s\n", vol, rec.epoch,
 		       epoch, rec.primary);
-		held = rec.epoch == epoch + 1 && idx(rec.primary) == (unsigned)served;
+		held = rec.epoch == epoch + 1 && nx_node_index(rec.primary) == (unsigned)served;
 		if (held && verify_on(&ck, (unsigned)served, vol))
 			fail_msg("the new primary n%d: %s", served + 1, ck.why);
 	}

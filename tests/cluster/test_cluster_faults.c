@@ -64,10 +64,6 @@ static int teardown(void **state)
 	return nx_cluster_stop(&cl);
 }
 
-static unsigned idx(const char *node)
-{
-	return (unsigned)(node[1] - '1');
-}
 
 static bool in_isr(unsigned i)
 {
@@ -103,7 +99,7 @@ static void verify(const char *when)
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, volname, &rec), 0);
 	for (unsigned k = 0; k < rec.nisr; k++) {
-		unsigned i = idx(rec.isr[k]);
+		unsigned i = nx_node_index(rec.isr[k]);
 		struct rdax_conn *c;
 		struct rdax_volume *v;
 		assert_int_equal(
@@ -185,7 +181,7 @@ static void test_faults(void **state)
 	hx_run_free(&r);
 	struct cluster_volume_rec rec;
 	assert_int_equal(nx_volume_key(cl.etcd.spec, volname, &rec), 0);
-	primary = idx(rec.primary);
+	primary = nx_node_index(rec.primary);
 	unsigned a = (primary + 1) % NODES, b = (primary + 2) % NODES;
 	printf("  %s: primary n%u, replicas n%u n%u\n", volname, primary + 1, a + 1, b + 1);
 	assert_int_equal(ck_init(&ck, seed, 0, NBLOCKS, NULL), 0);

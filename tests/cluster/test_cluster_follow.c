@@ -81,14 +81,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* node_of_url -- the index of the node at @url, or -1 */
-static int node_of_url(const char *url)
-{
-	for (unsigned i = 0; i < NODES; i++)
-		if (strcmp(cl.node[i].url, url) == 0)
-			return (int)i;
-	return -1;
-}
 
 /* A client: its connection, volume, checker, and who acknowledged in which epoch. */
 struct client {
@@ -105,25 +97,9 @@ static int client_open(struct client *cl_, const char *name, const char *urls, i
 {
 	memset(cl_, 0, sizeof(*cl_));
 	cl_->name = name;
-	struct rdax_conn_opts *o;
-	int ret = rdax_conn_opts_new(&o);
-	if (ret)
-		return ret;
-	rdax_conn_opts_set_timeout(o, 3000); /* a silent (stopped, cut off) primary is noticed */
-	rdax_conn_opts_set_resume(o, resume_ms);
-	rdax_conn_opts_set_write_hold(o, 16ULL << 20);
-	ret = rdax_connect(urls, o, &cl_->c);
-	rdax_conn_opts_delete(&o);
-	if (ret) {
-		printf("  %s: connect: %s\n", name, rdax_connect_last_error());
-		return ret;
-	}
-	ret = rdax_volume_open(cl_->c, VOL, &cl_->v);
-	if (ret) {
-		printf("  %s: open: %s\n", name, rdax_conn_last_error(cl_->c));
-		return ret;
-	}
-	return ck_init(&cl_->ck, seed, (uint64_t)first * CK_BLOCK, NBLOCKS, NULL);
+	/* a 3 s timeout: a silent (stopped, cut off) primary is noticed */
+	int ret = nx_resuming_open(name, urls, VOL, 3000, resume_ms, 16ULL << 20, &cl_->c, &cl_->v);
+	return ret ? ret : ck_init(&cl_->ck, seed, (uint64_t)first * CK_BLOCK, NBLOCKS, NULL);
 }
 
 static void client_close(struct client *c)
@@ -146,7 +122,7 @@ static int step(struct client *c)
 		return ret;
 	}
 	c->acks++;
-	int by = node_of_url(rdax_conn_url(c->c));
+	int by = nx_node_of_url(&cl, rdax_conn_url(c->c));
 	uint64_t e = rdax_volume_epoch(c->v);
 	CHECK(e >= c->max_epoch, "%s: epoch went back from %" PRIu64 " to %" PRIu64, c->name,
 	      c->max_epoch, e);
@@ -175,10 +151,6 @@ static void key(struct cluster_volume_rec *rec)
 	failures++;
 }
 
-static unsigned idx(const char *node)
-{
-	return (unsigned)(node[1] - '1');
-}
 
 static int etcd_port(void)
 {
@@ -247,29 +219,21 @@ static void fault_heal(enum fault f, unsigned p)
  */
 static void verify(struct client *c)
 {
-	struct rdax_conn_opts *o;
-	rdax_conn_opts_new(&o);
-	rdax_conn_opts_set_timeout(o, 5000);
-	rdax_conn_opts_set_resume(o, 60000);
 	struct cluster_volume_rec rec;
 	key(&rec);
-	const char *urls = cl.node[idx(rec.primary) % NODES].url;
+	const char *url = cl.node[nx_node_index(rec.primary) % NODES].url;
 	struct rdax_conn *conn;
 	struct rdax_volume *v;
-	int ret = rdax_connect(urls, o, &conn);
-	rdax_conn_opts_delete(&o);
-	if (!ret && (ret = rdax_volume_open(conn, VOL, &v)) == 0) {
-		ret = ck_verify(&c->ck, v);
-		CHECK(ret == 0, "%s: on %s: %s", c->name, rdax_conn_url(conn),
-		      ret == -EIO ? c->ck.why : rdax_strerror(ret));
-		rdax_volume_close(&v);
-	} else {
+	int ret = nx_resuming_open(c->name, url, VOL, 5000, 60000, 0, &conn, &v);
+	if (ret) {
 		CHECK(0, "%s: cannot reach the primary to verify: %s", c->name, rdax_strerror(ret));
+		return;
 	}
-	if (!ret)
-		rdax_disconnect(&conn);
-	else if (conn)
-		rdax_disconnect(&conn);
+	ret = ck_verify(&c->ck, v);
+	CHECK(ret == 0, "%s: on %s: %s", c->name, rdax_conn_url(conn),
+	      ret == -EIO ? c->ck.why : rdax_strerror(ret));
+	rdax_volume_close(&v);
+	rdax_disconnect(&conn);
 }
 
 /*
@@ -282,7 +246,7 @@ static uint64_t round_of(enum fault f, struct client *c, struct client *other)
 {
 	struct cluster_volume_rec rec;
 	key(&rec);
-	unsigned p = idx(rec.primary);
+	unsigned p = nx_node_index(rec.primary);
 	uint64_t epoch = rec.epoch;
 	for (unsigned k = 0; k < 5; k++)
 		step(c);
@@ -302,7 +266,7 @@ static uint64_t round_of(enum fault f, struct client *c, struct client *other)
 		if (now - last_ack > stall)
 			stall = now - last_ack;
 		last_ack = now;
-		int by = node_of_url(rdax_conn_url(c->c));
+		int by = nx_node_of_url(&cl, rdax_conn_url(c->c));
 		if (by >= 0 && (unsigned)by != p) {
 			if (!first)
 				first = now - t0;
@@ -314,9 +278,9 @@ static uint64_t round_of(enum fault f, struct client *c, struct client *other)
 	key(&rec);
 	printf("    %s: %" PRIu64 " acks %" PRIu64 " failures; n%u primary at epoch %" PRIu64
 	       "; first ack elsewhere after %" PRIu64 " ms, longest stall %" PRIu64 " ms\n",
-	       c->name, c->acks, c->fails, idx(rec.primary) + 1, rec.epoch, first, stall);
+	       c->name, c->acks, c->fails, nx_node_index(rec.primary) + 1, rec.epoch, first, stall);
 	CHECK(rec.epoch >= epoch, "epoch went back: %" PRIu64 " after %" PRIu64, rec.epoch, epoch);
-	CHECK(f == F_REPLICAS || idx(rec.primary) != p, "%s: no failover from n%u", fault_name[f],
+	CHECK(f == F_REPLICAS || nx_node_index(rec.primary) != p, "%s: no failover from n%u", fault_name[f],
 	      p + 1);
 	fault_heal(f, p);
 	for (unsigned k = 0; k < 5; k++)
@@ -440,7 +404,7 @@ int main(int argc, char **argv)
 	} else if (control) {
 		struct cluster_volume_rec rec;
 		key(&rec);
-		unsigned p = idx(rec.primary);
+		unsigned p = nx_node_index(rec.primary);
 		if (client_open(&other, "other-side", cl.node[p].url, 5000, seed ^ 0x07, NBLOCKS))
 			return 1;
 		round_of(F_ETCD, &c, &other);
@@ -461,7 +425,7 @@ int main(int argc, char **argv)
 			if (two) {
 				struct cluster_volume_rec rec;
 				key(&rec);
-				if (client_open(&other, "other-side", cl.node[idx(rec.primary)].url,
+				if (client_open(&other, "other-side", cl.node[nx_node_index(rec.primary)].url,
 						5000, seed ^ k, NBLOCKS))
 					failures++;
 			}

@@ -79,19 +79,15 @@ static uint64_t now_ms(void)
 /* key -- the volume key now (retried while etcd is slow); false if it cannot be read */
 static bool key(struct cluster_volume_rec *rec)
 {
-	for (unsigned n = 0; n < 100; n++) {
-		if (nx_volume_key(cl.etcd.spec, VOL, rec) == 0)
-			return true;
-		usleep(100 * 1000);
-	}
-	printf("FAIL: cannot read the volume key\n");
-	failures++;
+	if (nx_volume_key_retry(cl.etcd.spec, VOL, 100, 100, rec) == 0)
+		return true;
+	CHECK(0, "cannot read the volume key");
 	return false;
 }
 
 static unsigned idx(const char *node)
 {
-	return (unsigned)(node[1] - '1') % NODES;
+	return nx_node_index(node) % NODES;
 }
 
 /* primary -- the index of the node the volume key names primary */
@@ -131,27 +127,12 @@ static void wait_isr(void)
 /* open_primary -- a resuming librdax client on the primary the key names */
 static int open_primary(struct rdax_conn **c, struct rdax_volume **v)
 {
-	struct rdax_conn_opts *o;
-	rdax_conn_opts_new(&o);
-	rdax_conn_opts_set_timeout(o, 5000);
-	rdax_conn_opts_set_resume(o, 60000);
 	char urls[512];
 	unsigned p = primary();
 	/* the primary first; the others only to be followed to it */
 	snprintf(urls, sizeof(urls), "%s,%s,%s", cl.node[p].url, cl.node[(p + 1) % NODES].url,
 		 cl.node[(p + 2) % NODES].url);
-	int ret = rdax_connect(urls, o, c);
-	rdax_conn_opts_delete(&o);
-	if (ret) {
-		printf("  connect %s: %s\n", urls, rdax_connect_last_error());
-		return ret;
-	}
-	ret = rdax_volume_open(*c, VOL, v);
-	if (ret) {
-		printf("  open %s: %s\n", VOL, rdax_conn_last_error(*c));
-		rdax_disconnect(c);
-	}
-	return ret;
+	return nx_resuming_open("client", urls, VOL, 5000, 60000, 0, c, v);
 }
 
 /* create -- volume @name of @size on @replicas nodes, through the rdax CLI; 0 or -1 */

@@ -79,30 +79,14 @@ static int failures;
 		}                                                                                  \
 	} while (0)
 
-/* node_of_url -- the index of the node at @url (its address now), or -1 */
-static int node_of_url(const char *url)
-{
-	for (unsigned i = 0; i < NODES; i++)
-		if (strcmp(cl.node[i].url, url) == 0)
-			return (int)i;
-	return -1;
-}
 
-static unsigned idx(const char *node)
-{
-	return (unsigned)(node[1] - '1');
-}
 
 /* key -- the volume key now (retried while etcd is slow); false if unreadable */
 static bool key(struct cluster_volume_rec *rec)
 {
-	for (unsigned n = 0; n < 100; n++) {
-		if (nx_volume_key(cl.etcd.spec, VOL, rec) == 0)
-			return true;
-		usleep(200 * 1000);
-	}
-	printf("FAIL: cannot read the volume key\n");
-	failures++;
+	if (nx_volume_key_retry(cl.etcd.spec, VOL, 100, 200, rec) == 0)
+		return true;
+	CHECK(0, "cannot read the volume key");
 	return false;
 }
 
@@ -117,25 +101,10 @@ struct client {
 static int client_open(struct client *cc, const char *urls, uint64_t seed)
 {
 	memset(cc, 0, sizeof(*cc));
-	struct rdax_conn_opts *o;
-	int ret = rdax_conn_opts_new(&o);
-	if (ret)
-		return ret;
-	rdax_conn_opts_set_timeout(o, 10000); /* a stopped primary is noticed (TCG is slow) */
-	rdax_conn_opts_set_resume(o, RESUME_MS);
-	rdax_conn_opts_set_write_hold(o, 16ULL << 20);
-	ret = rdax_connect(urls, o, &cc->c);
-	rdax_conn_opts_delete(&o);
-	if (ret) {
-		printf("client: connect %s: %s\n", urls, rdax_connect_last_error());
-		return ret;
-	}
-	ret = rdax_volume_open(cc->c, VOL, &cc->v);
-	if (ret) {
-		printf("client: open: %s\n", rdax_conn_last_error(cc->c));
-		return ret;
-	}
-	return ck_init(&cc->ck, seed, 0, NBLOCKS, NULL);
+	/* a 10 s timeout: a stopped primary is noticed (TCG is slow) */
+	int ret = nx_resuming_open("client", urls, VOL, 10000, RESUME_MS, 16ULL << 20, &cc->c,
+				   &cc->v);
+	return ret ? ret : ck_init(&cc->ck, seed, 0, NBLOCKS, NULL);
 }
 
 static void client_close(struct client *cc)
@@ -155,7 +124,7 @@ static int step(struct client *cc)
 		return -1;
 	}
 	cc->acks++;
-	return node_of_url(rdax_conn_url(cc->c));
+	return nx_node_of_url(&cl, rdax_conn_url(cc->c));
 }
 
 /* follow -- steps until 3 were acknowledged by a node other than @p; ms to the first, 0: none */
@@ -200,7 +169,7 @@ static void verify(struct client *cc)
 	struct rdax_conn *c;
 	struct rdax_volume *v;
 	int ret =
-	    nx_member_open(cl.etcd.spec, rec.primary, cl.node[idx(rec.primary)].url, VOL, &c, &v);
+	    nx_member_open(cl.etcd.spec, rec.primary, cl.node[nx_node_index(rec.primary)].url, VOL, &c, &v);
 	CHECK(ret == 0, "cannot open the primary %s's copy: %s", rec.primary, rdax_strerror(ret));
 	if (ret)
 		return;
@@ -222,11 +191,11 @@ static void round_kill(struct client *cc)
 	struct cluster_volume_rec rec;
 	if (!key(&rec))
 		return;
-	unsigned p = idx(rec.primary);
+	unsigned p = nx_node_index(rec.primary);
 	for (unsigned k = 0; k < 5; k++)
 		step(cc);
 	const char *url0 = rdax_conn_url(cc->c);
-	CHECK(node_of_url(url0) == (int)p, "the client is at %s, not at the primary n%u", url0,
+	CHECK(nx_node_of_url(&cl, url0) == (int)p, "the client is at %s, not at the primary n%u", url0,
 	      p + 1);
 	uint32_t rkey0 = cc->v->rkey;
 	uint64_t epoch0 = rdax_volume_epoch(cc->v);
@@ -236,7 +205,7 @@ static void round_kill(struct client *cc)
 	CHECK(nx_node_kill(&cl.node[p]) == 0, "kill n%u", p + 1);
 	uint64_t first = follow(cc, p, t0);
 	const char *url = rdax_conn_url(cc->c);
-	int by = node_of_url(url);
+	int by = nx_node_of_url(&cl, url);
 	printf("  first step acknowledged elsewhere after %" PRIu64 " ms (lease %u s): by %s, "
 	       "window rkey %#x, epoch %" PRIu64 "; %" PRIu64 " acks, %" PRIu64 " failures\n",
 	       first, lease_ttl_s, url, cc->v->rkey, rdax_volume_epoch(cc->v), cc->acks, cc->fails);
@@ -317,7 +286,7 @@ static struct stale_seen round_deposed(struct client *cc)
 	struct cluster_volume_rec rec;
 	if (!key(&rec))
 		return seen;
-	unsigned p = idx(rec.primary);
+	unsigned p = nx_node_index(rec.primary);
 	struct rdax_conn *sc;
 	struct rdax_volume *sv;
 	int ret = rdax_connect(cl.node[p].url, NULL, &sc);
@@ -356,7 +325,7 @@ static struct stale_seen round_deposed(struct client *cc)
 	printf("  the stale client's write through its old window at n%u: %s\n", p + 1,
 	       seen.landed ? "completed" : rdax_strerror(ret));
 	if (key(&rec)) {
-		unsigned now = idx(rec.primary);
+		unsigned now = nx_node_index(rec.primary);
 		char name[8];
 		snprintf(name, sizeof(name), "n%u", p + 1);
 		int r1 = copy_of(p, got), r2 = copy_of(now, prim);
