@@ -38,6 +38,7 @@ enum config_key {
 	KEY_FLUSH_MODE,
 	KEY_MAX_PAYLOAD,
 	KEY_RDMA_BUSY_POLL,
+	KEY_REPLICA_BUSY_POLL,
 	KEY_HANDSHAKE_TIMEOUT,
 	KEY_REQUEST_TIMEOUT,
 	KEY_IDLE_TIMEOUT,
@@ -88,6 +89,7 @@ static const struct setting {
     [KEY_FLUSH_MODE] = {"flush-mode", required_argument, IN_FILE},
     [KEY_MAX_PAYLOAD] = {"max-payload", required_argument, IN_FILE},
     [KEY_RDMA_BUSY_POLL] = {"rdma-busy-poll", required_argument, IN_FILE},
+    [KEY_REPLICA_BUSY_POLL] = {"replica-busy-poll", required_argument, IN_FILE},
     [KEY_HANDSHAKE_TIMEOUT] = {"handshake-timeout", required_argument, IN_FILE},
     [KEY_REQUEST_TIMEOUT] = {"request-timeout", required_argument, IN_FILE},
     [KEY_IDLE_TIMEOUT] = {"idle-timeout", required_argument, IN_FILE},
@@ -130,6 +132,7 @@ void config_init(struct config *c)
 	c->max_reply_memory = CONFIG_DEFAULT_REPLY_MEMORY;
 	c->write_log_max = WRITE_RECORDER_DEFAULT_MAX;
 	c->rdma_busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
+	c->replica_busy_poll_us = CONFIG_DEFAULT_BUSY_POLL_US;
 }
 
 static void config_namespace_free(struct config_namespace *n)
@@ -394,13 +397,17 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		c->threads = (unsigned)n;
 		return 0;
 	case KEY_RDMA_BUSY_POLL:
+	case KEY_REPLICA_BUSY_POLL:
 		if (parse_uint(value, 0, CONFIG_MAX_BUSY_POLL_US, &n)) {
 			rdax_seterr(err, errlen,
 				    "%s%s '%s': not a number of microseconds from 0 to %d", from,
 				    name, value, CONFIG_MAX_BUSY_POLL_US);
 			return -EINVAL;
 		}
-		c->rdma_busy_poll_us = (unsigned)n;
+		if (key == KEY_RDMA_BUSY_POLL)
+			c->rdma_busy_poll_us = (unsigned)n;
+		else
+			c->replica_busy_poll_us = (unsigned)n;
 		return 0;
 	case KEY_HANDSHAKE_TIMEOUT:
 	case KEY_REQUEST_TIMEOUT:
@@ -809,7 +816,9 @@ static int config_finish_cluster(struct config *c, char *err, size_t errlen)
 				    : c->zone	     ? "--zone"
 				    : c->nadvertise  ? "--advertise"
 				    : c->lease_ttl_s ? "--lease-ttl"
-						     : NULL;
+				    : c->replica_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US
+					? "--replica-busy-poll"
+					: NULL;
 		if (alone) {
 			rdax_seterr(err, errlen, "%s only goes with --cluster etcd://HOST:PORT",
 				    alone);
@@ -846,7 +855,8 @@ int config_finish(struct config *c, char *err, size_t errlen)
 		if (c->nnamespaces || c->nlistens || c->threads || c->pidfile || c->token_file ||
 		    c->tls || c->tls_cert_dir || c->tls_psk_file || c->tls_verify_peer ||
 		    c->acl_file || c->config_path || c->max_payload != FRAME_DEFAULT_MAX_PAYLOAD ||
-		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US || c->metrics || c->cluster ||
+		    c->flush_mode != FLUSH_TRACKED || c->rdma_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US ||
+		    c->replica_busy_poll_us != CONFIG_DEFAULT_BUSY_POLL_US || c->metrics || c->cluster ||
 		    c->cluster_name || c->node_name || c->zone || c->nadvertise || c->lease_ttl_s ||
 		    c->write_log || c->write_log_max != WRITE_RECORDER_DEFAULT_MAX ||
 		    c->allow_powercut || c->handshake_timeout != CONFIG_DEFAULT_HANDSHAKE_TIMEOUT ||
@@ -1032,6 +1042,10 @@ void config_usage(FILE *f)
 		"                        distinct zones first\n"
 		"  --lease-ttl SECONDS   the node's lease in etcd: a node silent this long\n"
 		"                        is down and its keys go (2 to 60, default 5)\n"
+		"  --replica-busy-poll USEC while a primary awaits its replicas' answers\n"
+		"                        (a replicated fsync), its loop polls instead of\n"
+		"                        sleeping for twice the recent waits, at most USEC\n"
+		"                        (default 200; 0: sleep at once)\n"
 		"  --write-log DIR       record every acknowledged write, discard and fsync\n"
 		"                        of each volume, in acknowledgement order, into\n"
 		"                        DIR/VOLUME.N.wlog (one log from a volume's first\n"

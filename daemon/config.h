@@ -95,6 +95,8 @@ struct config {
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
 	unsigned rdma_busy_poll_us; /* spin cap; 0: rdma:// loops sleep at once (rdma_conn.h) */
+	/* spin cap while a replica's answer is awaited; 0: sleep at once (replica_link.h) */
+	unsigned replica_busy_poll_us;
 	/* the time limits of a connection, seconds (0: none; net/conn.h) */
 	unsigned handshake_timeout, request_timeout, idle_timeout;
 	unsigned keepalive;		   /* TCP keepalive idle seconds, 0: off */

@@ -628,6 +628,7 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	    .node = cfg->node_name,
 	    .zone = cfg->zone,
 	    .lease_ttl_s = cfg->lease_ttl_s,
+	    .replica_busy_poll_us = cfg->replica_busy_poll_us,
 	    .addrs = addrs,
 	    .naddrs = n,
 	    .store = d->store,

@@ -478,6 +478,7 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 			      .rec = &p->g->rec,
 			      .token_file = NULL,
 			      .home = link_home(c, c->nprim),
+			      .spin_cap_us = c->o.replica_busy_poll_us,
 			      .shrink = on_shrink,
 			      .arg = p};
 	c->nprim++; /* before the links start: on_shrink may run at once */
@@ -829,6 +830,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 				      .untrusted = true,
 				      .rec = &g->rec,
 				      .home = link_home(c, c->nprim - 1),
+				      .spin_cap_us = c->o.replica_busy_poll_us,
 				      .shrink = on_shrink,
 				      .arg = p};
 		if (repl_start(&o, m, n, &p->rv) || repl_registry_put(g->v, p->rv)) {

@@ -47,6 +47,7 @@ struct cluster_opts {
 	struct store *store;
 	const char *version;
 	unsigned lease_ttl_s; /* 0: CLUSTER_DEFAULT_LEASE_S */
+	unsigned replica_busy_poll_us; /* replica links' spin cap (replica_link.h); 0: none */
 	/*
 	 * The running workers whose loops run the replica links, a volume's
 	 * links on one of them (round-robin by volume); none: each link runs a

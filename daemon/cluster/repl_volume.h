@@ -85,6 +85,7 @@ struct repl_opts {
 	const char *token_file;
 	unsigned timeout_ms; /* a link's stall timeout (0: the link's default) */
 	struct worker *home; /* the worker whose loop runs the links (NULL: each its own) */
+	unsigned spin_cap_us; /* the links' spin cap while answers are awaited (0: none) */
 	/*
 	 * A failover's start: the members' copies are not known to equal this
 	 * one (un-acknowledged writes of the old primary may differ) until

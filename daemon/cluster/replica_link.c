@@ -20,6 +20,7 @@
 #include "../../client/conn.h"		 /* librdax's own: run from a loop, the socket aborted */
 #include "../../client/transport_rdma.h" /* ... and its queue pair */
 #include "completion.h"
+#include "spin_window.h"
 #include "loop_watch.h"
 #include "errors.h"
 #include "faults.h"
@@ -74,11 +75,21 @@ struct replica_link {
 	struct loop_watch lw; /* the descriptors librdax waits on (loop_watch.h) */
 	ev_prepare prep;      /* before the loop sleeps: send what was queued, arm */
 	ev_idle more;	      /* work queued on this thread, or ready already: no sleep yet */
+	ev_idle spin;	      /* answers awaited within the spin window: poll, don't sleep */
+	struct spin_window sw;
+	int64_t spin_until_us; /* the open spin's end; 0: none */
 	ev_timer stall;
 	struct rlink_op **inflight; /* by cookie's slot (cookie_slot) */
 	unsigned ninflight;
 	uint64_t next_cookie;
 };
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 static uint64_t now_ms(void)
 {
@@ -136,6 +147,8 @@ static void unwatch(struct replica_link *l)
 	loop_watch_stop(&l->lw, loop);
 	ev_prepare_stop(loop, &l->prep);
 	ev_idle_stop(loop, &l->more);
+	ev_idle_stop(loop, &l->spin);
+	l->spin_until_us = 0;
 	ev_timer_stop(loop, &l->stall);
 	l->attached = false;
 }
@@ -339,6 +352,10 @@ static int reap(struct replica_link *l)
 			finish(op, 0);
 		}
 		total += n;
+		if (n > 0) {
+			spin_window_activity(&l->sw, now_us());
+			l->spin_until_us = 0; /* the next wait opens a window of its own */
+		}
 		if (n < RLINK_REAP_BATCH)
 			return total;
 	}
@@ -416,10 +433,61 @@ static void push(struct replica_link *l)
 	l->pumping = false;
 }
 
+/*
+ * awaited -- is an op someone waits on in flight (an fsync, a durable write)?
+ * Only those are spun for: a resync's stream of plain writes is not
+ * waited on one by one, and its loop sleeps between answers.
+ */
+static bool awaited(const struct replica_link *l)
+{
+	for (unsigned i = 0; l->ninflight && i < l->o.depth; i++)
+		if (l->inflight[i] && l->inflight[i]->w)
+			return true;
+	return false;
+}
+
+/*
+ * spin -- answers are awaited and the loop would sleep: keep it polling
+ * instead (the spin idle watcher: each turn is one epoll_wait that does not
+ * block, the socket's watcher reaps what came) for the adaptive window
+ * (spin_window.h: about twice the recent wait for an answer, none while
+ * those waits are longer than the cap). A primary's worker that sleeps
+ * while its replicas flush is woken per answer -- a scheduler wake-up on
+ * the path of every replicated durable write (docs/cluster.md,
+ * "Benchmark"); the cost is at most the cap of CPU per wait.
+ */
+static void spin(struct replica_link *l)
+{
+	struct ev_loop *loop = l->home->loop;
+	if (!l->o.spin_cap_us || ev_is_active(&l->more) || !awaited(l)) {
+		ev_idle_stop(loop, &l->spin);
+		l->spin_until_us = 0;
+		return;
+	}
+	int64_t now = now_us();
+	if (!l->spin_until_us) {
+		unsigned us = spin_window_idle(&l->sw, now);
+		l->spin_until_us = us ? now + us : -1;
+	}
+	if (l->spin_until_us > now)
+		ev_idle_start(loop, &l->spin);
+	else
+		ev_idle_stop(loop, &l->spin);
+}
+
 /* watch -- before the loop sleeps: the descriptors librdax waits on, or no sleep (home thread) */
 static void watch(struct replica_link *l)
 {
 	loop_watch_update(&l->lw, l->home->loop, l->conn);
+	spin(l);
+}
+
+static void on_spin(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+	/* nothing: the next turn's prepare decides whether to go on */
 }
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
@@ -475,6 +543,10 @@ static void attach_fn(struct worker *w, struct worker_msg *m)
 	}
 	ev_prepare_init(&l->prep, on_prepare);
 	l->prep.data = l;
+	ev_idle_init(&l->spin, on_spin);
+	l->spin.data = l;
+	spin_window_init(&l->sw, l->o.spin_cap_us);
+	l->spin_until_us = 0;
 	ev_idle_init(&l->more, on_idle);
 	l->lw.more = &l->more;
 	l->more.data = l;

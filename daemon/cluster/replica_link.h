@@ -76,6 +76,12 @@ struct rlink_opts {
 	unsigned depth;		/* requests in flight (0: 32) */
 	struct worker *home;	/* the loop it runs on (running); NULL: a worker of its own */
 	/*
+	 * While a fsync's (or durable write's) answer is awaited, the loop
+	 * polls instead of sleeping for an adaptive window of at most this
+	 * many microseconds (spin_window.h); 0: it sleeps at once.
+	 */
+	unsigned spin_cap_us;
+	/*
 	 * The sender, for the replica's fence (cluster_gate.h): the volume is
 	 * opened as a replica link of @primary at @epoch, and every request of
 	 * the link is refused once the replica has seen a newer epoch. @epoch 0:

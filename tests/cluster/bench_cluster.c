@@ -59,6 +59,7 @@
 #include "librdax.h"
 #include "repl_volume.h"
 #include "replica_link.h"
+#include "spin_window.h"
 
 #define NODES	   4
 #define VOL_SIZE   (48ULL << 20) /* the nodes' namespaces are 64 MiB */
@@ -420,7 +421,12 @@ static void repl(unsigned k, uint8_t *mapping, double *p50, double *mibs)
 	static const char *names[] = {"n2", "n3", "n4"};
 	for (unsigned i = 0; i < k; i++)
 		m[i] = (struct repl_member_spec){names[i], cl.node[i + 1].url, NULL};
-	struct repl_opts o = {.volume = "bench", .mapping = mapping, .size = VOL_SIZE, .epoch = 1};
+	/* the links spin for their answers as rdaxd's do by default (--replica-busy-poll) */
+	struct repl_opts o = {.volume = "bench",
+			      .mapping = mapping,
+			      .size = VOL_SIZE,
+			      .epoch = 1,
+			      .spin_cap_us = SPIN_WINDOW_DEFAULT_CAP_US};
 	struct repl_volume *rv;
 	*p50 = *mibs = 0;
 	if (repl_start(&o, m, k, &rv))

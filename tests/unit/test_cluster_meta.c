@@ -279,6 +279,23 @@ static void test_config_flags(void **state)
 	assert_int_equal(parse(&c, err, "--lease-ttl", "5", NULL), -EINVAL);
 	assert_non_null(strstr(err, "--lease-ttl only goes with --cluster"));
 	config_free(&c);
+	/* --replica-busy-poll: 0 to 1000000 us, default the adaptive cap, with --cluster only */
+	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1", NULL), 0);
+	assert_int_equal(c.replica_busy_poll_us, CONFIG_DEFAULT_BUSY_POLL_US);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1",
+			       "--replica-busy-poll", "0", NULL),
+			 0);
+	assert_int_equal(c.replica_busy_poll_us, 0);
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--cluster", "etcd://h:1", "--node", "n1",
+			       "--replica-busy-poll", "1000001", NULL),
+			 -EINVAL);
+	assert_non_null(strstr(err, "microseconds from 0 to 1000000"));
+	config_free(&c);
+	assert_int_equal(parse(&c, err, "--replica-busy-poll", "50", NULL), -EINVAL);
+	assert_non_null(strstr(err, "--replica-busy-poll only goes with --cluster"));
+	config_free(&c);
 }
 
 int main(void)
