@@ -1034,7 +1034,7 @@ static bool is_copy(struct cluster *c, const char *name, struct gate_vol *g)
 	char rname[NS_VOLUME_NAME_MAX + 1];
 	struct volume_info info;
 	if (g)
-		return !g->dead;
+		return true; /* found: not dead */
 	return cluster_record_name(name, rname, sizeof(rname)) == 0 &&
 	       store_volume_info(c->o.store, rname, &info) == 0;
 }
@@ -1051,7 +1051,7 @@ static bool is_copy(struct cluster *c, const char *name, struct gate_vol *g)
 static int local_delete(struct cluster *c, const char *name)
 {
 	struct gate_vol *g = cluster_gate_find(name);
-	if (g && !g->dead) {
+	if (g) {
 		cluster_gate_retire(g);
 		for (unsigned i = 0; i < c->nprim; i++)
 			if (!c->prim[i].gone && strcmp(c->prim[i].name, name) == 0)
@@ -1152,6 +1152,14 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 	}
 	if (!member)
 		return;
+	if (cluster_gate_retired(cluster_gate_find(v.name))) {
+		/* a copy of a volume of this name deleted before (its handles held it): first */
+		if (local_delete(c, v.name)) {
+			del_note(c, v.name, true);
+			return;
+		}
+		del_note(c, v.name, false);
+	}
 	if (local_replica(c, &v, rev))
 		return;
 	if (v.state == CLUSTER_VOL_CREATING && strcmp(v.primary, c->node) == 0)
@@ -1188,8 +1196,7 @@ static void look_at_name(struct cluster *c, const char *name)
 		 * No key: a copy still served here is of a volume deleted without this
 		 * node (it made its copy while the others finished): it goes too
 		 */
-		struct gate_vol *g = cluster_gate_find(name);
-		if ((g && !g->dead) || del_pending(c, name))
+		if (cluster_gate_find(name) || del_pending(c, name))
 			member_delete(c, name, 0);
 	}
 	etcd_range_result_free(&r);

@@ -53,13 +53,20 @@ static bool name_is(struct gate_vol *g, const char *name)
 	}
 }
 
-struct gate_vol *cluster_gate_find(const char *name)
+/* find_entry -- @name's entry; a dead one only if @dead_too (the cluster thread's reuse) */
+static struct gate_vol *find_entry(const char *name, bool dead_too)
 {
 	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < n; i++)
-		if (name_is(entries[i], name))
+		if (name_is(entries[i], name) &&
+		    (dead_too || !atomic_load_explicit(&entries[i]->dead, memory_order_acquire)))
 			return entries[i];
 	return NULL;
+}
+
+struct gate_vol *cluster_gate_find(const char *name)
+{
+	return find_entry(name, false);
 }
 
 /* name_set -- rewrite dead entry @g's name (cluster thread), odd count around it */
@@ -143,10 +150,10 @@ static int record_attach(struct store *store, struct gate_vol *g, uint64_t epoch
  */
 static struct gate_vol *slot_for(const char *vol, bool *fresh, int *ret)
 {
-	struct gate_vol *g = cluster_gate_find(vol);
+	struct gate_vol *g = find_entry(vol, true);
 	*fresh = false;
 	if (g)
-		return g; /* dead: the caller checked */
+		return g; /* dead: the caller checked that no live or retired one has the name */
 	if (count < CLUSTER_GATE_MAX) {
 		g = calloc(1, sizeof(*g));
 		if (!g) {
@@ -159,7 +166,7 @@ static struct gate_vol *slot_for(const char *vol, bool *fresh, int *ret)
 		return g;
 	}
 	for (unsigned i = 0; i < count; i++)
-		if (entries[i]->dead) {
+		if (atomic_load(&entries[i]->dead)) {
 			name_set(entries[i], vol);
 			return entries[i];
 		}
@@ -175,7 +182,7 @@ int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char
 		*out = g;
 		return -EEXIST;
 	}
-	if (g && !g->dead) {
+	if (g) {
 		rdax_seterr(err, errlen, "the volume's previous copy is still being deleted");
 		return -EBUSY;
 	}
@@ -204,7 +211,8 @@ int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char
 	g->key_epoch = epoch;
 	g->primary[0] = g->primary_url[0] = g->primary_rdma[0] = '\0';
 	g->windows = NULL; /* retire revoked and unlinked every one */
-	g->released = g->dead = false;
+	g->released = false;
+	atomic_store(&g->dead, false); /* still retired: found, and refused, until the end */
 	pthread_mutex_unlock(&g->lock);
 	if (fresh) {
 		entries[count] = g;
@@ -476,7 +484,8 @@ void cluster_gate_release(struct store *store, struct gate_vol *g)
 
 void cluster_gate_bury(struct gate_vol *g)
 {
-	g->dead = true;
+	/* the name is free from now on: a local volume of that name is not a cluster copy */
+	atomic_store_explicit(&g->dead, true, memory_order_release);
 }
 
 void cluster_gate_close_all(struct store *store)

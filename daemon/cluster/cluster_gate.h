@@ -47,7 +47,8 @@
  *   released  the gate's own openers of the copy and its record are closed
  *             (g->v and g->recv are NULL): the copy can be deleted once no
  *             handle holds it
- *   dead      the copy and its record are deleted
+ *   dead      the copy and its record are deleted; cluster_gate_find() no
+ *             longer finds it (the name is free, e.g. for a local volume)
  *
  * Entries are never freed while the daemon runs, so a pointer a reader got
  * from cluster_gate_find() stays a valid gate_vol. Who keeps one for longer
@@ -120,7 +121,7 @@ struct gate_vol {
 	_Atomic uint32_t seq;		 /* odd while the name is rewritten */
 	_Atomic bool retired;		 /* being deleted: every check refuses */
 	bool released;			 /* cluster thread: v and recv closed (NULL) */
-	bool dead;			 /* cluster thread: the copy and its record are gone */
+	_Atomic bool dead;		 /* the copy and its record are gone: not found */
 	struct volume *v;    /* the local copy, open until the entry is released */
 	struct volume *recv; /* the record's companion volume */
 	struct change_record rec;
@@ -152,9 +153,9 @@ int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char
 
 /*
  * cluster_gate_find -- @name's entry, or NULL (not a cluster volume of this
- * node). A retired or dead entry is found too: callers check it (the checks
- * below refuse it), so a copy being deleted is never taken for an ordinary
- * local volume.
+ * node). A retired entry is found too (a dead one is not): callers check it
+ * (the checks below refuse it), so a copy being deleted is never taken for an
+ * ordinary local volume.
  */
 struct gate_vol *cluster_gate_find(const char *name);
 
