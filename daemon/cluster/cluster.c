@@ -283,13 +283,16 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
  * not "deleting"): a member key never appears after the Delete txn, so the
  * member that finds none left may delete the volume's keys
  * (cluster_delete.h). A failed compare is -ESTALE: the change is a watch
- * event, whose look tries again. Every node with a copy watches volumes/<name>/members/ and looks
+ * event, whose look tries again.
+ *
+ * Unless it holds that already: every node with a copy watches
+ * volumes/<name>/members/ and looks
  * at the volume again on each event there (on_watch), which ends here: an
  * unconditional put was a new revision, hence an event, for every node of
  * the volume, whose look put its own key again -- a loop that kept etcd
  * and every node's cluster thread busy as long as the volume existed (about
  * 30 puts a second per node, seen with strace on a 4-node cluster at rest).
- * Returns 0 or an etcd code.
+ * Returns 0, -ESTALE or an etcd code.
  */
 static int member_key_put(struct cluster *c, const char *key, const char *json, const char *vkey,
 			  int64_t rev)

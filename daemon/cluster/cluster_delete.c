@@ -42,8 +42,7 @@ static int read_volume(struct etcd_client *e, const char *key, const char *name,
 	if (r.count != 1) {
 		rdax_seterr(err, errlen, "no volume %s in the cluster", name);
 		ret = -ENOENT;
-	} else if (cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, v, why,
-					 sizeof(why))) {
+	} else if (cluster_volume_decode(r.kvs[0].value, r.kvs[0].value_len, v, why, sizeof(why))) {
 		rdax_seterr(err, errlen, "the key of volume %s is unusable: %s", name, why);
 		ret = -EINVAL;
 	} else {
@@ -182,8 +181,8 @@ int cluster_delete_left(struct etcd_client *e, const char *cluster, const char *
 	return 1;
 }
 
-int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *name,
-			unsigned ms, char *left, size_t len)
+int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *name, unsigned ms,
+			char *left, size_t len)
 {
 	uint64_t end = now_ms() + ms;
 	for (;;) {
@@ -196,8 +195,8 @@ int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *
 	}
 }
 
-int cluster_delete_finish(struct etcd_client *e, const char *cluster, const char *name,
-			  int64_t rev, bool *done)
+int cluster_delete_finish(struct etcd_client *e, const char *cluster, const char *name, int64_t rev,
+			  bool *done)
 {
 	char key[CLUSTER_KEY_MAX], sub[CLUSTER_KEY_MAX], members[CLUSTER_KEY_MAX];
 	*done = false;

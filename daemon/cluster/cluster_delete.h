@@ -62,8 +62,8 @@ int cluster_delete_left(struct etcd_client *e, const char *cluster, const char *
  * Returns 0 (gone), -ETIMEDOUT (@left says what is left), or an etcd code
  * (etcd unreachable: @left says so).
  */
-int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *name,
-			unsigned ms, char *left, size_t len);
+int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *name, unsigned ms,
+			char *left, size_t len);
 
 /*
  * cluster_delete_finish -- the last step, for a member that deleted its own
@@ -74,7 +74,7 @@ int cluster_delete_wait(struct etcd_client *e, const char *cluster, const char *
  * compare failed: another member, or a new volume, has the key), or an etcd
  * code.
  */
-int cluster_delete_finish(struct etcd_client *e, const char *cluster, const char *name,
-			  int64_t rev, bool *done);
+int cluster_delete_finish(struct etcd_client *e, const char *cluster, const char *name, int64_t rev,
+			  bool *done);
 
 #endif

@@ -122,8 +122,8 @@ struct gate_vol {
 	_Atomic bool retired;		 /* being deleted: every check refuses */
 	bool released;			 /* cluster thread: v and recv closed (NULL) */
 	_Atomic bool dead;		 /* the copy and its record are gone: not found */
-	struct volume *v;    /* the local copy, open until the entry is released */
-	struct volume *recv; /* the record's companion volume */
+	struct volume *v;		 /* the local copy, open until the entry is released */
+	struct volume *recv;		 /* the record's companion volume */
 	struct change_record rec;
 	_Atomic uint64_t serving;  /* the epoch this node is primary at, 0: a replica */
 	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */

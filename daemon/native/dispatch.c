@@ -958,8 +958,7 @@ static int check_handle(struct session *s, uint32_t handle, struct volume **v, c
 	rf->epoch = atomic_load(&g->epoch);
 	if (ret == -ENOENT) {
 		/* the handle holds the copy until it is closed: the copy goes after that */
-		fmt_msg(m,
-			"volume \"%s\" is being deleted from the cluster: close handle %" PRIu32,
+		fmt_msg(m, "volume \"%s\" is being deleted from the cluster: close handle %" PRIu32,
 			g->name, handle);
 	} else if (ret == -RDAX_E_STALE_EPOCH) {
 		fmt_msg(m,

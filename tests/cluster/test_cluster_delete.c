@@ -46,9 +46,9 @@
 #include "librdax.h"
 #include "member.h"
 
-#define NODES	  3
-#define DATA_OFF  (1ULL << 20)
-#define DATA_LEN  (256U << 10)
+#define NODES	 3
+#define DATA_OFF (1ULL << 20)
+#define DATA_LEN (256U << 10)
 
 static struct nx_cluster cl;
 static int failures;
@@ -70,7 +70,8 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* rdax_cl -- "rdax --cluster SPEC --timeout @timeout ARGS..." into @r; the exit status (-1: not run) */
+/* rdax_cl -- "rdax --cluster SPEC --timeout @timeout ARGS..." into @r; the exit status (-1: not
+ * run) */
 static int rdax_cl(struct hx_run *r, const char *timeout, const void *in, size_t in_len, ...)
 {
 	const char *argv[24] = {RDAX_CLI_PATH, "--cluster", cl.etcd.spec, "--timeout", timeout};
@@ -100,10 +101,11 @@ static void fill(uint8_t *buf, size_t len, uint64_t seed)
 static bool create(const char *name, const char *size)
 {
 	struct hx_run r;
-	int st = rdax_cl(&r, "20", NULL, 0, "volume", "create", name, size, "--replicas", "3",
-			 NULL);
+	int st =
+	    rdax_cl(&r, "20", NULL, 0, "volume", "create", name, size, "--replicas", "3", NULL);
 	if (st != 0)
-		printf("FAIL: volume create %s %s: exit %d: %s", name, size, st, st >= 0 ? r.err : "");
+		printf("FAIL: volume create %s %s: exit %d: %s", name, size, st,
+		       st >= 0 ? r.err : "");
 	if (st >= 0)
 		hx_run_free(&r);
 	if (st != 0)

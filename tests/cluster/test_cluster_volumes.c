@@ -424,7 +424,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_node_list),	     cmocka_unit_test(test_create_and_info),
 	    cmocka_unit_test(test_replicated_write), cmocka_unit_test(test_placement_errors),
 	    cmocka_unit_test(test_no_etcd),	     cmocka_unit_test(test_down_and_back),
-	    cmocka_unit_test(test_primary_routing), cmocka_unit_test(test_delete_any_node),
+	    cmocka_unit_test(test_primary_routing),  cmocka_unit_test(test_delete_any_node),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

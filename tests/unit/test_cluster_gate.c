@@ -273,9 +273,8 @@ static void cycles__entries_reused_past_the_max(void **state)
 	struct gate_vol *e, *first = NULL;
 	/* the same name: the same entry each time */
 	for (unsigned i = 0; i < 3; i++) {
-		assert_int_equal(store_volume_create(st, "same", 1 << 20, NULL, NULL, err,
-						     sizeof(err)),
-				 0);
+		assert_int_equal(
+		    store_volume_create(st, "same", 1 << 20, NULL, NULL, err, sizeof(err)), 0);
 		assert_int_equal(cluster_gate_open(st, "same", 1, err, sizeof(err), &e), 0);
 		assert_false(cluster_gate_retired(e));
 		if (!first)
@@ -286,8 +285,8 @@ static void cycles__entries_reused_past_the_max(void **state)
 			/* retired, its copy not deleted yet: the name is not given out again */
 			cluster_gate_retire(e);
 			struct gate_vol *again;
-			assert_int_equal(
-			    cluster_gate_open(st, "same", 1, err, sizeof(err), &again), -EBUSY);
+			assert_int_equal(cluster_gate_open(st, "same", 1, err, sizeof(err), &again),
+					 -EBUSY);
 			cluster_gate_release(st, e);
 			assert_int_equal(store_volume_delete(st, "same"), 0);
 			assert_int_equal(store_volume_delete(st, "same.rrec"), 0);
@@ -304,7 +303,8 @@ static void cycles__entries_reused_past_the_max(void **state)
 		    store_volume_create(st, name, 1 << 20, NULL, NULL, err, sizeof(err)), 0);
 		int ret = cluster_gate_open(st, name, 1, err, sizeof(err), &e);
 		if (ret)
-			fail_msg("cycle %u: cluster_gate_open: %s (%s)", i, rdax_strerror(ret), err);
+			fail_msg("cycle %u: cluster_gate_open: %s (%s)", i, rdax_strerror(ret),
+				 err);
 		assert_ptr_equal(cluster_gate_find(name), e);
 		assert_int_equal(cluster_gate_check(e, 0), -RDAX_E_NOT_PRIMARY); /* live again */
 		delete_copy(st, e, name);
