@@ -12,7 +12,8 @@
  *             (asked of each node directly), no key under volumes/dv is left
  *             in etcd, and creating "dv" again with the same size succeeds
  *             (the space was freed) and reads zeros where the data was
- *   down      "dk", a replica's node killed (kill -9) and its lease gone:
+ *   down      "dk", a replica's node (the seed picks which, the primary
+ *             too) killed (kill -9) and its lease gone:
  *             delete --timeout 3 exits 1 naming that node as down, the key
  *             stays "deleting", the other copies are gone, and create of the
  *             name is refused saying it is still being deleted; the node
@@ -287,7 +288,7 @@ static void round_down(uint64_t seed)
 	write_data("dk", DATA_OFF, data, sizeof(data));
 	int p = primary_of("dk");
 	CHECK(p >= 0, "dk has no primary");
-	unsigned victim = (unsigned)(p + 1 + (int)(seed % (NODES - 1))) % NODES;
+	unsigned victim = (unsigned)(seed % NODES); /* the seed picks it: the primary too */
 	printf("  kill -9 n%u (primary n%d)\n", victim + 1, p + 1);
 	nx_node_kill(&cl.node[victim]);
 	CHECK(node_key_gone(victim, 15000), "n%u's key did not go after its kill", victim + 1);
