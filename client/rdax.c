@@ -1147,7 +1147,9 @@ static const struct command commands[] = {
      "--namespace names one (an id as 'rdax volume list' shows it).\n",
      cmd_volume_create},
     {"volume delete", "NAME", 1, 1, 0,
-     "Delete volume NAME and its data. Fails while a client has it open.\n", cmd_volume_delete},
+     "Delete volume NAME and its data. Fails while a client has it open. A cluster\n"
+     "volume is deleted through the cluster (every copy), whichever node is asked.\n",
+     cmd_volume_delete},
     {"volume list", "[--json]", 0, 0, OPT_JSON,
      "List the volumes: NAME, SIZE (exact, in the largest unit that divides it)\n"
      "and NAMESPACE (id and path on the server).\n"

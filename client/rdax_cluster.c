@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "cluster_delete.h"
 #include "cluster_meta.h"
 #include "errors.h"
 #include "etcd.h"
@@ -312,10 +313,51 @@ static int volume_create(const struct rdax_cluster_ctx *ctx, struct etcd_client 
 	bool won = t.succeeded;
 	etcd_txn_result_free(&t);
 	if (!won) {
-		say("volume create %s: a volume of that name exists", name);
+		char left[1024];
+		if (cluster_delete_left(e, cname(ctx), name, left, sizeof(left)) == 1 &&
+		    strstr(left, " is deleting"))
+			say("volume create %s: a volume of that name is still being deleted (%s); "
+			    "create it again once it is gone",
+			    name, left);
+		else
+			say("volume create %s: a volume of that name exists", name);
 		return EXIT_FAIL;
 	}
 	return wait_ready(ctx, e, name, ctx->timeout_ms ? ctx->timeout_ms : CREATE_WAIT_MS);
+}
+
+/* --- volume delete ------------------------------------------------------- */
+
+/*
+ * volume_delete -- the Delete txn, then wait (up to --timeout) until the
+ * volume's key is gone; if it is not, say what is left and fail: the delete
+ * goes on without this command
+ */
+static int volume_delete(const struct rdax_cluster_ctx *ctx, struct etcd_client *e, int argc,
+			 char **argv)
+{
+	if (argc != 2) {
+		say("volume delete: usage: rdax --cluster URL volume delete NAME");
+		return EXIT_USAGE;
+	}
+	const char *name = argv[1];
+	char why[1024];
+	int ret = cluster_delete_begin(e, cname(ctx), name, why, sizeof(why));
+	if (ret) {
+		say("volume delete %s: %s", name, why);
+		return EXIT_FAIL;
+	}
+	int ms = ctx->timeout_ms ? ctx->timeout_ms : CLUSTER_DELETE_WAIT_MS;
+	ret = cluster_delete_wait(e, cname(ctx), name, (unsigned)ms, why, sizeof(why));
+	if (ret == 0)
+		return 0;
+	if (ret == -ETIMEDOUT)
+		say("volume delete %s: not done after %d ms: %s (the delete goes on; 'volume "
+		    "delete' again waits for it)",
+		    name, ms, why);
+	else
+		say("volume delete %s: %s", name, why);
+	return EXIT_FAIL;
 }
 
 /* --- volume info --------------------------------------------------------- */
@@ -512,12 +554,13 @@ bool rdax_cluster_run(const struct rdax_cluster_ctx *ctx, int argc, char **argv,
 	bool vol = argc >= 2 && strcmp(argv[0], "volume") == 0;
 	bool create = vol && strcmp(argv[1], "create") == 0;
 	bool info = vol && strcmp(argv[1], "info") == 0;
+	bool del = vol && strcmp(argv[1], "delete") == 0;
 	if (argc >= 1 && strcmp(argv[0], "node") == 0 && !node_list_cmd) {
 		say("node: the subcommand is 'node list'");
 		*rc = EXIT_USAGE;
 		return true;
 	}
-	if (!node_list_cmd && !(ctx->etcd && (create || info)))
+	if (!node_list_cmd && !(ctx->etcd && (create || info || del)))
 		return false;
 	if (!ctx->etcd) {
 		say("node list: needs --cluster etcd://HOST:PORT (or RDAX_CLUSTER)");
@@ -534,6 +577,8 @@ bool rdax_cluster_run(const struct rdax_cluster_ctx *ctx, int argc, char **argv,
 				: (say("node list takes no arguments"), EXIT_USAGE);
 	else if (create)
 		*rc = volume_create(ctx, e, argc - 1, argv + 1);
+	else if (del)
+		*rc = volume_delete(ctx, e, argc - 1, argv + 1);
 	else
 		*rc = volume_info(ctx, e, argc - 1, argv + 1);
 	etcd_client_delete(&e);
@@ -548,6 +593,8 @@ void rdax_cluster_usage(FILE *f)
 		   "                                  place N replicas (distinct zones first)\n"
 		   "                                  and wait until every one exists\n"
 		   "  volume info NAME [--json]       size, primary, epoch, each replica's state\n"
+		   "  volume delete NAME              delete every copy; wait (--timeout) until\n"
+		   "                                  they are gone, else say what is left\n"
 		   "  any other command naming a volume goes to that volume's primary\n"
 		   "  (unless --server is given)\n");
 }

@@ -57,6 +57,7 @@ static const struct {
 	{ "client-no-verifier", &rdax_faults.client_no_verifier },
 	{ "powercut-keep-mapping", &rdax_faults.powercut_keep_mapping },
 	{ "nbd-forward-flush-early", &rdax_faults.nbd_forward_flush_early },
+	{ "delete-keep-copy", &rdax_faults.delete_keep_copy },
 };
 
 int faults_from_env(void)

@@ -150,6 +150,12 @@ struct rdax_faults {
 	 * flushed data missing after the copies lose power
 	 */
 	bool nbd_forward_flush_early;
+	/*
+	 * cluster delete: a member drops its member key but keeps its copy and
+	 * change record (the volume's keys go, the space stays taken); the delete
+	 * test's control must find the copies left on the nodes
+	 */
+	bool delete_keep_copy;
 };
 
 extern struct rdax_faults rdax_faults;

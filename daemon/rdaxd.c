@@ -496,6 +496,8 @@ static int daemon_start(struct daemon *d, const struct config *cfg)
 	    .server_version = RDAX_VERSION,
 	    .transports = rdaxd_transports,
 	    .ntransports = 1,
+	    .cluster_etcd = cfg->cluster,
+	    .cluster_name = cfg->cluster_name,
 	};
 	for (unsigned i = 0; i < cfg->nlistens; i++)
 		if (cfg->listens[i].kind == CONFIG_LISTEN_RDMA)

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "namespace.h"
 #include "persist.h"
+#include "cluster_delete.h"
 #include "cluster_gate.h"
 #include "cluster_txn.h"
 #include "completion.h"
@@ -61,6 +62,8 @@ struct primary {
 	char rs_url[CLUSTER_URL_MAX + 1], rs_alt[CLUSTER_URL_MAX + 1];
 	uint64_t rs_next_ms[CLUSTER_MAX_REPLICAS];
 	bool deposed;	   /* another node is the primary now: this one serves nothing of it */
+	bool closing;	   /* the volume is being deleted: its links are closed */
+	bool gone;	   /* the slot is free (the volume was deleted here): reused */
 	unsigned nmembers; /* the other ISR members when it took over (for the log) */
 	char status_last[CLUSTER_MAX_REPLICAS][256]; /* status/<node> as last put */
 };
@@ -115,6 +118,9 @@ struct cluster {
 		uint64_t due_ms;
 	} fo[CLUSTER_MAX_PENDING];
 	unsigned nfo;
+	/* volumes being deleted whose local part is not done (a handle holds the copy) */
+	char del[CLUSTER_MAX_PENDING][CLUSTER_NAME_MAX + 1];
+	unsigned ndel;
 };
 
 static uint64_t now_ms(void)
@@ -273,15 +279,23 @@ static void become_primary(struct cluster *c, const struct cluster_volume_rec *v
 
 /*
  * member_key_put -- put @json at the member key @key unless it holds that
- * already. Every node with a copy watches volumes/<name>/members/ and looks
+ * already, comparing the volume key @vkey's mod_revision with @rev (as read,
+ * not "deleting"): a member key never appears after the Delete txn, so the
+ * member that finds none left may delete the volume's keys
+ * (cluster_delete.h). A failed compare is -ESTALE: the change is a watch
+ * event, whose look tries again.
+ *
+ * Unless it holds that already: every node with a copy watches
+ * volumes/<name>/members/ and looks
  * at the volume again on each event there (on_watch), which ends here: an
  * unconditional put was a new revision, hence an event, for every node of
  * the volume, whose look put its own key again -- a loop that kept etcd
  * and every node's cluster thread busy as long as the volume existed (about
  * 30 puts a second per node, seen with strace on a 4-node cluster at rest).
- * Returns 0 or an etcd code.
+ * Returns 0, -ESTALE or an etcd code.
  */
-static int member_key_put(struct cluster *c, const char *key, const char *json)
+static int member_key_put(struct cluster *c, const char *key, const char *json, const char *vkey,
+			  int64_t rev)
 {
 	struct etcd_range_result r;
 	if (etcd_get(c->etcd, key, false, &r) == 0) {
@@ -291,7 +305,17 @@ static int member_key_put(struct cluster *c, const char *key, const char *json)
 		if (same)
 			return 0;
 	}
-	return etcd_put(c->etcd, key, json, strlen(json), 0, NULL);
+	struct etcd_cmp cmp = {
+	    .key = vkey, .target = ETCD_CMP_MOD, .result = ETCD_CMP_EQUAL, .number = rev};
+	struct etcd_op put = {
+	    .type = ETCD_OP_PUT, .key = key, .value = json, .value_len = strlen(json)};
+	struct etcd_txn_result t;
+	int ret = etcd_txn(c->etcd, &cmp, 1, &put, 1, NULL, 0, &t);
+	if (ret)
+		return ret;
+	ret = t.succeeded ? 0 : -ESTALE;
+	etcd_txn_result_free(&t);
+	return ret;
 }
 
 /*
@@ -299,7 +323,7 @@ static int member_key_put(struct cluster *c, const char *key, const char *json)
  * store zeroes a new volume) or check that the one there has the right size;
  * then put the member key. Returns 0, or a negative code (logged).
  */
-static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
+static int local_replica(struct cluster *c, const struct cluster_volume_rec *v, int64_t rev)
 {
 	struct volume_info info;
 	char why[256] = "";
@@ -338,14 +362,19 @@ static int local_replica(struct cluster *c, const struct cluster_volume_rec *v)
 	if (strcmp(v->primary, c->node) != 0)
 		node_addrs(c, v->primary, url, rdma, sizeof(url));
 	cluster_gate_set_primary(g, v->primary, url, rdma, v->epoch);
-	char key[CLUSTER_KEY_MAX], *json;
+	char key[CLUSTER_KEY_MAX], vkey[CLUSTER_KEY_MAX], *json;
 	struct cluster_member_rec m = {.ns_id = info.ns_id, .offset = info.ns_offset};
 	KEY(c, key, "volumes", v->name, "members", c->node);
+	KEY(c, vkey, "volumes", v->name);
 	if ((ret = cluster_member_encode(&m, &json)))
 		return ret;
-	ret = member_key_put(c, key, json);
+	ret = member_key_put(c, key, json, vkey, rev);
 	free(json);
-	if (ret)
+	if (ret == -ESTALE)
+		LOG_INFO("volume %s: its key changed before the member key was put: looked at "
+			 "again",
+			 v->name);
+	else if (ret)
 		LOG_WARN("volume %s: cannot write the member key: %s", v->name,
 			 etcd_client_last_error(c->etcd));
 	return ret;
@@ -424,6 +453,36 @@ static void link_urls(struct cluster *c, const char *name, char *url, char *alt,
 }
 
 /*
+ * prim_new -- a zeroed primary slot: a free one (its volume deleted) or the
+ * next; still free (gone) until prim_keep(), so an early return leaves it so
+ */
+static struct primary *prim_new(struct cluster *c)
+{
+	struct primary *p = NULL;
+	for (unsigned i = 0; i < c->nprim && !p; i++)
+		if (c->prim[i].gone)
+			p = &c->prim[i];
+	if (!p && c->nprim < REPL_REGISTRY_MAX)
+		p = &c->prim[c->nprim];
+	if (p) {
+		memset(p, 0, sizeof(*p));
+		p->c = c;
+		p->gone = true;
+		p->deposed = true; /* so the loops over the slots pass it by */
+	}
+	return p;
+}
+
+/* prim_keep -- slot @p (prim_new) is in use from now on */
+static void prim_keep(struct cluster *c, struct primary *p)
+{
+	p->gone = false;
+	p->deposed = false;
+	if (p == &c->prim[c->nprim])
+		c->nprim++;
+}
+
+/*
  * serve_as_primary -- a ready volume whose primary is this node: open the
  * local copy and start replicating it to the other ISR members; from then on
  * the protocol layer's writes and fsyncs go through it (repl_registry.h)
@@ -431,13 +490,11 @@ static void link_urls(struct cluster *c, const char *name, char *url, char *alt,
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v)
 {
 	for (unsigned i = 0; i < c->nprim; i++)
-		if (strcmp(c->prim[i].name, v->name) == 0)
+		if (!c->prim[i].gone && strcmp(c->prim[i].name, v->name) == 0)
 			return;
-	if (c->nprim >= REPL_REGISTRY_MAX)
+	struct primary *p = prim_new(c);
+	if (!p)
 		return;
-	struct primary *p = &c->prim[c->nprim];
-	memset(p, 0, sizeof(*p));
-	p->c = c;
 	snprintf(p->name, sizeof(p->name), "%s", v->name);
 	p->epoch = v->epoch;
 	p->g = cluster_gate_find(v->name);
@@ -464,7 +521,7 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 	if (n == 0) {
 		/* nothing to forward to: the volume is served as a local one (fsyncs may run
 		 * inline) */
-		c->nprim++; /* remembered, so later events do not look again */
+		prim_keep(c, p); /* remembered, so later events do not look again */
 		LOG_INFO("volume %s: primary with no other replica", v->name);
 		return;
 	}
@@ -477,11 +534,11 @@ static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec 
 			      .fence = true,
 			      .rec = &p->g->rec,
 			      .token_file = NULL,
-			      .home = link_home(c, c->nprim),
+			      .home = link_home(c, (unsigned)(p - c->prim)),
 			      .spin_cap_us = c->o.replica_busy_poll_us,
 			      .shrink = on_shrink,
 			      .arg = p};
-	c->nprim++; /* before the links start: on_shrink may run at once */
+	prim_keep(c, p); /* before the links start: on_shrink may run at once */
 	int ret = repl_start(&o, m, n, &p->rv);
 	if (ret == 0)
 		ret = repl_registry_put(p->g->v, p->rv);
@@ -506,6 +563,11 @@ static bool shrinks(struct cluster *c)
 	unsigned left = 0;
 	for (unsigned i = 0; i < n; i++) {
 		char why[256];
+		if (q[i].p->closing) {
+			/* being deleted: nothing is acknowledged any more, etcd is not asked */
+			repl_removed(q[i].p->rv, q[i].node, -ECANCELED);
+			continue;
+		}
 		int ret =
 		    cluster_isr_change(c->etcd, c->cluster_name, q[i].p->name, c->node,
 				       q[i].p->epoch, q[i].node, false, NULL, why, sizeof(why));
@@ -545,6 +607,10 @@ static bool grows(struct cluster *c)
 		struct grow *g = q;
 		q = q->next;
 		char why[256];
+		if (g->p->closing) {
+			completion_complete(&g->done, -ECANCELED); /* being deleted */
+			continue;
+		}
 		int ret = cluster_isr_change(c->etcd, c->cluster_name, g->p->name, c->node,
 					     g->p->epoch, g->node, true, NULL, why, sizeof(why));
 		bool definite = ret == 0 || ret == -ESTALE || ret == -ENOENT || ret == -EINVAL;
@@ -713,7 +779,7 @@ static void tend(struct cluster *c, struct primary *p)
 static struct primary *prim_of(struct cluster *c, const char *name)
 {
 	for (unsigned i = c->nprim; i-- > 0;)
-		if (strcmp(c->prim[i].name, name) == 0)
+		if (!c->prim[i].gone && strcmp(c->prim[i].name, name) == 0)
 			return &c->prim[i];
 	return NULL;
 }
@@ -792,16 +858,16 @@ static void serve_taken_over(struct cluster *c, struct primary *p)
 static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 {
 	struct gate_vol *g = cluster_gate_find(v->name);
-	if (!g || c->nprim >= REPL_REGISTRY_MAX)
+	if (!g || cluster_gate_retired(g))
 		return;
 	if (cluster_gate_raise_epoch(g, v->epoch)) {
 		LOG_ERROR("volume %s: this copy has seen an epoch past %" PRIu64 ": not serving",
 			  v->name, v->epoch);
 		return;
 	}
-	struct primary *p = &c->prim[c->nprim];
-	memset(p, 0, sizeof(*p));
-	p->c = c;
+	struct primary *p = prim_new(c);
+	if (!p)
+		return;
 	p->g = g;
 	p->epoch = v->epoch;
 	snprintf(p->name, sizeof(p->name), "%s", v->name);
@@ -817,7 +883,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 						 urls[n][0] ? urls[n] : "tcp://0.0.0.0:1", alts[n]};
 		n++;
 	}
-	c->nprim++;
+	prim_keep(c, p);
 	p->nmembers = n;
 	if (n) {
 		struct repl_opts o = {.volume = v->name,
@@ -829,7 +895,7 @@ static void take_over(struct cluster *c, const struct cluster_volume_rec *v)
 				      .fence = true,
 				      .untrusted = true,
 				      .rec = &g->rec,
-				      .home = link_home(c, c->nprim - 1),
+				      .home = link_home(c, (unsigned)(p - c->prim)),
 				      .spin_cap_us = c->o.replica_busy_poll_us,
 				      .shrink = on_shrink,
 				      .arg = p};
@@ -866,8 +932,8 @@ static void take_overs_finish(struct cluster *c)
 {
 	for (unsigned i = 0; i < c->nprim; i++) {
 		struct primary *p = &c->prim[i];
-		if (!p->to_serve || atomic_load(&p->rs_active))
-			continue;
+		if (p->gone || p->closing || !p->to_serve || atomic_load(&p->rs_active))
+			continue; /* one being deleted is joined by local_delete */
 		pthread_join(p->rs_thread, NULL);
 		p->rs_started = false;
 		p->to_serve = false;
@@ -908,6 +974,172 @@ static void failovers(struct cluster *c)
 	}
 }
 
+/* del_note -- volume @name's local part of a delete is to be tried again (@again) or done */
+static void del_note(struct cluster *c, const char *name, bool again)
+{
+	for (unsigned i = 0; i < c->ndel; i++)
+		if (strcmp(c->del[i], name) == 0) {
+			if (!again)
+				memcpy(c->del[i], c->del[--c->ndel], sizeof(c->del[i]));
+			return;
+		}
+	if (again && c->ndel < CLUSTER_MAX_PENDING)
+		snprintf(c->del[c->ndel++], CLUSTER_NAME_MAX + 1, "%.*s", CLUSTER_NAME_MAX, name);
+	/* no room: the next watch event of the volume (or a rescan) looks again */
+}
+
+/*
+ * prim_close -- volume @p is being deleted: no more acknowledgements (its
+ * shrinks are answered with an error), its links closed (the members' copies
+ * are held open by them no more), its resync or reconcile told to end
+ */
+static void prim_close(struct primary *p)
+{
+	if (p->closing)
+		return;
+	p->closing = true;
+	p->deposed = true;
+	if (p->rv) {
+		repl_close(p->rv);
+		repl_resync_cancel(p->rv);
+	}
+}
+
+/*
+ * prim_free -- @p's volume is deleted here (no request can hold its
+ * replication: each holds an opener of the copy): stop it, forget the
+ * shrinks queued for it, free the slot. -EAGAIN while its resync or
+ * reconcile thread has not ended (the next tick tries again).
+ */
+static int prim_free(struct cluster *c, struct primary *p)
+{
+	if (p->rs_started) {
+		if (atomic_load(&p->rs_active))
+			return -EAGAIN;
+		pthread_join(p->rs_thread, NULL);
+		p->rs_started = false;
+	}
+	repl_stop(&p->rv);
+	pthread_mutex_lock(&c->shrink_lock);
+	for (unsigned i = 0; i < c->nshrinks;)
+		if (c->shrinks[i].p == p)
+			c->shrinks[i] = c->shrinks[--c->nshrinks];
+		else
+			i++;
+	pthread_mutex_unlock(&c->shrink_lock);
+	p->g = NULL;
+	p->name[0] = '\0';
+	p->gone = true;
+	return 0;
+}
+
+/* is_copy -- is @name a cluster copy here: a gate entry, or a change record (after a restart) */
+static bool is_copy(struct cluster *c, const char *name, struct gate_vol *g)
+{
+	char rname[NS_VOLUME_NAME_MAX + 1];
+	struct volume_info info;
+	if (g)
+		return true; /* found: not dead */
+	return cluster_record_name(name, rname, sizeof(rname)) == 0 &&
+	       store_volume_info(c->o.store, rname, &info) == 0;
+}
+
+/*
+ * local_delete -- this node's part of deleting volume @name: stop serving
+ * and applying it, close its links, then delete the copy and its change
+ * record. Only a cluster copy is deleted (a local volume of that name that
+ * never was one stays). Returns 0 (done, or nothing here), -EBUSY (a handle
+ * -- a client's, an NBD export's, a link's from a primary -- still holds
+ * the copy: tried again every tick), -EAGAIN (a resync thread has not ended
+ * yet), another store code.
+ */
+static int local_delete(struct cluster *c, const char *name)
+{
+	struct gate_vol *g = cluster_gate_find(name);
+	if (g) {
+		cluster_gate_retire(g);
+		for (unsigned i = 0; i < c->nprim; i++)
+			if (!c->prim[i].gone && strcmp(c->prim[i].name, name) == 0)
+				prim_close(&c->prim[i]);
+		if (g->v)
+			repl_registry_remove(g->v); /* before release: keyed by the volume */
+	}
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (!c->prim[i].gone && strcmp(c->prim[i].name, name) == 0 &&
+		    c->prim[i].rs_started && atomic_load(&c->prim[i].rs_active))
+			return -EAGAIN; /* it reads the copy: it ends first */
+	if (!is_copy(c, name, g))
+		return 0;
+	if (rdax_faults.delete_keep_copy) {
+		LOG_WARN("volume %s: control delete-keep-copy: the local copy is kept", name);
+		return 0;
+	}
+	if (g)
+		cluster_gate_release(c->o.store, g);
+	int ret = store_volume_delete(c->o.store, name);
+	if (ret == -EBUSY)
+		return ret;
+	if (ret && ret != -ENOENT) {
+		LOG_ERROR("volume %s: cannot delete the local copy: %s", name, rdax_strerror(ret));
+		return ret;
+	}
+	for (unsigned i = 0; i < c->nprim; i++)
+		if (!c->prim[i].gone && strcmp(c->prim[i].name, name) == 0 &&
+		    (ret = prim_free(c, &c->prim[i])))
+			return ret;
+	char rname[NS_VOLUME_NAME_MAX + 1];
+	if (cluster_record_name(name, rname, sizeof(rname)) == 0) {
+		ret = store_volume_delete(c->o.store, rname);
+		if (ret && ret != -ENOENT) {
+			LOG_ERROR("volume %s: cannot delete its change record: %s", name,
+				  rdax_strerror(ret));
+			return ret;
+		}
+	}
+	if (g)
+		cluster_gate_bury(g);
+	c->refresh_now = true; /* the space is free: the node key says so */
+	LOG_INFO("volume %s: the local copy and its change record are deleted", name);
+	return 0;
+}
+
+/*
+ * member_delete -- volume @name is "deleting" (its key at @rev; 0: the key
+ * is gone, only the local part is left): the local part, then this node's
+ * member key, then -- if no member key is left -- the volume's keys
+ * (cluster_delete_finish). What cannot be done now is tried again (del_note).
+ */
+static void member_delete(struct cluster *c, const char *name, int64_t rev)
+{
+	int ret = local_delete(c, name);
+	if (ret) {
+		if (ret != -EBUSY && ret != -EAGAIN)
+			LOG_WARN("volume %s: the local copy stays for now: %s", name,
+				 rdax_strerror(ret));
+		del_note(c, name, true);
+		return;
+	}
+	if (rev == 0) {
+		del_note(c, name, false);
+		return;
+	}
+	char key[CLUSTER_KEY_MAX];
+	bool done = false;
+	KEY(c, key, "volumes", name, "members", c->node);
+	ret = etcd_delete(c->etcd, key, false, NULL);
+	if (ret == 0)
+		ret = cluster_delete_finish(c->etcd, c->cluster_name, name, rev, &done);
+	if (ret) {
+		LOG_WARN("volume %s: the delete waits for etcd: %s", name,
+			 etcd_client_last_error(c->etcd));
+		del_note(c, name, true);
+		return;
+	}
+	if (done)
+		LOG_INFO("volume %s: deleted (no copy left: its keys are removed)", name);
+	del_note(c, name, false);
+}
+
 /* look_at -- one volume key (@json at @rev): what this node must do for it */
 static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev)
 {
@@ -917,9 +1149,23 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 		LOG_WARN("a volume key is unusable (%s): left as it is", why);
 		return;
 	}
-	if (!cluster_name_in(v.replicas, v.nreplicas, c->node) || v.state == CLUSTER_VOL_DELETING)
+	bool member = cluster_name_in(v.replicas, v.nreplicas, c->node);
+	if (v.state == CLUSTER_VOL_DELETING) {
+		if (member || cluster_gate_find(v.name))
+			member_delete(c, v.name, rev);
 		return;
-	if (local_replica(c, &v))
+	}
+	if (!member)
+		return;
+	if (cluster_gate_retired(cluster_gate_find(v.name))) {
+		/* a copy of a volume of this name deleted before (its handles held it): first */
+		if (local_delete(c, v.name)) {
+			del_note(c, v.name, true);
+			return;
+		}
+		del_note(c, v.name, false);
+	}
+	if (local_replica(c, &v, rev))
 		return;
 	if (v.state == CLUSTER_VOL_CREATING && strcmp(v.primary, c->node) == 0)
 		become_primary(c, &v, rev);
@@ -927,6 +1173,15 @@ static void look_at(struct cluster *c, const char *json, size_t len, int64_t rev
 		serve_as_primary(c, &v);
 	else if (v.state == CLUSTER_VOL_READY)
 		another_primary(c, &v);
+}
+
+/* del_pending -- is @name's local delete still to be done */
+static bool del_pending(const struct cluster *c, const char *name)
+{
+	for (unsigned i = 0; i < c->ndel; i++)
+		if (strcmp(c->del[i], name) == 0)
+			return true;
+	return false;
 }
 
 /* look_at_name -- read volumes/<name> and look at it */
@@ -939,8 +1194,16 @@ static void look_at_name(struct cluster *c, const char *name)
 		c->rescan = true; /* etcd away: try every volume again later */
 		return;
 	}
-	if (r.count == 1)
+	if (r.count == 1) {
 		look_at(c, r.kvs[0].value, r.kvs[0].value_len, r.kvs[0].mod_revision);
+	} else {
+		/*
+		 * No key: a copy still served here is of a volume deleted without this
+		 * node (it made its copy while the others finished): it goes too
+		 */
+		if (cluster_gate_find(name) || del_pending(c, name))
+			member_delete(c, name, 0);
+	}
 	etcd_range_result_free(&r);
 }
 
@@ -1066,6 +1329,12 @@ static void *cluster_thread(void *arg)
 		if (now_ms() >= c->next_tick_ms) {
 			for (unsigned i = 0; i < c->nprim; i++)
 				tend(c, &c->prim[i]);
+			/* deletes a handle held up: look again (look_at_name re-reads the key) */
+			char del[CLUSTER_MAX_PENDING][CLUSTER_NAME_MAX + 1];
+			unsigned ndel = c->ndel;
+			memcpy(del, c->del, ndel * sizeof(del[0]));
+			for (unsigned i = 0; i < ndel && !atomic_load(&c->stop); i++)
+				look_at_name(c, del[i]);
 			c->next_tick_ms = now_ms() + CLUSTER_TICK_MS;
 		}
 		unsigned n = c->npending;

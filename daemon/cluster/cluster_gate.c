@@ -26,13 +26,59 @@ int cluster_record_name(const char *volume, char *out, size_t len)
 	return 0;
 }
 
-struct gate_vol *cluster_gate_find(const char *name)
+/*
+ * name_is -- does @g hold @name? Read under the entry's sequence count (a
+ * dead entry's name may be rewritten meanwhile: cluster_gate.h), byte by
+ * byte with atomic loads, and read again if the count moved.
+ */
+static bool name_is(struct gate_vol *g, const char *name)
+{
+	for (;;) {
+		uint32_t s = atomic_load_explicit(&g->seq, memory_order_acquire);
+		if (s & 1)
+			return false; /* a dead entry getting another name: neither is served */
+		bool eq = true;
+		for (size_t i = 0; i <= CLUSTER_NAME_MAX; i++) {
+			char ch = __atomic_load_n(&g->name[i], __ATOMIC_RELAXED);
+			if (ch != name[i]) {
+				eq = false;
+				break;
+			}
+			if (ch == '\0')
+				break;
+		}
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&g->seq, memory_order_relaxed) == s)
+			return eq;
+	}
+}
+
+/* find_entry -- @name's entry; a dead one only if @dead_too (the cluster thread's reuse) */
+static struct gate_vol *find_entry(const char *name, bool dead_too)
 {
 	unsigned n = __atomic_load_n(&count, __ATOMIC_ACQUIRE);
 	for (unsigned i = 0; i < n; i++)
-		if (strcmp(entries[i]->name, name) == 0)
+		if (name_is(entries[i], name) &&
+		    (dead_too || !atomic_load_explicit(&entries[i]->dead, memory_order_acquire)))
 			return entries[i];
 	return NULL;
+}
+
+struct gate_vol *cluster_gate_find(const char *name)
+{
+	return find_entry(name, false);
+}
+
+/* name_set -- rewrite dead entry @g's name (cluster thread), odd count around it */
+static void name_set(struct gate_vol *g, const char *name)
+{
+	uint32_t s = atomic_load_explicit(&g->seq, memory_order_relaxed);
+	atomic_store_explicit(&g->seq, s + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	size_t n = strlen(name);
+	for (size_t i = 0; i <= CLUSTER_NAME_MAX; i++)
+		__atomic_store_n(&g->name[i], i < n ? name[i] : '\0', __ATOMIC_RELAXED);
+	atomic_store_explicit(&g->seq, s + 2, memory_order_release);
 }
 
 void cluster_gate_enable(void)
@@ -97,25 +143,60 @@ static int record_attach(struct store *store, struct gate_vol *g, uint64_t epoch
 	return 0;
 }
 
+/*
+ * slot_for -- the entry @vol gets: its own dead one (a re-create), a new
+ * one while there is room, else any dead one (renamed, cluster_gate.h).
+ * *fresh: a new allocation (not yet counted). NULL: -ENOSPC or -ENOMEM in *ret.
+ */
+static struct gate_vol *slot_for(const char *vol, bool *fresh, int *ret)
+{
+	struct gate_vol *g = find_entry(vol, true);
+	*fresh = false;
+	if (g)
+		return g; /* dead: the caller checked that no live or retired one has the name */
+	if (count < CLUSTER_GATE_MAX) {
+		g = calloc(1, sizeof(*g));
+		if (!g) {
+			*ret = -ENOMEM;
+			return NULL;
+		}
+		snprintf(g->name, sizeof(g->name), "%s", vol);
+		pthread_mutex_init(&g->lock, NULL);
+		*fresh = true;
+		return g;
+	}
+	for (unsigned i = 0; i < count; i++)
+		if (atomic_load(&entries[i]->dead)) {
+			name_set(entries[i], vol);
+			return entries[i];
+		}
+	*ret = -ENOSPC;
+	return NULL;
+}
+
 int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char *err,
 		      size_t errlen, struct gate_vol **out)
 {
 	struct gate_vol *g = cluster_gate_find(vol);
-	if (g) {
+	if (g && !cluster_gate_retired(g)) {
 		*out = g;
 		return -EEXIST;
 	}
-	if (count >= CLUSTER_GATE_MAX) {
-		rdax_seterr(err, errlen, "more than %d cluster volumes on this node",
-			    CLUSTER_GATE_MAX);
-		return -ENOSPC;
+	if (g) {
+		rdax_seterr(err, errlen, "the volume's previous copy is still being deleted");
+		return -EBUSY;
 	}
-	g = calloc(1, sizeof(*g));
-	if (!g)
-		return -ENOMEM;
-	snprintf(g->name, sizeof(g->name), "%s", vol);
-	pthread_mutex_init(&g->lock, NULL);
-	int ret = store_volume_open(store, vol, &g->v);
+	bool fresh;
+	int ret = 0;
+	g = slot_for(vol, &fresh, &ret);
+	if (!g) {
+		if (ret == -ENOSPC)
+			rdax_seterr(err, errlen, "more than %d cluster volumes on this node",
+				    CLUSTER_GATE_MAX);
+		return ret;
+	}
+	/* a reused entry is retired (so refused) until the end, where it is live again */
+	ret = store_volume_open(store, vol, &g->v);
 	if (ret) {
 		rdax_seterr(err, errlen, "cannot open the local copy: %s", rdax_strerror(ret));
 		goto err_free;
@@ -123,20 +204,35 @@ int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char
 	ret = record_attach(store, g, epoch, err, errlen);
 	if (ret)
 		goto err_close;
+	pthread_mutex_lock(&g->lock);
 	atomic_store(&g->serving, 0);
+	atomic_store(&g->until_ms, 0);
 	atomic_store(&g->epoch, change_record_epoch(&g->rec));
 	g->key_epoch = epoch;
-	entries[count] = g;
-	/* the entry is complete before it is counted */
-	__atomic_store_n(&count, count + 1, __ATOMIC_RELEASE);
+	g->primary[0] = g->primary_url[0] = g->primary_rdma[0] = '\0';
+	g->windows = NULL; /* retire revoked and unlinked every one */
+	g->released = false;
+	atomic_store(&g->dead, false); /* still retired: found, and refused, until the end */
+	pthread_mutex_unlock(&g->lock);
+	if (fresh) {
+		entries[count] = g;
+		/* the entry is complete before it is counted */
+		__atomic_store_n(&count, count + 1, __ATOMIC_RELEASE);
+	} else {
+		/* complete before the checks stop refusing it */
+		atomic_store_explicit(&g->retired, false, memory_order_release);
+		LOG_INFO("volume %s: a gate entry reused", vol);
+	}
 	*out = g;
 	return 0;
 
 err_close:
 	store_volume_close(store, &g->v);
 err_free:
-	pthread_mutex_destroy(&g->lock);
-	free(g);
+	if (fresh) {
+		pthread_mutex_destroy(&g->lock);
+		free(g);
+	}
 	return ret;
 }
 
@@ -195,7 +291,9 @@ int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w)
 	int ret = 0;
 	pthread_mutex_lock(&g->lock);
 	uint64_t seen = atomic_load(&g->epoch);
-	if (w->client) {
+	if (atomic_load(&g->retired)) {
+		ret = w->client ? -RDAX_E_NOT_PRIMARY : -RDAX_E_STALE_EPOCH; /* being deleted */
+	} else if (w->client) {
 		/* the epoch it is served at; deposed between the open's check and now: none */
 		w->epoch = atomic_load(&g->serving);
 		if ((w->epoch == 0 || w->epoch < seen) && !rdax_faults.replica_no_fence &&
@@ -277,8 +375,14 @@ int cluster_gate_client(struct gate_vol *g, char *url, size_t urllen, uint64_t *
 int cluster_gate_client_over(struct gate_vol *g, bool rdma, char *url, size_t urllen,
 			     uint64_t *epoch)
 {
-	if (cluster_gate_check(g, 0) == 0)
+	int ret = cluster_gate_check(g, 0);
+	if (ret == 0)
 		return 0;
+	if (ret == -ENOENT) {
+		url[0] = '\0';
+		*epoch = atomic_load(&g->epoch);
+		return ret; /* being deleted: no primary to follow */
+	}
 	pthread_mutex_lock(&g->lock);
 	snprintf(url, urllen, "%s", rdma && g->primary_rdma[0] ? g->primary_rdma : g->primary_url);
 	*epoch = g->key_epoch > atomic_load(&g->epoch) ? g->key_epoch : atomic_load(&g->epoch);
@@ -292,7 +396,10 @@ int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *pr
 	int ret = 0;
 	pthread_mutex_lock(&g->lock);
 	uint64_t have = atomic_load(&g->epoch);
-	if (rdax_faults.replica_no_fence) {
+	if (atomic_load(&g->retired)) {
+		rdax_seterr(msg, msglen, "volume \"%s\" is being deleted", g->name);
+		ret = -ENOENT;
+	} else if (rdax_faults.replica_no_fence) {
 		/* control: the fence is off; the open is taken as it comes (must be caught) */
 		ret = epoch > have ? __raise(g, epoch) : 0;
 	} else if (epoch < have) {
@@ -344,6 +451,41 @@ int cluster_gate_replica_open(struct gate_vol *g, uint64_t epoch, const char *pr
 	if (ret)
 		LOG_WARN("replica open refused: %s", msg);
 	return ret;
+}
+
+void cluster_gate_retire(struct gate_vol *g)
+{
+	pthread_mutex_lock(&g->lock);
+	bool was = atomic_exchange(&g->retired, true);
+	atomic_store_explicit(&g->serving, 0, memory_order_release);
+	/* every window goes: a link's or a client's write must not land in a copy being deleted */
+	while (g->windows) {
+		struct gate_window *w = g->windows;
+		g->windows = w->next;
+		w->next = NULL;
+		w->revoked = true;
+		w->revoke(w);
+	}
+	pthread_mutex_unlock(&g->lock);
+	if (!was)
+		LOG_INFO("volume %s: being deleted: served and applied no more", g->name);
+}
+
+void cluster_gate_release(struct store *store, struct gate_vol *g)
+{
+	if (g->released)
+		return;
+	store_volume_close(store, &g->recv);
+	store_volume_close(store, &g->v);
+	/* g->rec stays as it is: a request in flight may still mark it (its mapping lives
+	 * until the record volume is deleted, after the copy, so after every request) */
+	g->released = true;
+}
+
+void cluster_gate_bury(struct gate_vol *g)
+{
+	/* the name is free from now on: a local volume of that name is not a cluster copy */
+	atomic_store_explicit(&g->dead, true, memory_order_release);
 }
 
 void cluster_gate_close_all(struct store *store)

@@ -34,15 +34,44 @@
  * name with the record suffix on a cluster node, and the protocol layer
  * refuses clients those names.
  *
+ * Deleting (docs/cluster.md, "Delete"). An entry's life:
+ *
+ *   live ---retire---> retired ---release---> released ---bury---> dead
+ *     ^                                                              |
+ *     +----------- cluster_gate_open() of a name, reusing it --------+
+ *
+ *   retired   every check refuses (-ENOENT: "being deleted"), opens too,
+ *             and every RDMA window over the copy is revoked; the entry
+ *             stays findable, so the copy is never served as an ordinary
+ *             volume meanwhile
+ *   released  the gate's own openers of the copy and its record are closed
+ *             (g->v and g->recv are NULL): the copy can be deleted once no
+ *             handle holds it
+ *   dead      the copy and its record are deleted; cluster_gate_find() no
+ *             longer finds it (the name is free, e.g. for a local volume)
+ *
+ * Entries are never freed while the daemon runs, so a pointer a reader got
+ * from cluster_gate_find() stays a valid gate_vol. Who keeps one for longer
+ * (a session's handle, an NBD export, an RDMA window) holds an opener of
+ * the copy too, so its entry cannot die under it: the copy is deleted only
+ * when its last opener closed. Only a dead entry is reused: for the same
+ * name first (a re-create), for another name only when all
+ * CLUSTER_GATE_MAX slots are taken -- then its name is rewritten under a
+ * sequence count (odd while it changes) that cluster_gate_find() reads
+ * around its compare, so a lock-free look-up never matches a torn name. So
+ * create/delete cycles use at most CLUSTER_GATE_MAX entries, whatever the
+ * names.
+ *
  * Thread safety: cluster_gate_find(), _client(), _check(), _reserved() from
- * any thread, lock-free (entries are published once and never freed while
- * the daemon runs). _replica_open() and _raise_epoch() from any thread (one
- * lock per entry around the record's writes). _add() and _set_*() from the
- * cluster thread only.
+ * any thread, lock-free (entries are never freed while the daemon runs,
+ * above). _replica_open() and _raise_epoch() from any thread (one lock per
+ * entry around the record's writes). _open(), _retire(), _release(),
+ * _bury() and _set_*() from the cluster thread only.
  */
 #ifndef RDAXD_CLUSTER_GATE_H
 #define RDAXD_CLUSTER_GATE_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -88,9 +117,13 @@ struct gate_window {
 };
 
 struct gate_vol {
-	char name[CLUSTER_NAME_MAX + 1];
-	struct volume *v;    /* the local copy, open for as long as the daemon runs */
-	struct volume *recv; /* the record's companion volume */
+	char name[CLUSTER_NAME_MAX + 1]; /* rewritten only when dead, under seq (above) */
+	_Atomic uint32_t seq;		 /* odd while the name is rewritten */
+	_Atomic bool retired;		 /* being deleted: every check refuses */
+	bool released;			 /* cluster thread: v and recv closed (NULL) */
+	_Atomic bool dead;		 /* the copy and its record are gone: not found */
+	struct volume *v;		 /* the local copy, open until the entry is released */
+	struct volume *recv;		 /* the record's companion volume */
 	struct change_record rec;
 	_Atomic uint64_t serving;  /* the epoch this node is primary at, 0: a replica */
 	_Atomic uint64_t until_ms; /* serving ends then (the lease bound, coarse clock); 0: none */
@@ -109,15 +142,21 @@ int cluster_record_name(const char *volume, char *out, size_t len);
 /*
  * cluster_gate_open -- open (creating it if absent) the local copy @vol's
  * companion record in @store and publish a gate entry for @vol, role
- * replica (not serving), epoch the record's (a new record gets @epoch). Returns 0 and
- * *out; -EEXIST if the entry exists already (*out is it); -ENOSPC (no room
- * for the record, or CLUSTER_GATE_MAX entries); the store's error.
- * Context: cluster thread.
+ * replica (not serving), epoch the record's (a new record gets @epoch); a
+ * dead entry is reused (above). Returns 0 and *out; -EEXIST if a live entry
+ * exists already (*out is it); -EBUSY (@vol's entry is retired, its copy not
+ * deleted yet); -ENOSPC (no room for the record, or CLUSTER_GATE_MAX
+ * entries none of which is dead); the store's error. Context: cluster thread.
  */
 int cluster_gate_open(struct store *store, const char *vol, uint64_t epoch, char *err,
 		      size_t errlen, struct gate_vol **out);
 
-/* cluster_gate_find -- @name's entry, or NULL (not a cluster volume of this node) */
+/*
+ * cluster_gate_find -- @name's entry, or NULL (not a cluster volume of this
+ * node). A retired entry is found too (a dead one is not): callers check it
+ * (the checks below refuse it), so a copy being deleted is never taken for an
+ * ordinary local volume.
+ */
 struct gate_vol *cluster_gate_find(const char *name);
 
 /* cluster_gate_enable -- this node is a cluster node (cluster_start, before any client) */
@@ -196,7 +235,8 @@ void cluster_gate_lease(struct gate_vol *g, uint64_t until_ms);
 
 /*
  * cluster_gate_check -- a request on a handle of @g opened at @handle_epoch
- * (0: an ordinary client's). 0, -RDAX_E_STALE_EPOCH (a newer epoch was seen
+ * (0: an ordinary client's). 0, -ENOENT (the volume is being deleted: any
+ * handle), -RDAX_E_STALE_EPOCH (a newer epoch was seen
  * since the link opened), -RDAX_E_NOT_PRIMARY (a client's, and this node is
  * not primary, or was deposed: a newer epoch than the one it serves was
  * seen, or its lease bound passed). @g NULL: 0 (not a cluster volume).
@@ -205,6 +245,8 @@ static inline int cluster_gate_check(const struct gate_vol *g, uint64_t handle_e
 {
 	if (!g)
 		return 0;
+	if (atomic_load_explicit(&g->retired, memory_order_acquire))
+		return -ENOENT; /* being deleted: nothing is served or applied any more */
 	uint64_t seen = atomic_load_explicit(&g->epoch, memory_order_acquire);
 	if (handle_epoch) /* the control replica-no-fence lets every epoch through */
 		return handle_epoch >= seen || rdax_faults.replica_no_fence ? 0
@@ -234,6 +276,33 @@ int cluster_gate_window_add(struct gate_vol *g, struct gate_window *w);
  * again), false if the caller revokes it now. Context: the connection's worker.
  */
 bool cluster_gate_window_remove(struct gate_vol *g, struct gate_window *w);
+
+/*
+ * cluster_gate_retire -- the volume is being deleted: from now on every
+ * check, open and window refuses @g, and every window over the copy is
+ * revoked before it returns; this node serves it no more. Idempotent.
+ * Context: cluster thread.
+ */
+void cluster_gate_retire(struct gate_vol *g);
+
+/* cluster_gate_retired -- has @g been retired (any thread) */
+static inline bool cluster_gate_retired(const struct gate_vol *g)
+{
+	return g && atomic_load_explicit(&g->retired, memory_order_acquire);
+}
+
+/*
+ * cluster_gate_release -- close the entry's own openers of the copy and its
+ * record (a retired entry's: the copy can then be deleted once no handle
+ * holds it). Idempotent. Context: cluster thread.
+ */
+void cluster_gate_release(struct store *store, struct gate_vol *g);
+
+/*
+ * cluster_gate_bury -- a released entry's copy and record are deleted: the
+ * entry may be reused (above). Context: cluster thread.
+ */
+void cluster_gate_bury(struct gate_vol *g);
 
 /* cluster_gate_close_all -- close every entry's volumes (after the workers stopped) */
 void cluster_gate_close_all(struct store *store);

@@ -51,6 +51,9 @@ int cluster_isr_change(struct etcd_client *e, const char *cluster, const char *v
 						 sizeof(why))) {
 			rdax_seterr(err, errlen, "volume %s: unusable key: %s", volume, why);
 			ret = -EINVAL;
+		} else if (v.state == CLUSTER_VOL_DELETING) {
+			rdax_seterr(err, errlen, "volume %s is being deleted", volume);
+			ret = -ESTALE;
 		} else if (strcmp(v.primary, primary) != 0 || v.epoch != epoch || rl.count != 1 ||
 			   !leader_is(&rl.kvs[0], primary)) {
 			rdax_seterr(err, errlen,

@@ -11,8 +11,14 @@
  * replication (whose members it can no longer remove: they would wait for
  * ever, and the new primary's resync of this node with them).
  *
- * Thread safety: repl_registry_get() and repl_registry_each() from any thread, lock-free (one load
- * per entry); repl_registry_put() from the cluster thread only.
+ * A deleted volume's entry is removed (repl_registry_remove) and its slot is
+ * used again by a later put, so create/delete cycles need no more than
+ * REPL_REGISTRY_MAX slots.
+ *
+ * Thread safety: repl_registry_get() from any thread, lock-free (a few loads
+ * per entry); repl_registry_each() from any thread (it holds a lock that
+ * _remove() takes, so the replication it passes is not stopped under it);
+ * repl_registry_put(), _retire() and _remove() from the cluster thread only.
  */
 #ifndef RDAXD_REPL_REGISTRY_H
 #define RDAXD_REPL_REGISTRY_H
@@ -36,9 +42,19 @@ int repl_registry_put(const struct volume *v, struct repl_volume *rv);
 void repl_registry_retire(const struct volume *v);
 
 /*
+ * repl_registry_remove -- @v is deleted (or about to be): lookups find
+ * nothing from now on and the slot may be reused. The caller stops the
+ * replication once no request can hold it any more (the copy is deleted:
+ * every request holds an opener of it), and once this returned no
+ * repl_registry_each() walker holds it either. Context: cluster thread.
+ */
+void repl_registry_remove(const struct volume *v);
+
+/*
  * repl_registry_each -- @fn(@arg, volume name, its replication) for every
- * entry (the metrics endpoint's view of the replicas). Context: any thread,
- * while the registry is not cleared (rdaxd stops its readers first).
+ * entry (the metrics endpoint's view of the replicas), under the walkers'
+ * lock (@fn must not call back in here). Context: any thread, while the
+ * registry is not cleared (rdaxd stops its readers first).
  */
 void repl_registry_each(void (*fn)(void *arg, const char *volume, struct repl_volume *rv),
 			void *arg);

@@ -801,6 +801,15 @@ void repl_resync_cancel(struct repl_volume *rv)
 	pthread_mutex_unlock(&rv->lock);
 }
 
+void repl_close(struct repl_volume *rv)
+{
+	pthread_mutex_lock(&rv->lock);
+	for (unsigned i = 0; i < rv->n; i++)
+		if (rv->m[i].link)
+			rlink_abort(rv->m[i].link, -ECANCELED);
+	pthread_mutex_unlock(&rv->lock);
+}
+
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max)
 {
 	unsigned n = 0;

@@ -188,6 +188,15 @@ int repl_resync(struct repl_volume *rv, const char *node, const char *url, const
  */
 void repl_resync_cancel(struct repl_volume *rv);
 
+/*
+ * repl_close -- the volume is being deleted: every link fails (its
+ * connection reset, so the member's copy is held open by it no more), and
+ * each member takes the ordinary way out (o->shrink; the owner answers with
+ * an error, so nothing is acknowledged from then on). The object stays for
+ * callers that still hold it, until repl_stop(). Any thread.
+ */
+void repl_close(struct repl_volume *rv);
+
 /* repl_members -- up to @max members' states; returns the count */
 unsigned repl_members(struct repl_volume *rv, struct repl_member_info *out, unsigned max);
 

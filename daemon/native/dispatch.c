@@ -26,6 +26,7 @@
 #include "powercut.h"
 #include "vol_ack.h"
 #include "vol_op.h"
+#include "cluster_delete.h"
 #include "cluster_gate.h"
 #include "verifier.h"
 #include "repl_registry.h"
@@ -598,10 +599,48 @@ static void run_create(struct vol_op *op)
 	/* logged once, by the engine (namespace.c); a refusal's reason is in the store's message */
 }
 
-/* run_delete -- remove a volume that nobody has open */
+/*
+ * run_cluster_delete -- on a cluster node, the volume @j names if etcd has
+ * it: the Delete txn and a bounded wait for its end (cluster_delete.h),
+ * never a copy dropped alone. Returns true if it was the cluster's (the
+ * job's code and message are set), false for a volume etcd does not know
+ * (a local one, deleted as on any node). Blocks on etcd: a pool thread.
+ */
+static bool run_cluster_delete(struct job *j)
+{
+	const struct dispatch_env *env = j->env;
+	struct etcd_client *e;
+	char why[512];
+	struct gate_vol *g = cluster_gate_find(j->name);
+	int ret = etcd_client_new(env->cluster_etcd, NULL, &e, why, sizeof(why));
+	if (ret == 0) {
+		ret = cluster_delete_begin(e, env->cluster_name, j->name, why, sizeof(why));
+		if (ret == -ENOENT && !(g && !cluster_gate_retired(g))) {
+			etcd_client_delete(&e);
+			return false; /* not the cluster's: a local volume (or none) */
+		}
+		if (ret == 0)
+			ret = cluster_delete_wait(e, env->cluster_name, j->name,
+						  CLUSTER_DELETE_WAIT_MS, why, sizeof(why));
+		etcd_client_delete(&e);
+	}
+	j->pub.op.code = ret;
+	if (ret == -ETIMEDOUT)
+		fmt_msg(j->msg, "%s (the delete goes on; volume info or delete again shows it)",
+			why);
+	else if (ret)
+		fmt_msg(j->msg, "delete cluster volume \"%s\": %s", j->name, why);
+	else
+		LOG_INFO("volume %s: deleted from the cluster", j->name);
+	return true;
+}
+
+/* run_delete -- remove a volume that nobody has open (a cluster volume: its Delete txn) */
 static void run_delete(struct vol_op *op)
 {
 	struct job *j = job_of_op(op);
+	if (j->env->cluster_etcd && run_cluster_delete(j))
+		return;
 	j->pub.op.code = store_volume_delete(j->env->store, j->name);
 	if (j->pub.op.code == -EBUSY)
 		fmt_msg(j->msg, "volume \"%s\" is open; close it on every connection first",
@@ -917,7 +956,11 @@ static int check_handle(struct session *s, uint32_t handle, struct volume **v, c
 		return 0;
 	struct gate_vol *g = (struct gate_vol *)slot->gate;
 	rf->epoch = atomic_load(&g->epoch);
-	if (ret == -RDAX_E_STALE_EPOCH) {
+	if (ret == -ENOENT) {
+		/* the handle holds the copy until it is closed: the copy goes after that */
+		fmt_msg(m, "volume \"%s\" is being deleted from the cluster: close handle %" PRIu32,
+			g->name, handle);
+	} else if (ret == -RDAX_E_STALE_EPOCH) {
 		fmt_msg(m,
 			"volume \"%s\": this replica has seen epoch %" PRIu64
 			", the link's is %" PRIu64 " (a deposed primary?)",
@@ -1136,14 +1179,13 @@ static int validate_request(const struct dispatch_env *env, struct session *s,
 		ret = check_name(req.del->name, m);
 		if (ret == 0)
 			ret = check_rights(env, s, req.del->name, ACL_CREATE, m);
-		if (ret == 0 &&
-		    (cluster_gate_reserved(req.del->name) || cluster_gate_find(req.del->name))) {
+		if (ret == 0 && cluster_gate_reserved(req.del->name)) {
 			fmt_msg(m,
-				"volume \"%s\" is a cluster volume: deleting replicated volumes "
-				"is not built yet (docs/cluster.md); its copies are kept",
+				"the name \"%s\" is reserved for a cluster volume's change record",
 				req.del->name);
 			ret = -RDAX_E_ACCESS;
 		}
+		/* a cluster volume: run_delete goes through the cluster (run_cluster_delete) */
 		return ret;
 	case FRAME_VOLUME_INFO:
 		ret = check_name(req.info->name, m);
@@ -1838,7 +1880,9 @@ static int open_gate(const struct session *s, struct job *j, struct dispatch_out
 			*epoch = j->replica_epoch;
 	} else {
 		ret = cluster_gate_client_over(g, s->access.rdma, url, sizeof(url), epoch);
-		if (ret)
+		if (ret == -ENOENT)
+			fmt_msg(m, "volume \"%s\" is being deleted from the cluster", j->name);
+		else if (ret)
 			fmt_msg(
 			    m, "volume \"%s\": this node is not its primary (the primary is at %s)",
 			    j->name, url[0] ? url : "an unknown address");

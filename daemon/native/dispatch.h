@@ -107,6 +107,9 @@ struct dispatch_env {
 	const char *server_version;
 	const char *const *transports; /* reported in HELLO */
 	unsigned ntransports;
+	/* --cluster: a VOLUME_DELETE of a cluster volume runs its Delete txn (cluster_delete.h) */
+	const char *cluster_etcd; /* NULL: not a cluster node */
+	const char *cluster_name;
 	const struct dispatch_hooks *hooks; /* NULL: none (TCP) */
 	void *hook_arg;			    /* per connection: the transport's own env copy */
 };

@@ -201,7 +201,11 @@ static void req_handle(struct nbd_conn *c, const struct nbd_request *r)
 	};
 	const char *why;
 	uint32_t err = nbd_request_validate(r, &lim, &why);
-	if (err == 0 && c->gate && cluster_gate_check(c->gate, 0)) {
+	int gate = err == 0 && c->gate ? cluster_gate_check(c->gate, 0) : 0;
+	if (gate == -ENOENT) {
+		why = "the volume is being deleted from the cluster";
+		err = NBD_EIO;
+	} else if (gate) {
 		/* deposed (or past its lease) since the export began: its copy may be stale */
 		why = "this node is no longer the volume's primary: connect again (any node "
 		      "forwards to the new one)";

@@ -19,7 +19,9 @@
  *   - a node that cannot reach etcd says so and exits non-zero;
  *   - kill -9 of a node: it is "down" in node list and volume info once its
  *     lease ran out; restarted, it is up again and its replica is still there;
- *   - a command with --cluster and no --server reaches the volume's primary.
+ *   - a command with --cluster and no --server reaches the volume's primary;
+ *   - volume delete sent to the node without a copy (--server) deletes every
+ *     copy and record through the cluster (test_cluster_delete.c has more).
  *
  *   test_cluster_volumes [--seed N]   (the seed only picks which node is killed)
  */
@@ -382,14 +384,36 @@ static void test_primary_routing(void **state)
 	assert_int_equal(rdax_cl(&r, "read", "nosuch", "0", "1", NULL), 1);
 	assert_non_null(strstr(r.err, "no volume nosuch"));
 	hx_run_free(&r);
-	/* deleting a cluster volume is not built: refused, saying so, and its data kept */
-	assert_int_not_equal(rdax_cl(&r, "volume", "delete", "rv1", NULL), 0);
-	printf("  volume delete rv1: %s", r.err);
-	assert_non_null(strstr(r.err, "not built yet"));
+}
+
+static void test_delete_any_node(void **state)
+{
+	(void)state;
+	/*
+	 * --server of the node that holds no copy of rv1: it runs the Delete txn
+	 * (never a local delete) and answers once every copy is gone
+	 */
+	unsigned outside = NODES;
+	for (unsigned i = 0; i < NODES; i++)
+		if (!has_volume(i, "rv1"))
+			outside = i;
+	assert_true(outside < NODES);
+	struct hx_run r;
+	assert_int_equal(
+	    nx_node_cli(&cl.node[outside], 20, NULL, 0, &r, "volume", "delete", "rv1", NULL), 0);
+	if (r.status)
+		fail_msg("volume delete rv1 via n%u: exit %d: %s", outside + 1, r.status, r.err);
 	hx_run_free(&r);
-	assert_int_equal(rdax_cl(&r, "read", "rv1", "0", len, NULL), 0);
-	assert_int_equal(r.out_len, sizeof(data));
-	assert_memory_equal(r.out, data, sizeof(data));
+	printf("  volume delete rv1 via n%u (no copy there): done\n", outside + 1);
+	assert_int_equal(rdax_cl(&r, "volume", "info", "rv1", NULL), 1);
+	hx_run_free(&r);
+	for (unsigned i = 0; i < NODES; i++) {
+		assert_false(has_volume(i, "rv1"));
+		assert_false(has_volume(i, "rv1.rrec"));
+	}
+	/* a volume the cluster does not have: the same clear message as before */
+	assert_int_equal(rdax_cl(&r, "volume", "delete", "nosuch", NULL), 1);
+	assert_non_null(strstr(r.err, "no volume nosuch"));
 	hx_run_free(&r);
 }
 
@@ -400,7 +424,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_node_list),	     cmocka_unit_test(test_create_and_info),
 	    cmocka_unit_test(test_replicated_write), cmocka_unit_test(test_placement_errors),
 	    cmocka_unit_test(test_no_etcd),	     cmocka_unit_test(test_down_and_back),
-	    cmocka_unit_test(test_primary_routing),
+	    cmocka_unit_test(test_primary_routing),  cmocka_unit_test(test_delete_any_node),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

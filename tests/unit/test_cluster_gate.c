@@ -19,6 +19,14 @@
  *
  * Also: a refusal names the primary's rdma:// address to a client over
  * RDMA, the tcp:// one otherwise or when the primary advertises no rdma://.
+ *
+ * Deleting (cluster_gate.h, "Deleting"): a retired entry refuses every
+ * check, open and window and revokes every window it had; entries of deleted
+ * copies are reused -- for the same name (the same entry), and for other
+ * names once CLUSTER_GATE_MAX are taken -- so more create/delete cycles than
+ * CLUSTER_GATE_MAX never run out, and a retired copy not yet deleted keeps
+ * its name from a new open (-EBUSY). The replication registry's slots are
+ * reused the same way (repl_registry.h).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -37,6 +45,9 @@
 #include "errors.h"
 #include "faults.h"
 #include "persist.h"
+#include "repl_registry.h"
+#include "store.h"
+#include "tmpdir.h"
 
 #define VOL_SIZE (8ULL << 20)
 
@@ -206,6 +217,130 @@ static void refusal__names_the_address_of_the_clients_transport(void **state)
 	assert_int_equal(cluster_gate_client_over(&g, true, url, sizeof(url), &epoch), 0);
 }
 
+/* a retired entry refuses every handle, open and window, and every window it had is revoked */
+static void retire__refuses_everything_and_revokes_every_window(void **state)
+{
+	(void)state;
+	assert_int_equal(cluster_gate_serve(&g, 1), 0);
+	struct counted link = link_window(1), client = client_window();
+	assert_int_equal(cluster_gate_window_add(&g, &link.gw), 0);
+	assert_int_equal(cluster_gate_window_add(&g, &client.gw), 0);
+	assert_int_equal(cluster_gate_check(&g, 0), 0);
+	cluster_gate_retire(&g);
+	assert_true(cluster_gate_retired(&g));
+	assert_int_equal(link.revokes, 1);
+	assert_int_equal(client.revokes, 1);
+	assert_null(g.windows);
+	assert_int_equal(cluster_gate_check(&g, 0), -ENOENT);
+	assert_int_equal(cluster_gate_check(&g, 1), -ENOENT);
+	char url[128] = "x", msg[256];
+	uint64_t epoch, seen;
+	assert_int_equal(cluster_gate_client(&g, url, sizeof(url), &epoch), -ENOENT);
+	assert_string_equal(url, "");
+	assert_int_equal(cluster_gate_replica_open(&g, 2, "n2", msg, sizeof(msg), &seen), -ENOENT);
+	assert_non_null(strstr(msg, "being deleted"));
+	struct counted late = client_window();
+	assert_int_not_equal(cluster_gate_window_add(&g, &late.gw), 0);
+	/* retiring again changes nothing (the cluster thread looks again every tick) */
+	cluster_gate_retire(&g);
+	assert_int_equal(link.revokes, 1);
+}
+
+/* delete_copy -- what the cluster thread does for a deleted volume's local part */
+static void delete_copy(struct store *st, struct gate_vol *e, const char *name)
+{
+	char rname[NS_VOLUME_NAME_MAX + 1];
+	cluster_gate_retire(e);
+	cluster_gate_release(st, e);
+	assert_null(e->v);
+	assert_int_equal(store_volume_delete(st, name), 0);
+	assert_int_equal(cluster_record_name(name, rname, sizeof(rname)), 0);
+	assert_int_equal(store_volume_delete(st, rname), 0);
+	cluster_gate_bury(e);
+}
+
+/* more create/delete cycles than CLUSTER_GATE_MAX, same name and new names, never run out */
+static void cycles__entries_reused_past_the_max(void **state)
+{
+	(void)state;
+	char dir[256], nspath[300], err[256];
+	struct store *st;
+	tmpdir_make(dir, sizeof(dir), "test-gate-cycles");
+	tmpdir_file(nspath, sizeof(nspath), dir, "ns0");
+	assert_int_equal(store_new(&st), 0);
+	assert_int_equal(
+	    store_namespace_add(st, nspath, 64ULL << 20, PERSIST_SIM, err, sizeof(err)), 0);
+	struct gate_vol *e, *first = NULL;
+	/* the same name: the same entry each time */
+	for (unsigned i = 0; i < 3; i++) {
+		assert_int_equal(
+		    store_volume_create(st, "same", 1 << 20, NULL, NULL, err, sizeof(err)), 0);
+		assert_int_equal(cluster_gate_open(st, "same", 1, err, sizeof(err), &e), 0);
+		assert_false(cluster_gate_retired(e));
+		if (!first)
+			first = e;
+		assert_ptr_equal(e, first);
+		assert_ptr_equal(cluster_gate_find("same"), e);
+		if (i == 0) {
+			/* retired, its copy not deleted yet: the name is not given out again */
+			cluster_gate_retire(e);
+			struct gate_vol *again;
+			assert_int_equal(cluster_gate_open(st, "same", 1, err, sizeof(err), &again),
+					 -EBUSY);
+			cluster_gate_release(st, e);
+			assert_int_equal(store_volume_delete(st, "same"), 0);
+			assert_int_equal(store_volume_delete(st, "same.rrec"), 0);
+			cluster_gate_bury(e);
+			continue;
+		}
+		delete_copy(st, e, "same");
+	}
+	/* new names, far more than the entries there are: each is created, served, deleted */
+	for (unsigned i = 0; i < 3 * CLUSTER_GATE_MAX; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "c%u", i);
+		assert_int_equal(
+		    store_volume_create(st, name, 1 << 20, NULL, NULL, err, sizeof(err)), 0);
+		int ret = cluster_gate_open(st, name, 1, err, sizeof(err), &e);
+		if (ret)
+			fail_msg("cycle %u: cluster_gate_open: %s (%s)", i, rdax_strerror(ret),
+				 err);
+		assert_ptr_equal(cluster_gate_find(name), e);
+		assert_int_equal(cluster_gate_check(e, 0), -RDAX_E_NOT_PRIMARY); /* live again */
+		delete_copy(st, e, name);
+		assert_null(cluster_gate_find(name));
+		/* a dead entry is found by no name; renamed, by its new one only */
+		if (i > 0) {
+			char prev[32];
+			snprintf(prev, sizeof(prev), "c%u", i - 1);
+			struct gate_vol *old = cluster_gate_find(prev);
+			assert_null(old);
+		}
+	}
+	cluster_gate_close_all(st);
+	store_delete(&st);
+	tmpdir_remove(dir);
+}
+
+/* the registry's slots of deleted volumes are used again; removed ones are found by nobody */
+static void registry__slots_reused_after_remove(void **state)
+{
+	(void)state;
+	static struct volume vols[2];
+	int rvs[2];
+	snprintf(vols[0].name, sizeof(vols[0].name), "a");
+	snprintf(vols[1].name, sizeof(vols[1].name), "b");
+	for (unsigned i = 0; i < 3 * REPL_REGISTRY_MAX; i++) {
+		struct volume *v = &vols[i % 2];
+		struct repl_volume *rv = (struct repl_volume *)&rvs[i % 2];
+		assert_int_equal(repl_registry_put(v, rv), 0);
+		assert_ptr_equal(repl_registry_get(v), rv);
+		repl_registry_remove(v);
+		assert_null(repl_registry_get(v));
+	}
+	repl_registry_clear(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -220,6 +355,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(windows__control_client_window_keep, setup, teardown),
 	    cmocka_unit_test_setup_teardown(refusal__names_the_address_of_the_clients_transport,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(retire__refuses_everything_and_revokes_every_window,
+					    setup, teardown),
+	    cmocka_unit_test(cycles__entries_reused_past_the_max),
+	    cmocka_unit_test(registry__slots_reused_after_remove),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
