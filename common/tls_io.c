@@ -23,7 +23,8 @@ static int io_map(struct tls_io *io)
 {
 	if (io->mem)
 		return 0;
-	void *m = mmap(NULL, TLS_IO_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *m =
+	    mmap(NULL, TLS_IO_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return -ENOMEM;
 	io->mem = m;
@@ -165,7 +166,7 @@ int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd)
 	io->sess = sess;
 	io->fd = fd;
 	if (gnutls_transport_is_ktls_enabled(sess))
-		return 0; /* the kernel decrypts into the destination itself: GnuTLS keeps the socket */
+		return 0; /* the kernel decrypts into the destination: GnuTLS keeps the socket */
 	io->own_transport = true;
 	gnutls_transport_set_ptr(sess, io);
 	gnutls_transport_set_pull_function(sess, io_pull);

@@ -79,10 +79,10 @@ struct phase_cpu {
 
 /* The rdax figures of one connection. */
 struct figures {
-	double wf50, wf99; /* QD1 write + fsync, two RPCs (us) */
-	double dw50, dw99; /* QD1 durable write, one RPC (us) */
-	double iops;	   /* QD32 4 KiB writes */
-	double bw;	   /* QD8 1 MiB writes, MiB/s */
+	double wf50, wf99;    /* QD1 write + fsync, two RPCs (us) */
+	double dw50, dw99;    /* QD1 durable write, one RPC (us) */
+	double iops;	      /* QD32 4 KiB writes */
+	double bw;	      /* QD8 1 MiB writes, MiB/s */
 	struct phase_cpu big; /* the CPU time of the 1 MiB phase */
 };
 
@@ -344,7 +344,8 @@ static double proc_cpu_s(pid_t pid)
 	const char *p = ok ? strrchr(line, ')') : NULL;
 	unsigned long ut = 0, st = 0;
 	/* after the command's ")": state is field 3, utime 14, stime 15 */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
 		return 0;
 	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -499,20 +500,21 @@ static void *cipher_cost(void *arg)
 	uint8_t nonce[12] = {0}, aad[5] = {23, 3, 3, 0x40, 0x11};
 	uint8_t *pt = calloc(1, REC + TAG), *ct = malloc(REC + TAG);
 	size_t clen = REC + TAG;
-	if (!pt || !ct || gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad, sizeof(aad), TAG,
-						     pt, REC, ct, &clen) < 0)
+	if (!pt || !ct ||
+	    gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad, sizeof(aad), TAG, pt, REC, ct,
+				       &clen) < 0)
 		goto out;
 	unsigned long records = 0;
 	double t0 = thread_cpu_s(), t;
 	do {
 		for (int i = 0; i < 64; i++, records++) {
 			size_t len = REC + TAG;
-			int g = r->decrypt ? gnutls_aead_cipher_decrypt(h, nonce, sizeof(nonce), aad,
-									sizeof(aad), TAG, ct, clen,
-									pt, &len)
-					   : gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad,
-									sizeof(aad), TAG, pt, REC,
-									ct, &len);
+			int g =
+			    r->decrypt
+				? gnutls_aead_cipher_decrypt(h, nonce, sizeof(nonce), aad,
+							     sizeof(aad), TAG, ct, clen, pt, &len)
+				: gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad,
+							     sizeof(aad), TAG, pt, REC, ct, &len);
 			if (g < 0)
 				goto out;
 		}
@@ -579,10 +581,10 @@ static void tls_ceiling(const struct opts *o, const struct figures *p, const str
 	printf("%-44s %14.3f %14.3f\n", "TLS phase, measured", d_tls, c_tls);
 	printf("%-44s %14.2f %14.2f\n", "TLS measured / TLS at least", d_tls / d_bound,
 	       c_tls / c_bound);
-	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: plain phase", pp->daemon_s / pp->wall_s,
-	       pp->client_s / pp->wall_s);
-	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: TLS phase", tp->daemon_s / tp->wall_s,
-	       tp->client_s / tp->wall_s);
+	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: plain phase",
+	       pp->daemon_s / pp->wall_s, pp->client_s / pp->wall_s);
+	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: TLS phase",
+	       tp->daemon_s / tp->wall_s, tp->client_s / tp->wall_s);
 	printf("%-44s %14.2f %14.2f\n", "share waiting for its CPU: plain phase",
 	       pp->daemon_wait_s / pp->wall_s, pp->client_wait_s / pp->wall_s);
 	printf("%-44s %14.2f %14.2f\n", "share waiting for its CPU: TLS phase",
