@@ -121,7 +121,8 @@ static bool send_keep(struct tls_io *io, const giovec_t *iov, int iovcnt, size_t
 static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovcnt)
 {
 	struct tls_io *io = ptr;
-	if (io_map(io) < 0) {
+	/* tx[] is needed only to keep records; an alert (a close_notify) maps nothing */
+	if ((io->send_more || rdax_faults.tls_send_strand) && io_map(io) < 0) {
 		gnutls_transport_set_errno(io->sess, ENOMEM);
 		return -1;
 	}

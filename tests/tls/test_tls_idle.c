@@ -36,7 +36,7 @@
 #define IO_SIZE	 (128U << 10)
 /*
  * Per idle TLS connection beyond a plain one, KiB: generous. Measured (release
- * build, 500 of each): 1.6 KiB; with tls_io's buffers kept (the control) 149.
+ * build, 500 of each): 1.5-3.0 KiB; with tls_io's buffers kept (the control) 149.
  */
 #define IDLE_EXTRA_BOUND_KIB 64
 /* The daemon trims a connection after CONN_TRIM_AFTER (5 s) quiet, at its next tick (1 s). */
