@@ -51,6 +51,7 @@ static const struct {
 	{ "tls-plain-ok", &rdax_faults.tls_plain_ok },
 	{ "tls-no-verify", &rdax_faults.tls_no_verify },
 	{ "tls-send-strand", &rdax_faults.tls_send_strand },
+	{ "tls-keep-buffers", &rdax_faults.tls_keep_buffers },
 	{ "acl-ignore", &rdax_faults.acl_ignore },
 	{ "rdma-auth-no-replay-check", &rdax_faults.rdma_auth_no_replay_check },
 	{ "leak-per-request", &rdax_faults.leak_per_request },

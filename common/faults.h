@@ -122,6 +122,11 @@ struct rdax_faults {
 	 * that may never come (test_tls_io must see the bytes missing)
 	 */
 	bool tls_send_strand;
+	/*
+	 * tls_io: tls_io_trim keeps the buffers of an idle session (the
+	 * per-connection memory bound of tls_idle_memory must be exceeded)
+	 */
+	bool tls_keep_buffers;
 	/* acl: every client has every right, whatever --acl says */
 	bool acl_ignore;
 	/* rdma_auth: the nonces of signed connection requests are not remembered (replays pass) */

@@ -6,11 +6,43 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <gnutls/socket.h>
 
 #include "faults.h"
+
+/*
+ * io_map -- the buffers, if not held: 0 or -ENOMEM. An anonymous mapping
+ * rather than malloc: unmapped, its pages leave the process at once,
+ * where glibc keeps freed heap chunks (and, once a chunk this size is
+ * freed, serves the next from the heap: its mmap threshold rises).
+ */
+static int io_map(struct tls_io *io)
+{
+	if (io->mem)
+		return 0;
+	void *m =
+	    mmap(NULL, TLS_IO_MEM, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	io->mem = m;
+	io->ra = io->mem;
+	io->tx = io->mem + TLS_IO_READAHEAD;
+	io->stage = io->tx + TLS_IO_SENDAHEAD;
+	io->ra_start = io->ra_end = io->tx_start = io->tx_end = 0;
+	return 0;
+}
+
+/* io_unmap -- the buffers given back (their contents are the caller's concern) */
+static void io_unmap(struct tls_io *io)
+{
+	if (io->mem)
+		munmap(io->mem, TLS_IO_MEM);
+	io->mem = io->ra = io->tx = io->stage = NULL;
+	io->ra_start = io->ra_end = io->tx_start = io->tx_end = 0;
+}
 
 /*
  * io_pull -- GnuTLS's read: from the bytes read ahead, refilled by one
@@ -20,6 +52,10 @@
 static ssize_t io_pull(gnutls_transport_ptr_t ptr, void *data, size_t len)
 {
 	struct tls_io *io = ptr;
+	if (io_map(io) < 0) {
+		gnutls_transport_set_errno(io->sess, ENOMEM);
+		return -1;
+	}
 	if (io->ra_start == io->ra_end) {
 		if (io->ra_drained) {
 			/* emptied by this receive already: no recv() only to hear EAGAIN */
@@ -85,6 +121,11 @@ static bool send_keep(struct tls_io *io, const giovec_t *iov, int iovcnt, size_t
 static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovcnt)
 {
 	struct tls_io *io = ptr;
+	/* tx[] is needed only to keep records; an alert (a close_notify) maps nothing */
+	if ((io->send_more || rdax_faults.tls_send_strand) && io_map(io) < 0) {
+		gnutls_transport_set_errno(io->sess, ENOMEM);
+		return -1;
+	}
 	size_t len = 0;
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
@@ -123,21 +164,11 @@ static ssize_t io_push(gnutls_transport_ptr_t ptr, const giovec_t *iov, int iovc
 
 int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd)
 {
-	if (gnutls_transport_is_ktls_enabled(sess)) {
-		/* the kernel decrypts into the destination itself: GnuTLS keeps the socket */
-		io->sess = sess;
-		io->fd = fd;
-		return 0;
-	}
-	uint8_t *ra = malloc(TLS_IO_READAHEAD + TLS_IO_SENDAHEAD);
-	if (!ra)
-		return -ENOMEM;
 	io->sess = sess;
 	io->fd = fd;
-	io->ra = ra;
-	io->ra_start = io->ra_end = 0;
-	io->tx = ra + TLS_IO_READAHEAD;
-	io->tx_start = io->tx_end = 0;
+	if (gnutls_transport_is_ktls_enabled(sess))
+		return 0; /* the kernel decrypts into the destination: GnuTLS keeps the socket */
+	io->own_transport = true;
 	gnutls_transport_set_ptr(sess, io);
 	gnutls_transport_set_pull_function(sess, io_pull);
 	gnutls_transport_set_pull_timeout_function(sess, io_pull_timeout);
@@ -150,15 +181,30 @@ void tls_io_release(struct tls_io *io)
 	if (io->sess)
 		gnutls_deinit(io->sess);
 	io->sess = NULL;
-	free(io->ra); /* tx[] with it */
-	io->ra = io->tx = NULL;
-	io->ra_start = io->ra_end = io->tx_start = io->tx_end = 0;
+	io->own_transport = false;
+	io_unmap(io);
+}
+
+bool tls_io_trim(struct tls_io *io)
+{
+	if (!io->mem)
+		return true;
+	if (io->ra_start < io->ra_end || io->tx_start < io->tx_end)
+		return false; /* ciphertext not yet given to GnuTLS, or records not yet sent */
+	if (rdax_faults.tls_keep_buffers)
+		return false; /* control: an idle session keeps them */
+	io_unmap(io);
+	return true;
 }
 
 ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len)
 {
 	if (io->deferred)
 		return io->deferred > 0 ? 0 : -EPROTO;
+	if (io->own_transport && io_map(io) < 0) {
+		io->last_error = GNUTLS_E_MEMORY_ERROR;
+		return -EPROTO;
+	}
 	io->maybe_more = false;
 	io->ra_drained = false; /* a new look at the socket (the caller was woken for it) */
 	size_t got = 0;
@@ -209,6 +255,10 @@ static size_t gather(struct tls_io *io, const struct iovec *iov, int n, const vo
 ssize_t tls_io_sendv(struct tls_io *io, const struct iovec *iov, int n)
 {
 	ssize_t r;
+	if (io_map(io) < 0) {
+		io->last_error = GNUTLS_E_MEMORY_ERROR;
+		return -EPIPE;
+	}
 	if (io->send_pending) {
 		/* GnuTLS holds the record: NULL, 0 sends the rest of it */
 		r = gnutls_record_send(io->sess, NULL, 0);

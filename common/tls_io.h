@@ -27,7 +27,14 @@
  *     come, rather than one system call and one push per 16 KiB record;
  *     the last record of the caller's pieces takes them all out, and if
  *     the socket cannot take them all, that record counts as not sent
- *     (-EAGAIN), so the caller comes back and nothing is left behind.
+ *     (-EAGAIN), so the caller comes back and nothing is left behind;
+ *   - buffers only while in use: the read-ahead, the records kept and the
+ *     staging of small pieces (TLS_IO_MEM together, about 146 KiB) are
+ *     mapped at the first receive or send that needs them and given back by
+ *     tls_io_trim once they are empty, which the caller does when the
+ *     connection has been idle a while (the daemon after CONN_TRIM_AFTER
+ *     seconds without input): an idle session holds GnuTLS's state and no
+ *     buffer of rdax's, and a busy one maps nothing per record or request.
  *
  * Thread safety: a struct tls_io belongs to its connection's thread.
  */
@@ -50,6 +57,8 @@
 #define TLS_IO_SENDAHEAD (4 * (TLS_IO_RECORD_MAX + 256))
 /* iovecs of one sendmsg() of records */
 #define TLS_IO_PUSH_IOV 32
+/* The buffers of a session in use: read-ahead, records kept, staging of small pieces. */
+#define TLS_IO_MEM (TLS_IO_READAHEAD + TLS_IO_SENDAHEAD + TLS_IO_RECORD_MAX)
 
 struct tls_io {
 	gnutls_session_t sess;
@@ -68,8 +77,14 @@ struct tls_io {
 	 * only) announces
 	 */
 	bool maybe_more;
-	/* the socket under the session, once tls_io_start has run (ra != NULL) */
+	/* the socket under the session, once tls_io_start has run */
 	int fd;
+	bool own_transport; /* GnuTLS reads and writes through io_pull/io_push (not ktls) */
+	/*
+	 * the TLS_IO_MEM bytes below, mapped while in use (NULL: none held);
+	 * ra, tx and stage point into it
+	 */
+	uint8_t *mem;
 	/* ciphertext read ahead: [ra_start, ra_end) of ra[] not yet given to GnuTLS */
 	uint8_t *ra;
 	size_t ra_start, ra_end;
@@ -84,7 +99,7 @@ struct tls_io {
 	/* records kept to go with the next (io_push): [tx_start, tx_end) of tx[] */
 	uint8_t *tx;
 	size_t tx_start, tx_end;
-	uint8_t stage[TLS_IO_RECORD_MAX];
+	uint8_t *stage; /* small pieces gathered into one record */
 };
 
 /*
@@ -93,7 +108,8 @@ struct tls_io {
  * with MSG_MORE from now on. Until it is called, GnuTLS uses the socket
  * it was given itself -- and goes on doing so if the session runs on
  * kernel TLS (GnuTLS's ktls: its own recvmsg/sendmsg on the socket, which
- * a transport of ours would bypass). Returns 0 or -ENOMEM (@io unchanged).
+ * a transport of ours would bypass). Maps nothing yet: the buffers come
+ * with the first receive or send. Returns 0.
  */
 int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd);
 
@@ -104,10 +120,19 @@ int tls_io_start(struct tls_io *io, gnutls_session_t sess, int fd);
 void tls_io_release(struct tls_io *io);
 
 /*
+ * tls_io_trim -- give back the buffers if they hold nothing (nothing read
+ * ahead, no record kept): true if @io holds none now. The next receive or
+ * send maps them again. Context: the connection's thread, between calls
+ * (an idle connection: one munmap now, one mmap when it speaks again).
+ */
+bool tls_io_trim(struct tls_io *io);
+
+/*
  * tls_io_recv -- up to @len decrypted bytes into @buf. Returns the bytes
  * (> 0; fewer than @len: nothing more now), 0 at the end of the stream
  * (close_notify or the socket closed), -EAGAIN (nothing now), -EPROTO (a
- * record refused or another TLS failure: io->last_error says which). A
+ * record refused, no memory for the buffers or another TLS failure:
+ * io->last_error says which). A
  * refused record never reaches @buf.
  */
 ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len);
@@ -115,7 +140,8 @@ ssize_t tls_io_recv(struct tls_io *io, void *buf, size_t len);
 /*
  * tls_io_sendv -- the first record's worth of the @n pieces. Returns the
  * bytes taken (> 0), -EAGAIN (the socket is full: come back with the same
- * bytes at the head), -EPIPE (failed: io->last_error).
+ * bytes at the head), -EPIPE (failed, or no memory for the buffers:
+ * io->last_error).
  */
 ssize_t tls_io_sendv(struct tls_io *io, const struct iovec *iov, int n);
 

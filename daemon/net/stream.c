@@ -174,6 +174,8 @@ void stream_trim(struct stream *s)
 		s->in = NULL;
 		s->in_cap = s->in_start = s->in_end = 0;
 	}
+	if (s->wire && s->wire->trim)
+		s->wire->trim(s);
 }
 
 bool stream_input_done(const struct stream *s)

@@ -111,6 +111,8 @@ struct stream_wire {
 	 * records), which no readable event will announce; NULL: none ever
 	 */
 	size_t (*pending)(const struct stream *s);
+	/* trim -- optional: the connection is idle, give back the wire's empty buffers */
+	void (*trim)(struct stream *s);
 };
 
 /* What the protocol over a stream supplies. Every callback runs on the worker thread. */
@@ -256,7 +258,10 @@ bool stream_want_input(const struct stream *s);
 /* stream_input_state -- for the connection's time limits (conn.h) */
 enum conn_input_state stream_input_state(const struct stream *s);
 
-/* stream_trim -- an idle stream gives back its empty input buffer (it comes back with input) */
+/*
+ * stream_trim -- an idle stream gives back its empty input buffer, and its
+ * wire its own (a TLS session's read-ahead); they come back with input
+ */
 void stream_trim(struct stream *s);
 
 /* ---- output ---- */

@@ -113,11 +113,7 @@ static int hs_step(struct tls_wire *t)
 	int g = gnutls_handshake(t->io.sess);
 	if (g == GNUTLS_E_SUCCESS) {
 		hs_timer_stop(t);
-		if (tls_io_start(&t->io, t->io.sess, t->s->fd) < 0) {
-			LOG_ERROR("%s: out of memory for a TLS read-ahead", t->s->conn.peer);
-			t->s->conn.why = "out of memory";
-			return -EPROTO;
-		}
+		tls_io_start(&t->io, t->io.sess, t->s->fd);
 		t->state = TW_OPEN;
 		peer_identity(t);
 		char *desc = gnutls_session_get_desc(t->io.sess);
@@ -297,11 +293,20 @@ static size_t tls_pending(const struct stream *s)
 	return t && t->state == TW_OPEN ? tls_io_pending(&t->io) : 0;
 }
 
+/* tls_trim -- an idle session gives back tls_io's buffers (mapped again when it speaks) */
+static void tls_trim(struct stream *s)
+{
+	struct tls_wire *t = s->wire_ctx;
+	if (t && t->state == TW_OPEN)
+		tls_io_trim(&t->io);
+}
+
 static const struct stream_wire tls_wire_ops = {
     .recv = tls_recv,
     .sendv = tls_sendv,
     .close = tls_close,
     .pending = tls_pending,
+    .trim = tls_trim,
 };
 
 int tls_wire_attach(struct stream *s, const struct tls_server *srv, bool detect_first)

@@ -23,7 +23,10 @@
  * With --tls the daemon also offers TLS (--tls on, a PSK made for the run)
  * and every rdax figure is measured a second time, in the same run against
  * the same daemon and volume, over an rdaxs:// connection: a second table
- * gives TLS beside plain and their ratio (docs/security.md).
+ * gives TLS beside plain and their ratio (docs/security.md). A third gives
+ * a ceiling for TLS's 1 MiB throughput from the same run (tls_ceiling):
+ * the CPU each side spent per MiB in the plain 1 MiB phase, plus what
+ * AES-128-GCM costs per MiB of 16 KiB records on that side's CPU.
  *
  * A benchmark, not a test: it prints one table and never passes or fails
  * on the numbers (exit status only reports that something did not run).
@@ -43,6 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+
 #include "harness.h"
 #include "librdax.h"
 
@@ -58,14 +64,26 @@ struct opts {
 	int client_cpu, daemon_cpu;
 	const char *dir;
 	bool tls;
+	pid_t daemon_pid; /* for the CPU time of its phases */
+};
+
+/* The CPU time of one throughput phase: the daemon's process, this thread. */
+struct phase_cpu {
+	double wall_s;
+	double daemon_s; /* utime + stime of every daemon thread (/proc/PID/stat) */
+	double client_s; /* this thread (CLOCK_THREAD_CPUTIME_ID): librdax runs on it */
+	double mib;	 /* MiB written in the phase */
+	/* time runnable but waiting for a CPU (schedstat): the daemon's threads, this thread */
+	double daemon_wait_s, client_wait_s;
 };
 
 /* The rdax figures of one connection. */
 struct figures {
-	double wf50, wf99; /* QD1 write + fsync, two RPCs (us) */
-	double dw50, dw99; /* QD1 durable write, one RPC (us) */
-	double iops;	   /* QD32 4 KiB writes */
-	double bw;	   /* QD8 1 MiB writes, MiB/s */
+	double wf50, wf99;    /* QD1 write + fsync, two RPCs (us) */
+	double dw50, dw99;    /* QD1 durable write, one RPC (us) */
+	double iops;	      /* QD32 4 KiB writes */
+	double bw;	      /* QD8 1 MiB writes, MiB/s */
+	struct phase_cpu big; /* the CPU time of the 1 MiB phase */
 };
 
 static double now_us(void)
@@ -313,10 +331,76 @@ static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool du
 	free(lat);
 }
 
-/* async_writes -- @qd writes of @bs bytes in flight for o->seconds: ops/s */
-static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const struct opts *o,
-			   size_t bs, unsigned qd)
+/* proc_cpu_s -- utime + stime of process @pid so far, seconds (its threads', live and gone) */
+static double proc_cpu_s(pid_t pid)
 {
+	char path[64], line[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char *ok = fgets(line, sizeof(line), f);
+	fclose(f);
+	const char *p = ok ? strrchr(line, ')') : NULL;
+	unsigned long ut = 0, st = 0;
+	/* after the command's ")": state is field 3, utime 14, stime 15 */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * rq_wait_s -- seconds the threads of @pid (0: this thread) have waited on
+ * a run queue, runnable but not running (second field of schedstat)
+ */
+static double rq_wait_s(pid_t pid)
+{
+	char path[600];
+	unsigned long long run, wait, sum = 0;
+	if (pid == 0) {
+		FILE *f = fopen("/proc/thread-self/schedstat", "r");
+		if (f && fscanf(f, "%llu %llu", &run, &wait) == 2)
+			sum = wait;
+		if (f)
+			fclose(f);
+		return (double)sum / 1e9;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+	while (dir && (de = readdir(dir)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", pid, de->d_name);
+		FILE *f = fopen(path, "r");
+		if (f && fscanf(f, "%llu %llu", &run, &wait) == 2)
+			sum += wait;
+		if (f)
+			fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return (double)sum / 1e9;
+}
+
+/* thread_cpu_s -- this thread's CPU time so far, seconds */
+static double thread_cpu_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * async_writes -- @qd writes of @bs bytes in flight for o->seconds: ops/s;
+ * with @pc, the CPU time of the phase too
+ */
+static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const struct opts *o,
+			   size_t bs, unsigned qd, struct phase_cpu *pc)
+{
+	double d0 = pc ? proc_cpu_s(o->daemon_pid) : 0, c0 = pc ? thread_cpu_s() : 0;
+	double dw0 = pc ? rq_wait_s(o->daemon_pid) : 0, cw0 = pc ? rq_wait_s(0) : 0;
 	uint8_t *buf = malloc(bs);
 	memset(buf, 0xa5, bs);
 	struct rdax_completion comp[64];
@@ -344,6 +428,14 @@ static double async_writes(struct rdax_conn *c, struct rdax_volume *v, const str
 			stop = true;
 	}
 	double secs = (now_us() - t0) / 1e6;
+	if (pc) {
+		pc->wall_s = secs;
+		pc->daemon_s = proc_cpu_s(o->daemon_pid) - d0;
+		pc->client_s = thread_cpu_s() - c0;
+		pc->mib = (double)done * (double)bs / (1 << 20);
+		pc->daemon_wait_s = rq_wait_s(o->daemon_pid) - dw0;
+		pc->client_wait_s = rq_wait_s(0) - cw0;
+	}
 	free(buf);
 	/* leave nothing dirty for the next measurement */
 	int ret = rdax_fsync(v, 0, 0, NULL);
@@ -358,8 +450,8 @@ static void measure(struct rdax_conn *c, struct rdax_volume *v, const struct opt
 {
 	lat_write_fsync(v, o, false, &f->wf50, &f->wf99);
 	lat_write_fsync(v, o, true, &f->dw50, &f->dw99);
-	f->iops = async_writes(c, v, o, SMALL, 32);
-	f->bw = async_writes(c, v, o, BIG, 8) * BIG / (1 << 20);
+	f->iops = async_writes(c, v, o, SMALL, 32, NULL);
+	f->bw = async_writes(c, v, o, BIG, 8, &f->big) * BIG / (1 << 20);
 }
 
 /* tls_table -- TLS beside plain, in the same run */
@@ -377,6 +469,130 @@ static void tls_table(const struct figures *p, const struct figures *t)
 	       t->iops / p->iops);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s)", t->bw, p->bw,
 	       t->bw / p->bw);
+}
+
+/* --- the ceiling of TLS's 1 MiB throughput ------------------------------- */
+
+struct cipher_run {
+	int cpu;
+	bool decrypt;
+	double ms_per_mib; /* CPU time of AES-128-GCM over 16 KiB records; < 0: failed */
+};
+
+/*
+ * cipher_cost -- on @arg's CPU: AES-128-GCM encryption, or decryption with
+ * its tag check, of 16 KiB records (GnuTLS's AEAD API, the code GnuTLS's
+ * records use), this thread's CPU time per MiB of plaintext. One record
+ * over and over: it stays in cache, so this is the cipher's best case.
+ */
+static void *cipher_cost(void *arg)
+{
+	struct cipher_run *r = arg;
+	r->ms_per_mib = -1;
+	if (pin_self(r->cpu))
+		return NULL;
+	static const uint8_t k[16] = {7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+	gnutls_datum_t key = {(unsigned char *)k, sizeof(k)};
+	gnutls_aead_cipher_hd_t h;
+	if (gnutls_aead_cipher_init(&h, GNUTLS_CIPHER_AES_128_GCM, &key) < 0)
+		return NULL;
+	enum { REC = 16384, TAG = 16 };
+	uint8_t nonce[12] = {0}, aad[5] = {23, 3, 3, 0x40, 0x11};
+	uint8_t *pt = calloc(1, REC + TAG), *ct = malloc(REC + TAG);
+	size_t clen = REC + TAG;
+	if (!pt || !ct ||
+	    gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad, sizeof(aad), TAG, pt, REC, ct,
+				       &clen) < 0)
+		goto out;
+	unsigned long records = 0;
+	double t0 = thread_cpu_s(), t;
+	do {
+		for (int i = 0; i < 64; i++, records++) {
+			size_t len = REC + TAG;
+			int g =
+			    r->decrypt
+				? gnutls_aead_cipher_decrypt(h, nonce, sizeof(nonce), aad,
+							     sizeof(aad), TAG, ct, clen, pt, &len)
+				: gnutls_aead_cipher_encrypt(h, nonce, sizeof(nonce), aad,
+							     sizeof(aad), TAG, pt, REC, ct, &len);
+			if (g < 0)
+				goto out;
+		}
+		t = thread_cpu_s() - t0;
+	} while (t < 0.3);
+	r->ms_per_mib = t * 1e3 / ((double)records * REC / (1 << 20));
+out:
+	free(pt);
+	free(ct);
+	gnutls_aead_cipher_deinit(h);
+	return NULL;
+}
+
+/* cipher_on -- cipher_cost on a thread pinned to @cpu: ms per MiB, < 0 if it failed */
+static double cipher_on(int cpu, bool decrypt)
+{
+	struct cipher_run r = {.cpu = cpu, .decrypt = decrypt};
+	pthread_t th;
+	if (pthread_create(&th, NULL, cipher_cost, &r))
+		return -1;
+	pthread_join(th, NULL);
+	return r.ms_per_mib;
+}
+
+/*
+ * tls_ceiling -- the most 1 MiB throughput TLS could give on this machine,
+ * from this run's plain 1 MiB phase (@p) and the cipher's cost, beside
+ * what TLS gave (@t).
+ *
+ * What it assumes: each side is pinned to one CPU (the daemon's threads all
+ * to one, the client's one thread to the other), so each side's work per
+ * MiB is done one piece after another on its CPU, and no side can spend
+ * more than one CPU-second per second. Over TLS each side does at least
+ * what it did per MiB on the plain path (the same requests, replies and
+ * payload bytes through the same sockets, the same copy into the volume's
+ * mapping -- GnuTLS's instead of the kernel's) plus one AES-128-GCM pass
+ * over every byte: the client encrypts, the daemon decrypts and checks the
+ * tag (the handful of record headers and the ciphertext's extra 22 bytes
+ * per 16 KiB record are left out: they only add work). The two sides run
+ * at the same time on different CPUs, so their costs are not added: the
+ * side with more CPU per MiB bounds the rate, 1000 / max(daemon, client)
+ * MiB/s. Every term is a lower bound on work -- the cipher is timed on a
+ * record in cache, softirq time not charged to either process is left
+ * out -- so the ceiling is an upper bound on the rate, reached only by a
+ * side that has its whole CPU and does nothing TLS does not need.
+ */
+static void tls_ceiling(const struct opts *o, const struct figures *p, const struct figures *t)
+{
+	double dec = cipher_on(o->daemon_cpu, true), enc = cipher_on(o->client_cpu, false);
+	const struct phase_cpu *pp = &p->big, *tp = &t->big;
+	if (dec < 0 || enc < 0 || pp->mib <= 0 || tp->mib <= 0) {
+		printf("\nTLS ceiling: not measured (AES-128-GCM or the 1 MiB phase failed)\n");
+		return;
+	}
+	double d_plain = pp->daemon_s * 1e3 / pp->mib, c_plain = pp->client_s * 1e3 / pp->mib;
+	double d_tls = tp->daemon_s * 1e3 / tp->mib, c_tls = tp->client_s * 1e3 / tp->mib;
+	double d_bound = d_plain + dec, c_bound = c_plain + enc;
+	double worst = d_bound > c_bound ? d_bound : c_bound;
+	double ceiling = 1e3 / worst;
+	printf("\n%-44s %14s %14s\n", "QD8 1 MiB writes: CPU per MiB (ms)", "daemon", "client");
+	printf("%-44s %14.3f %14.3f\n", "plain phase", d_plain, c_plain);
+	printf("%-44s %14.3f %14.3f\n", "AES-128-GCM, 16 KiB records (dec / enc)", dec, enc);
+	printf("%-44s %14.3f %14.3f\n", "TLS at least (plain + cipher)", d_bound, c_bound);
+	printf("%-44s %14.3f %14.3f\n", "TLS phase, measured", d_tls, c_tls);
+	printf("%-44s %14.2f %14.2f\n", "TLS measured / TLS at least", d_tls / d_bound,
+	       c_tls / c_bound);
+	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: plain phase",
+	       pp->daemon_s / pp->wall_s, pp->client_s / pp->wall_s);
+	printf("%-44s %14.2f %14.2f\n", "share of its CPU used: TLS phase",
+	       tp->daemon_s / tp->wall_s, tp->client_s / tp->wall_s);
+	printf("%-44s %14.2f %14.2f\n", "share waiting for its CPU: plain phase",
+	       pp->daemon_wait_s / pp->wall_s, pp->client_wait_s / pp->wall_s);
+	printf("%-44s %14.2f %14.2f\n", "share waiting for its CPU: TLS phase",
+	       tp->daemon_wait_s / tp->wall_s, tp->client_wait_s / tp->wall_s);
+	printf("TLS ceiling (one whole CPU each side, bound by the %s): %.0f MiB/s = %.2f of plain "
+	       "(%.0f MiB/s); TLS gave %.0f MiB/s = %.2f of the ceiling\n",
+	       d_bound >= c_bound ? "daemon" : "client", ceiling, ceiling / p->bw, p->bw, t->bw,
+	       t->bw / ceiling);
 }
 
 /* connect_tls -- a second connection to @d over rdaxs:// with the run's PSK, and its volume */
@@ -537,6 +753,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench_tcp: rdaxd did not start\n");
 		return 1;
 	}
+	o.daemon_pid = d.pid;
 	struct rdax_conn_opts *co;
 	rdax_conn_opts_new(&co);
 	rdax_conn_opts_set_queue_depth(co, 64);
@@ -605,8 +822,10 @@ int main(int argc, char **argv)
 	       frate, iops / frate);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
 	       fbw, bw / fbw);
-	if (o.tls)
+	if (o.tls) {
 		tls_table(&pf, &tf);
+		tls_ceiling(&o, &pf, &tf);
+	}
 
 	rdax_volume_close(&v);
 	rdax_disconnect(&conn);

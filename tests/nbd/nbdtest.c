@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "wire.h"
@@ -342,6 +343,24 @@ bool nt_raw_eof(struct nt_raw *c)
 	return nt_raw_recv(c, &b, 1) == -EPIPE;
 }
 
+/* raw_greeting -- on the connected c->fd: read the greeting and check it; 0 or -errno */
+static int raw_greeting(struct nt_raw *c)
+{
+	uint8_t g[NBD_GREETING_SIZE];
+	int ret = nt_raw_recv(c, g, sizeof(g));
+	if (ret) {
+		nt_raw_close(c);
+		return ret;
+	}
+	if (get64(g) != NBD_MAGIC || get64(g + 8) != NBD_OPTS_MAGIC ||
+	    get16(g + 16) != (NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES)) {
+		fprintf(stderr, "nbdtest: unexpected greeting\n");
+		nt_raw_close(c);
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 int nt_raw_connect(struct nt_raw *c, int port)
 {
 	c->structured = false;
@@ -357,19 +376,25 @@ int nt_raw_connect(struct nt_raw *c, int port)
 		nt_raw_close(c);
 		return ret;
 	}
-	uint8_t g[NBD_GREETING_SIZE];
-	int ret = nt_raw_recv(c, g, sizeof(g));
-	if (ret) {
+	return raw_greeting(c);
+}
+
+int nt_raw_connect_unix(struct nt_raw *c, const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	c->structured = false;
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0)
+		return -errno;
+	if (connect(c->fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		int ret = -errno;
 		nt_raw_close(c);
 		return ret;
 	}
-	if (get64(g) != NBD_MAGIC || get64(g + 8) != NBD_OPTS_MAGIC ||
-	    get16(g + 16) != (NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES)) {
-		fprintf(stderr, "nbdtest: unexpected greeting\n");
-		nt_raw_close(c);
-		return -EBADMSG;
-	}
-	return 0;
+	return raw_greeting(c);
 }
 
 void nt_raw_close(struct nt_raw *c)

@@ -99,6 +99,9 @@ struct nt_raw {
 /* nt_raw_connect -- TCP to 127.0.0.1:@port, read the greeting and check it; 0 or -errno */
 int nt_raw_connect(struct nt_raw *c, int port);
 
+/* nt_raw_connect_unix -- the same over the unix socket @path; 0 or -errno */
+int nt_raw_connect_unix(struct nt_raw *c, const char *path);
+
 /* nt_raw_close -- close (accepts a closed one) */
 void nt_raw_close(struct nt_raw *c);
 

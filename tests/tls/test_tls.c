@@ -5,14 +5,17 @@
  * One daemon with --tls require, a PSK file (alice, bob), x509 credentials
  * with --tls-verify-peer and an ACL (docs/security.md), made fresh by
  * mkcerts.sh with GnuTLS's certtool and psktool. Real clients throughout:
- * librdax and the rdax command over rdaxs:// with PSK and with x509, and
- * nbdinfo, nbdcopy and qemu-img over nbds:// with both.
+ * librdax and the rdax command over rdaxs:// with PSK and with x509,
+ * nbdinfo, nbdcopy and qemu-img over nbds:// with both, and nbdinfo and
+ * nbdcopy over nbds+unix:// (the unix socket) with PSK.
  *
  * Every refusal runs with a bystander: a TLS connection opened before the
  * first refusal writes, fsyncs and reads back after each one, so a refusal
  * that hurt the daemon or another client fails the test. Access is checked
  * over the native protocol and NBD, with a control: the same daemon without
  * --acl lets alice see bob's volume, so the invisibility is the ACL's doing.
+ * Plain NBD is refused on the unix socket as on TCP (every option before
+ * STARTTLS), and the --control run sees it served when TLS is broken.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -346,6 +349,47 @@ static void nbd__interop_psk_and_x509(void **state)
 	bystander_ok();
 }
 
+/*
+ * nbds+unix:// with a PSK: nbdinfo and nbdcopy over the daemon's unix
+ * socket, which --tls require guards like its TCP listener; the bytes
+ * copied in are the bytes copied out
+ */
+static void nbd__unix_socket_psk(void **state)
+{
+	char uri[1024], src[400], dst[400];
+	snprintf(uri, sizeof(uri), "nbds+unix://alice@/alice-1?socket=%s&tls-psk-file=%s",
+		 T.n.sock_path, T.psk);
+	snprintf(src, sizeof(src), "%s/unix-src", T.dir);
+	snprintf(dst, sizeof(dst), "%s/unix-dst", T.dir);
+	uint8_t *b = malloc(VOL_SIZE);
+	assert_non_null(b);
+	hx_pattern(b, VOL_SIZE, 77, 0);
+	assert_int_equal(hx_write_file(src, b, VOL_SIZE), 0);
+	struct hx_run r;
+	const char *info[] = {"nbdinfo", uri, NULL};
+	if (run(info, &r) != 0)
+		fail_msg("nbdinfo over nbds+unix: %s", r.err);
+	assert_non_null(strstr(r.out, "with TLS"));
+	hx_run_free(&r);
+	const char *up[] = {"nbdcopy", src, uri, NULL};
+	if (run(up, &r) != 0)
+		fail_msg("nbdcopy up over nbds+unix: %s", r.err);
+	hx_run_free(&r);
+	unlink(dst);
+	const char *down[] = {"nbdcopy", uri, dst, NULL};
+	if (run(down, &r) != 0)
+		fail_msg("nbdcopy down over nbds+unix: %s", r.err);
+	hx_run_free(&r);
+	uint8_t *got;
+	size_t got_len;
+	assert_int_equal(nt_read_file(dst, &got, &got_len), 0);
+	assert_int_equal(got_len, VOL_SIZE);
+	assert_memory_equal(got, b, VOL_SIZE);
+	free(got);
+	free(b);
+	bystander_ok();
+}
+
 /* ---- refusals, each with the bystander served after it ---- */
 
 /* plaintext_connect -- a tcp:// client's rdax_connect (closed again if it got in) */
@@ -394,6 +438,51 @@ static void refuse__nbd_without_starttls(void **state)
 	assert_int_equal(nt_raw_option(&c, NBD_OPT_EXPORT_NAME, "alice-1", 7), 0);
 	assert_true(nt_raw_eof(&c));
 	nt_raw_close(&c);
+	bystander_ok();
+}
+
+/*
+ * plain nbd+unix:// to the same daemon: every option before STARTTLS is
+ * refused (NBD_REP_ERR_TLS_REQD, EXPORT_NAME closes), as over TCP; a
+ * local client proves nothing that --tls require would take instead.
+ * nbdinfo without TLS gets the refusal as its error.
+ */
+static void refuse__nbd_unix_without_starttls(void **state)
+{
+	struct nt_raw c;
+	assert_int_equal(nt_raw_connect_unix(&c, T.n.sock_path), 0);
+	uint8_t f[4] = {0, 0, 0, 3};
+	assert_int_equal(nt_raw_send(&c, f, 4), 0);
+	assert_int_equal(nt_raw_option(&c, NBD_OPT_LIST, NULL, 0), 0);
+	struct nt_opt_reply r;
+	assert_int_equal(nt_raw_opt_reply(&c, &r), 0);
+	assert_int_equal(r.type, NBD_REP_ERR_TLS_REQD);
+	/* the error reply's message says what to do */
+	r.data[r.len < sizeof(r.data) ? r.len : sizeof(r.data) - 1] = '\0';
+	assert_non_null(strstr((const char *)r.data, "requires TLS"));
+	assert_int_equal(nt_raw_go(&c, "alice-1", false, NULL),
+			 (int)(NBD_REP_ERR_TLS_REQD & 0x7fffffff));
+	assert_int_equal(nt_raw_option(&c, NBD_OPT_EXPORT_NAME, "alice-1", 7), 0);
+	assert_true(nt_raw_eof(&c));
+	nt_raw_close(&c);
+	bystander_ok();
+
+	/*
+	 * libnbd reports NBD_REP_ERR_TLS_REQD to NBD_OPT_GO as ENOTSUP, and
+	 * logs the server's message under LIBNBD_DEBUG
+	 */
+	char uri[512];
+	snprintf(uri, sizeof(uri), "nbd+unix:///alice-1?socket=%s", T.n.sock_path);
+	struct hx_run ir;
+	const char *info[] = {"nbdinfo", uri, NULL};
+	setenv("LIBNBD_DEBUG", "1", 1);
+	int status = run(info, &ir);
+	unsetenv("LIBNBD_DEBUG");
+	assert_int_not_equal(status, 0);
+	assert_non_null(ir.err);
+	assert_non_null(strstr(ir.err, "requires TLS"));
+	assert_null(strstr(ir.out ? ir.out : "", "export-size"));
+	hx_run_free(&ir);
 	bystander_ok();
 }
 
@@ -741,6 +830,17 @@ static int control(void)
 		printf("control: a plaintext client got in (caught)\n");
 		seen++;
 	}
+	struct nt_raw u;
+	if (nt_raw_connect_unix(&u, T.n.sock_path) == 0) {
+		uint8_t f[4] = {0, 0, 0, 3};
+		struct nt_opt_reply r;
+		if (nt_raw_send(&u, f, 4) == 0 && nt_raw_option(&u, NBD_OPT_LIST, NULL, 0) == 0 &&
+		    nt_raw_opt_reply(&u, &r) == 0 && r.type != NBD_REP_ERR_TLS_REQD) {
+			printf("control: plain nbd+unix got an option served (caught)\n");
+			seen++;
+		}
+		nt_raw_close(&u);
+	}
 	if (x509_connect("expired") == 0) {
 		printf("control: an expired certificate was accepted (caught)\n");
 		seen++;
@@ -754,8 +854,8 @@ static int control(void)
 		rdax_disconnect(&a);
 	}
 	group_teardown(NULL);
-	printf("control: %d of 3 breaches caught\n", seen);
-	return seen == 3 ? 0 : 1;
+	printf("control: %d of 4 breaches caught\n", seen);
+	return seen == 4 ? 0 : 1;
 }
 
 int main(int argc, char **argv)
@@ -766,8 +866,10 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(librdax__psk_and_x509),
 	    cmocka_unit_test(cli__psk_and_x509),
 	    cmocka_unit_test(nbd__interop_psk_and_x509),
+	    cmocka_unit_test(nbd__unix_socket_psk),
 	    cmocka_unit_test(refuse__plaintext_native),
 	    cmocka_unit_test(refuse__nbd_without_starttls),
+	    cmocka_unit_test(refuse__nbd_unix_without_starttls),
 	    cmocka_unit_test(refuse__wrong_psk_and_unknown_user),
 	    cmocka_unit_test(refuse__foreign_and_expired_certificates),
 	    cmocka_unit_test(refuse__record_garbage_mid_stream),

@@ -9,7 +9,10 @@
  * (tls_io_pending), and once a sender's pieces are all taken every byte
  * reaches the peer, even when the socket could not take the records kept
  * for later -- the control (RDAX_FAULTS tls-send-strand) reports such
- * records sent, and the test must see the bytes missing.
+ * records sent, and the test must see the bytes missing. An idle session
+ * gives its buffers back (tls_io_trim) only when they hold nothing, and
+ * maps them again when it next speaks; the control (tls-keep-buffers)
+ * keeps them, and the test must see them held.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -130,6 +133,7 @@ static int pair_close(void **state)
 	gnutls_priority_deinit(p->prio);
 	free(p);
 	rdax_faults.tls_send_strand = false;
+	rdax_faults.tls_keep_buffers = false;
 	return 0;
 }
 
@@ -284,12 +288,75 @@ static void test_recv_drained_and_pending(void **state)
 	assert_int_equal(tls_io_pending(p->rx), 0);
 }
 
+/*
+ * trim_drained -- records both ways until drained, then tls_io_trim on both
+ * ends: true if both gave back their buffers
+ */
+static bool trim_drained(struct pair *p)
+{
+	static uint8_t buf[8192];
+	send_records(p, 3, 1000, 0x33);
+	wait_readable(p);
+	assert_int_equal(tls_io_recv(p->rx, buf, sizeof(buf)), 3000);
+	assert_non_null(p->rx->mem); /* in use: mapped */
+	bool rx = tls_io_trim(p->rx), tx = tls_io_trim(p->tx);
+	return rx && tx && !p->rx->mem && !p->tx->mem;
+}
+
+/*
+ * a drained session gives back its buffers, and the next sends and
+ * receives map them again: every byte still arrives in order
+ */
+static void test_trim_drained_releases(void **state)
+{
+	struct pair *p = *state;
+	assert_true(trim_drained(p));
+	size_t total;
+	size_t got = send_all(p, &total);
+	assert_int_equal(got, total);
+	assert_true(tls_io_trim(p->rx));
+	assert_null(p->rx->mem);
+}
+
+/* ciphertext read ahead and not yet decrypted is kept: trim refuses, the bytes still arrive */
+static void test_trim_keeps_bytes_ahead(void **state)
+{
+	struct pair *p = *state;
+	static uint8_t buf[3000];
+	send_records(p, 3, 1000, 0x44);
+	wait_readable(p);
+	/* one recv() took the three records ahead; the first only is asked for */
+	assert_int_equal(tls_io_recv(p->rx, buf, 1000), 1000);
+	assert_true(p->rx->ra_start < p->rx->ra_end);
+	assert_false(tls_io_trim(p->rx));
+	assert_non_null(p->rx->mem);
+	size_t got = 1000;
+	while (got < 3000) {
+		ssize_t r = tls_io_recv(p->rx, buf + got, sizeof(buf) - got);
+		assert_true(r > 0);
+		got += (size_t)r;
+	}
+	for (size_t i = 0; i < got; i++)
+		assert_int_equal(buf[i], 0x44);
+	assert_true(tls_io_trim(p->rx));
+}
+
+/* control: with tls-keep-buffers an idle session keeps them, and the check above sees it */
+static void test_control_keep_buffers(void **state)
+{
+	rdax_faults.tls_keep_buffers = true;
+	assert_false(trim_drained(*state));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_send_all_arrives, pair_open, pair_close),
 	    cmocka_unit_test_setup_teardown(test_control_send_strand, pair_open, pair_close),
 	    cmocka_unit_test_setup_teardown(test_recv_drained_and_pending, pair_open, pair_close),
+	    cmocka_unit_test_setup_teardown(test_trim_drained_releases, pair_open, pair_close),
+	    cmocka_unit_test_setup_teardown(test_trim_keeps_bytes_ahead, pair_open, pair_close),
+	    cmocka_unit_test_setup_teardown(test_control_keep_buffers, pair_open, pair_close),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
