@@ -75,6 +75,18 @@ int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_
 	return 0;
 }
 
+int nx_cluster_restart_all(struct nx_cluster *cl, const char *faults)
+{
+	for (unsigned i = 0; i < cl->n; i++) {
+		cl->node[i].d.opts.faults = faults;
+		if (nx_node_state(&cl->node[i]) != '?' && nx_node_kill(&cl->node[i]))
+			return -1;
+		if (nx_node_restart(&cl->node[i]))
+			return -1;
+	}
+	return 0;
+}
+
 int nx_node_of_url(const struct nx_cluster *cl, const char *url)
 {
 	for (unsigned i = 0; i < cl->n; i++)

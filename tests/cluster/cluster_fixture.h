@@ -56,6 +56,14 @@ uint64_t nx_seed(int argc, char **argv);
 int nx_cluster_start(struct nx_cluster *cl, const char *tag, unsigned n, uint64_t seed, bool join,
 		     const char *const *zones);
 
+/*
+ * nx_cluster_restart_all -- every node killed (kill -9, where it runs) and
+ * started again with @faults (rdaxd --faults; NULL: none): how a control
+ * run puts its fault switch on every node. Returns 0 or -1 (a node did not
+ * come back; what failed is printed).
+ */
+int nx_cluster_restart_all(struct nx_cluster *cl, const char *faults);
+
 /* nx_node_of_url -- the index of the node whose URL is @url, or -1 */
 int nx_node_of_url(const struct nx_cluster *cl, const char *url);
 

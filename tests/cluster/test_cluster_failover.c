@@ -348,12 +348,7 @@ static void test_stalled_primary(void **state)
 static void test_control_lease_ignore(void **state)
 {
 	(void)state;
-	for (unsigned i = 0; i < NODES; i++) {
-		cl.node[i].d.opts.faults = "lease-ignore";
-		if (nx_node_state(&cl.node[i]) != '?')
-			assert_int_equal(nx_node_kill(&cl.node[i]), 0);
-		assert_int_equal(nx_node_restart(&cl.node[i]), 0);
-	}
+	assert_int_equal(nx_cluster_restart_all(&cl, "lease-ignore"), 0);
 	unsigned stale = stalled_primary("fl");
 	printf("  control lease-ignore: %u stale read(s) seen\n", stale);
 	assert_true(stale > 0);
@@ -370,12 +365,7 @@ static void test_control_lease_ignore(void **state)
  */
 static bool slow_reconcile(const char *vol, const char *faults)
 {
-	for (unsigned i = 0; i < NODES; i++) {
-		cl.node[i].d.opts.faults = faults;
-		if (nx_node_state(&cl.node[i]) != '?')
-			assert_int_equal(nx_node_kill(&cl.node[i]), 0);
-		assert_int_equal(nx_node_restart(&cl.node[i]), 0);
-	}
+	assert_int_equal(nx_cluster_restart_all(&cl, faults), 0);
 	/*
 	 * tries: after the restart the earlier volumes' take-overs reconcile
 	 * slowly too, and with reconcile-inline their node is away meanwhile

@@ -366,12 +366,8 @@ int main(int argc, char **argv)
 	}
 	if (control) {
 		fault_max_ms = 15000;
-		for (unsigned i = 0; i < NODES; i++) {
-			cl.node[i].d.opts.faults = "lease-ignore,repl-ack-early";
-			nx_node_kill(&cl.node[i]);
-			if (nx_node_restart(&cl.node[i]))
-				return 1;
-		}
+		if (nx_cluster_restart_all(&cl, "lease-ignore,repl-ack-early"))
+			return 1;
 	}
 	if (create())
 		return 1;

@@ -585,14 +585,8 @@ int main(int argc, char **argv)
 		nx_cluster_stop(&cl);
 		return 77;
 	}
-	if (control) {
-		for (unsigned i = 0; i < NODES; i++) {
-			cl.node[i].d.opts.faults = "nbd-forward-flush-early";
-			nx_node_kill(&cl.node[i]);
-			if (nx_node_restart(&cl.node[i]))
-				return 1;
-		}
-	}
+	if (control && nx_cluster_restart_all(&cl, "nbd-forward-flush-early"))
+		return 1;
 	sleep(2); /* every node's key is up */
 	if (create(VOL, "64M", "3"))
 		return 1;

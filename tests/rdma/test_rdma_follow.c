@@ -397,13 +397,8 @@ int main(int argc, char **argv)
 	nx_cluster_extra_arg = lease;
 	if (nx_cluster_start(&cl, "rdfw", NODES, seed, true, NULL))
 		return 1;
-	if (control) {
-		for (unsigned i = 0; i < NODES; i++) {
-			cl.node[i].d.opts.faults = "client-window-keep";
-			if (nx_node_kill(&cl.node[i]) || nx_node_restart(&cl.node[i]))
-				return 1;
-		}
-	}
+	if (control && nx_cluster_restart_all(&cl, "client-window-keep"))
+		return 1;
 	if (create()) {
 		nx_cluster_stop(&cl);
 		return 1;
