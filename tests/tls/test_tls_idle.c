@@ -66,12 +66,13 @@ static long rss_kib(pid_t pid)
 }
 
 /*
- * settled_rss -- after the trim wait, the daemon's RSS once it has not
- * moved for SETTLE_SAMPLES samples (when to read it, not a verdict)
+ * settled_rss -- after @wait_ms (the trim wait, where connections are to
+ * be trimmed), the daemon's RSS once it has not moved for SETTLE_SAMPLES
+ * samples (when to read it, not a verdict)
  */
-static long settled_rss(pid_t pid)
+static long settled_rss(pid_t pid, unsigned wait_ms)
 {
-	usleep(TRIM_WAIT_MS * 1000);
+	usleep(wait_ms * 1000);
 	long last = rss_kib(pid);
 	for (int same = 0; same < SETTLE_SAMPLES;) {
 		usleep(SETTLE_STEP_MS * 1000);
@@ -152,11 +153,11 @@ static double per_conn_kib(bool tls, bool control, unsigned n)
 	if (!ret)
 		ret = rdax_volume_create(admin, "idle", VOL_SIZE, RDAX_NAMESPACE_ANY);
 	rdax_disconnect(&admin);
-	long r0 = ret ? -1 : settled_rss(d.pid);
+	long r0 = ret ? -1 : settled_rss(d.pid, 0); /* no connection to trim yet */
 	snprintf(url, sizeof(url), "rdaxs://127.0.0.1:%d", d.port);
 	if (!ret)
 		ret = open_conns(tls ? url : d.url, tls ? psk : NULL, conns, n);
-	long r1 = ret ? -1 : settled_rss(d.pid);
+	long r1 = ret ? -1 : settled_rss(d.pid, TRIM_WAIT_MS);
 	double per = -1;
 	if (!ret && r0 > 0 && r1 > 0) {
 		per = (double)(r1 - r0) / n;
