@@ -23,7 +23,9 @@
  * With --tls the daemon also offers TLS (--tls on, a PSK made for the run)
  * and every rdax figure is measured a second time, in the same run against
  * the same daemon and volume, over an rdaxs:// connection: a second table
- * gives TLS beside plain and their ratio (docs/security.md). A third gives
+ * gives TLS beside plain and their ratio (docs/security.md), with the
+ * durable write's p50 also taken with plain and TLS writes in turns
+ * (lat_durable_interleaved: both see the same moments). A third gives
  * a ceiling for TLS's 1 MiB throughput from the same run (tls_ceiling):
  * the CPU each side spent per MiB in the plain 1 MiB phase, plus what
  * AES-128-GCM costs per MiB of 16 KiB records on that side's CPU.
@@ -331,6 +333,42 @@ static void lat_write_fsync(struct rdax_volume *v, const struct opts *o, bool du
 	free(lat);
 }
 
+/*
+ * lat_durable_interleaved -- QD1 4 KiB durable writes taken in turns over
+ * @a and @b (the order swapped every turn), p50 of each in microseconds.
+ * Measured one after the other, two p50s see different moments of the
+ * machine (on the 2-CPU development VM a plain p50 moved from 107 to 130 us
+ * between runs minutes apart); in turns, both see the same.
+ */
+static void lat_durable_interleaved(struct rdax_volume *a, struct rdax_volume *b,
+				    const struct opts *o, double *a50, double *b50)
+{
+	uint8_t buf[SMALL];
+	memset(buf, 0x5a, sizeof(buf));
+	double *la = malloc(o->iters * sizeof(double)), *lb = malloc(o->iters * sizeof(double));
+	uint64_t rng = 54321;
+	unsigned warm = o->iters / 10;
+	for (unsigned i = 0; i < o->iters + warm; i++) {
+		for (unsigned k = 0; k < 2; k++) {
+			bool first_a = (i & 1) == 0;
+			struct rdax_volume *v = (k == 0) == first_a ? a : b;
+			uint64_t off = (hx_splitmix64(&rng) % (VOL_SIZE / SMALL)) * SMALL;
+			double t = now_us();
+			int ret = rdax_write(v, off, buf, SMALL, RDAX_WRITE_FSYNC);
+			if (ret)
+				die("durable write", ret);
+			if (i >= warm)
+				(v == a ? la : lb)[i - warm] = now_us() - t;
+		}
+	}
+	qsort(la, o->iters, sizeof(double), cmp_double);
+	qsort(lb, o->iters, sizeof(double), cmp_double);
+	*a50 = pct(la, o->iters, 50);
+	*b50 = pct(lb, o->iters, 50);
+	free(la);
+	free(lb);
+}
+
 /* proc_cpu_s -- utime + stime of process @pid so far, seconds (its threads', live and gone) */
 static double proc_cpu_s(pid_t pid)
 {
@@ -455,7 +493,8 @@ static void measure(struct rdax_conn *c, struct rdax_volume *v, const struct opt
 }
 
 /* tls_table -- TLS beside plain, in the same run */
-static void tls_table(const struct figures *p, const struct figures *t)
+static void tls_table(const struct figures *p, const struct figures *t, double ip50,
+		      double it50)
 {
 	printf("\n%-44s %14s %14s %9s\n", "rdaxs:// (TLS, PSK) beside tcp://", "TLS", "plain",
 	       "TLS/plain");
@@ -465,6 +504,8 @@ static void tls_table(const struct figures *p, const struct figures *t)
 	       p->dw50, t->dw50 / p->dw50);
 	printf("%-44s %14.1f %14.1f %9.2f\n", "QD1 4 KiB durable write (1 RPC) p99 (us)", t->dw99,
 	       p->dw99, t->dw99 / p->dw99);
+	printf("%-44s %14.1f %14.1f %9.2f\n", "  the same p50, plain and TLS in turns (us)", it50,
+	       ip50, it50 / ip50);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD32 4 KiB writes (IOPS)", t->iops, p->iops,
 	       t->iops / p->iops);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s)", t->bw, p->bw,
@@ -779,6 +820,7 @@ int main(int argc, char **argv)
 	double fbw = floor_stream(&o);
 
 	struct figures pf, tf;
+	double inter_plain50 = 0, inter_tls50 = 0;
 	measure(conn, v, &o, &pf);
 	double wf50 = pf.wf50, wf99 = pf.wf99, dw50 = pf.dw50, dw99 = pf.dw99;
 	double iops = pf.iops, bw = pf.bw;
@@ -787,6 +829,7 @@ int main(int argc, char **argv)
 		struct rdax_volume *tv;
 		connect_tls(&d, psk, &tc, &tv);
 		measure(tc, tv, &o, &tf);
+		lat_durable_interleaved(v, tv, &o, &inter_plain50, &inter_tls50);
 		rdax_volume_close(&tv);
 		rdax_disconnect(&tc);
 	}
@@ -823,7 +866,7 @@ int main(int argc, char **argv)
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
 	       fbw, bw / fbw);
 	if (o.tls) {
-		tls_table(&pf, &tf);
+		tls_table(&pf, &tf, inter_plain50, inter_tls50);
 		tls_ceiling(&o, &pf, &tf);
 	}
 
