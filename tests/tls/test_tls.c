@@ -281,32 +281,35 @@ static void cli__psk_and_x509(void **state)
 	hx_run_free(&r);
 }
 
-/* nbdinfo, nbdcopy and qemu-img over nbds:// with a PSK and with certificates */
-static void nbd__interop_psk_and_x509(void **state)
+/*
+ * nbdinfo_copy_roundtrip -- nbdinfo at @info_uri says TLS; a volume's worth
+ * of pattern @seed copied up to @up_uri by nbdcopy and down again from
+ * @down_uri reads back equal (@what names the case in a failure)
+ */
+static void nbdinfo_copy_roundtrip(const char *what, const char *info_uri, const char *up_uri,
+				   const char *down_uri, uint64_t seed)
 {
-	char psk_uri[512], x509_uri[512], dir[400], src[400], dst[400];
-	snprintf(psk_uri, sizeof(psk_uri), "nbds://alice@127.0.0.1:%d/alice-1?tls-psk-file=%s",
-		 T.n.nbd_port, T.psk);
-	snprintf(x509_uri, sizeof(x509_uri), "nbds://localhost:%d/alice-1?tls-certificates=%s",
-		 T.n.nbd_port, path(dir, sizeof(dir), "alice"));
-	snprintf(src, sizeof(src), "%s/nbd-src", T.dir);
-	snprintf(dst, sizeof(dst), "%s/nbd-dst", T.dir);
+	char src[400], dst[400];
+	snprintf(src, sizeof(src), "%s/%s-src", T.dir, what);
+	snprintf(dst, sizeof(dst), "%s/%s-dst", T.dir, what);
 	uint8_t *b = malloc(VOL_SIZE);
-	hx_pattern(b, VOL_SIZE, 99, 0);
+	assert_non_null(b);
+	hx_pattern(b, VOL_SIZE, seed, 0);
 	assert_int_equal(hx_write_file(src, b, VOL_SIZE), 0);
 	struct hx_run r;
-	const char *info[] = {"nbdinfo", x509_uri, NULL};
+	const char *info[] = {"nbdinfo", info_uri, NULL};
 	if (run(info, &r) != 0)
-		fail_msg("nbdinfo x509: %s", r.err);
+		fail_msg("nbdinfo (%s): %s", what, r.err);
 	assert_non_null(strstr(r.out, "with TLS"));
 	hx_run_free(&r);
-	const char *up[] = {"nbdcopy", src, psk_uri, NULL};
+	const char *up[] = {"nbdcopy", src, up_uri, NULL};
 	if (run(up, &r) != 0)
-		fail_msg("nbdcopy up (psk): %s", r.err);
+		fail_msg("nbdcopy up (%s): %s", what, r.err);
 	hx_run_free(&r);
-	const char *down[] = {"nbdcopy", x509_uri, dst, NULL};
+	unlink(dst);
+	const char *down[] = {"nbdcopy", down_uri, dst, NULL};
 	if (run(down, &r) != 0)
-		fail_msg("nbdcopy down (x509): %s", r.err);
+		fail_msg("nbdcopy down (%s): %s", what, r.err);
 	hx_run_free(&r);
 	uint8_t *got;
 	size_t got_len;
@@ -314,6 +317,25 @@ static void nbd__interop_psk_and_x509(void **state)
 	assert_int_equal(got_len, VOL_SIZE);
 	assert_memory_equal(got, b, VOL_SIZE);
 	free(got);
+	free(b);
+}
+
+/* nbdinfo, nbdcopy and qemu-img over nbds:// with a PSK and with certificates */
+static void nbd__interop_psk_and_x509(void **state)
+{
+	char psk_uri[512], x509_uri[512], dir[400], dst[400];
+	snprintf(psk_uri, sizeof(psk_uri), "nbds://alice@127.0.0.1:%d/alice-1?tls-psk-file=%s",
+		 T.n.nbd_port, T.psk);
+	snprintf(x509_uri, sizeof(x509_uri), "nbds://localhost:%d/alice-1?tls-certificates=%s",
+		 T.n.nbd_port, path(dir, sizeof(dir), "alice"));
+	/* up with the PSK, down with the certificate */
+	nbdinfo_copy_roundtrip("nbd", x509_uri, psk_uri, x509_uri, 99);
+	snprintf(dst, sizeof(dst), "%s/nbd-dst", T.dir);
+	uint8_t *b = malloc(VOL_SIZE), *got;
+	size_t got_len;
+	struct hx_run r;
+	assert_non_null(b);
+	hx_pattern(b, VOL_SIZE, 99, 0);
 	/* qemu-img: PSK (its dir holds keys.psk) and x509 (ca, client cert and key) */
 	char port[16], opts_psk[512], opts_x509[512], obj_psk[512], obj_x509[512];
 	snprintf(port, sizeof(port), "%d", T.n.nbd_port);
@@ -356,37 +378,10 @@ static void nbd__interop_psk_and_x509(void **state)
  */
 static void nbd__unix_socket_psk(void **state)
 {
-	char uri[1024], src[400], dst[400];
+	char uri[1024];
 	snprintf(uri, sizeof(uri), "nbds+unix://alice@/alice-1?socket=%s&tls-psk-file=%s",
 		 T.n.sock_path, T.psk);
-	snprintf(src, sizeof(src), "%s/unix-src", T.dir);
-	snprintf(dst, sizeof(dst), "%s/unix-dst", T.dir);
-	uint8_t *b = malloc(VOL_SIZE);
-	assert_non_null(b);
-	hx_pattern(b, VOL_SIZE, 77, 0);
-	assert_int_equal(hx_write_file(src, b, VOL_SIZE), 0);
-	struct hx_run r;
-	const char *info[] = {"nbdinfo", uri, NULL};
-	if (run(info, &r) != 0)
-		fail_msg("nbdinfo over nbds+unix: %s", r.err);
-	assert_non_null(strstr(r.out, "with TLS"));
-	hx_run_free(&r);
-	const char *up[] = {"nbdcopy", src, uri, NULL};
-	if (run(up, &r) != 0)
-		fail_msg("nbdcopy up over nbds+unix: %s", r.err);
-	hx_run_free(&r);
-	unlink(dst);
-	const char *down[] = {"nbdcopy", uri, dst, NULL};
-	if (run(down, &r) != 0)
-		fail_msg("nbdcopy down over nbds+unix: %s", r.err);
-	hx_run_free(&r);
-	uint8_t *got;
-	size_t got_len;
-	assert_int_equal(nt_read_file(dst, &got, &got_len), 0);
-	assert_int_equal(got_len, VOL_SIZE);
-	assert_memory_equal(got, b, VOL_SIZE);
-	free(got);
-	free(b);
+	nbdinfo_copy_roundtrip("unix", uri, uri, uri, 77);
 	bystander_ok();
 }
 
