@@ -28,6 +28,21 @@ struct nx_cluster {
 	unsigned n;
 };
 
+/*
+ * NX_CHECK -- a condition a test goes on after when it fails: printed with
+ * "FAIL:" and counted in the test's own `static int failures`, which its
+ * exit status reports (for the long runs that check many rounds before
+ * they end; cmocka's asserts stop at the first)
+ */
+#define NX_CHECK(cond, ...)                                                                        \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			printf("FAIL: " __VA_ARGS__);                                              \
+			printf("\n");                                                              \
+			failures++;                                                                \
+		}                                                                                  \
+	} while (0)
+
 /* One more rdaxd flag for every joined node (e.g. "--lease-ttl=2"); NULL: none. */
 extern const char *nx_cluster_extra_arg;
 

@@ -56,15 +56,6 @@ static struct nx_cluster cl;
 static int failures;
 static uint8_t bv_data[DATA_LEN];
 
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL: " __VA_ARGS__);                                              \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -122,7 +113,7 @@ static bool write_data(const char *name, uint64_t off, const uint8_t *buf, size_
 	struct hx_run r;
 	snprintf(offs, sizeof(offs), "%" PRIu64, off);
 	int st = rdax_cl(&r, "20", buf, len, "write", name, offs, "--fsync", NULL);
-	CHECK(st == 0, "write %s: exit %d: %s", name, st, st >= 0 ? r.err : "");
+	NX_CHECK(st == 0, "write %s: exit %d: %s", name, st, st >= 0 ? r.err : "");
 	if (st >= 0)
 		hx_run_free(&r);
 	return st == 0;
@@ -241,7 +232,7 @@ static int primary_of(const char *name)
 /* bystander_intact -- bv reads back as written (the other volumes keep serving) */
 static void bystander_intact(const char *after)
 {
-	CHECK(read_equal("bv", DATA_OFF, bv_data, sizeof(bv_data)),
+	NX_CHECK(read_equal("bv", DATA_OFF, bv_data, sizeof(bv_data)),
 	      "the bystander bv does not read back as written after %s", after);
 }
 
@@ -254,24 +245,24 @@ static void round_basic(uint64_t seed)
 		return;
 	fill(data, sizeof(data), seed);
 	write_data("dv", DATA_OFF, data, sizeof(data));
-	CHECK(copies_left("dv", false) == 2 * NODES, "dv: not every node has its copy and record");
+	NX_CHECK(copies_left("dv", false) == 2 * NODES, "dv: not every node has its copy and record");
 	struct hx_run r;
 	int st = rdax_cl(&r, "20", NULL, 0, "volume", "delete", "dv", NULL);
-	CHECK(st == 0, "volume delete dv: exit %d: %s", st, st >= 0 ? r.err : "");
+	NX_CHECK(st == 0, "volume delete dv: exit %d: %s", st, st >= 0 ? r.err : "");
 	if (st >= 0)
 		hx_run_free(&r);
 	unsigned left = copies_left("dv", true);
-	CHECK(left == 0, "after the delete, %u copies or records of dv are left", left);
+	NX_CHECK(left == 0, "after the delete, %u copies or records of dv are left", left);
 	long keys = keys_left("dv");
-	CHECK(keys == 0, "after the delete, %ld keys of dv are left in etcd", keys);
+	NX_CHECK(keys == 0, "after the delete, %ld keys of dv are left in etcd", keys);
 	printf("  deleted: %u copies or records left, %ld keys left\n", left, keys);
 	/* 40 MiB twice does not fit in a node's 64 MiB: the create needs the space freed */
 	if (create("dv", "40M")) {
-		CHECK(read_equal("dv", DATA_OFF, zeros, sizeof(zeros)),
+		NX_CHECK(read_equal("dv", DATA_OFF, zeros, sizeof(zeros)),
 		      "dv created again does not read zeros where the old data was");
 		printf("  created again with the same size: reads zeros\n");
 		st = rdax_cl(&r, "20", NULL, 0, "volume", "delete", "dv", NULL);
-		CHECK(st == 0, "volume delete dv (again): exit %d", st);
+		NX_CHECK(st == 0, "volume delete dv (again): exit %d", st);
 		if (st >= 0)
 			hx_run_free(&r);
 	}
@@ -288,40 +279,40 @@ static void round_down(uint64_t seed)
 	fill(data, sizeof(data), seed ^ 0xd0);
 	write_data("dk", DATA_OFF, data, sizeof(data));
 	int p = primary_of("dk");
-	CHECK(p >= 0, "dk has no primary");
+	NX_CHECK(p >= 0, "dk has no primary");
 	unsigned victim = (unsigned)(seed % NODES); /* the seed picks it: the primary too */
 	printf("  kill -9 n%u (primary n%d)\n", victim + 1, p + 1);
 	nx_node_kill(&cl.node[victim]);
-	CHECK(node_key_gone(victim, 15000), "n%u's key did not go after its kill", victim + 1);
+	NX_CHECK(node_key_gone(victim, 15000), "n%u's key did not go after its kill", victim + 1);
 	struct hx_run r;
 	char name[8];
 	snprintf(name, sizeof(name), "n%u", victim + 1);
 	int st = rdax_cl(&r, "3", NULL, 0, "volume", "delete", "dk", NULL);
 	if (st >= 0) {
 		printf("  delete --timeout 3: exit %d: %s", st, r.err);
-		CHECK(st == 1 && strstr(r.err, name) && strstr(r.err, "down"),
+		NX_CHECK(st == 1 && strstr(r.err, name) && strstr(r.err, "down"),
 		      "delete with n%u down: exit %d, not naming it as down", victim + 1, st);
 		hx_run_free(&r);
 	} else {
-		CHECK(false, "delete with n%u down: not run", victim + 1);
+		NX_CHECK(false, "delete with n%u down: not run", victim + 1);
 	}
 	struct cluster_volume_rec v;
-	CHECK(nx_volume_key(cl.etcd.spec, "dk", &v) == 0 && v.state == CLUSTER_VOL_DELETING,
+	NX_CHECK(nx_volume_key(cl.etcd.spec, "dk", &v) == 0 && v.state == CLUSTER_VOL_DELETING,
 	      "the key of dk is not kept \"deleting\" while n%u is down", victim + 1);
 	for (unsigned i = 0; i < NODES; i++)
 		if (i != victim)
-			CHECK(!has_local(i, "dk"), "n%u still has dk while n%u is down", i + 1,
+			NX_CHECK(!has_local(i, "dk"), "n%u still has dk while n%u is down", i + 1,
 			      victim + 1);
 	st = rdax_cl(&r, "20", NULL, 0, "volume", "create", "dk", "8M", "--replicas", "2", NULL);
 	if (st >= 0) {
 		printf("  create meanwhile: exit %d: %s", st, r.err);
-		CHECK(st == 1 && strstr(r.err, "still being deleted"),
+		NX_CHECK(st == 1 && strstr(r.err, "still being deleted"),
 		      "create of a deleting name: exit %d, not saying it is being deleted", st);
 		hx_run_free(&r);
 	}
-	CHECK(nx_node_restart(&cl.node[victim]) == 0, "n%u does not restart", victim + 1);
+	NX_CHECK(nx_node_restart(&cl.node[victim]) == 0, "n%u does not restart", victim + 1);
 	bool gone = wait_gone("dk", 20000);
-	CHECK(gone, "dk is not gone 20 s after n%u came back", victim + 1);
+	NX_CHECK(gone, "dk is not gone 20 s after n%u came back", victim + 1);
 	if (!gone)
 		copies_left("dk", true);
 	else
@@ -337,7 +328,7 @@ static void round_open(uint64_t seed)
 	if (!create("dc", "8M"))
 		return;
 	int p = primary_of("dc");
-	CHECK(p >= 0, "dc has no primary");
+	NX_CHECK(p >= 0, "dc has no primary");
 	if (p < 0)
 		return;
 	struct rdax_conn *c = NULL;
@@ -348,7 +339,7 @@ static void round_open(uint64_t seed)
 		ret = rdax_volume_open(c, "dc", &vol);
 	if (ret == 0)
 		ret = rdax_write(vol, DATA_OFF, data, sizeof(data), RDAX_WRITE_FSYNC);
-	CHECK(ret == 0, "a client of dc on n%d: %s", p + 1, rdax_strerror(ret));
+	NX_CHECK(ret == 0, "a client of dc on n%d: %s", p + 1, rdax_strerror(ret));
 	if (ret) {
 		rdax_volume_close(&vol);
 		rdax_disconnect(&c);
@@ -362,23 +353,23 @@ static void round_open(uint64_t seed)
 		     : -1;
 	if (st >= 0) {
 		printf("  delete via n%u while open: exit %d: %s", other + 1, st, r.err);
-		CHECK(st == 1 && strstr(r.err, "holds it open"),
+		NX_CHECK(st == 1 && strstr(r.err, "holds it open"),
 		      "delete of an open volume: exit %d, not saying its copy is held open", st);
 		hx_run_free(&r);
 	}
 	ret = rdax_write(vol, DATA_OFF, data, 4096, RDAX_WRITE_FSYNC);
 	const char *msg = rdax_conn_last_error(c);
 	printf("  the client's next write: %s: %s\n", rdax_strerror(ret), msg ? msg : "");
-	CHECK(ret == -ENOENT && msg && strstr(msg, "being deleted"),
+	NX_CHECK(ret == -ENOENT && msg && strstr(msg, "being deleted"),
 	      "the write after the delete: %s (%s), not a clear ENOENT", rdax_strerror(ret),
 	      msg ? msg : "");
 	for (unsigned i = 0; i < NODES; i++)
-		CHECK(nx_node_state(&cl.node[i]) != '?', "n%u is gone", i + 1);
+		NX_CHECK(nx_node_state(&cl.node[i]) != '?', "n%u is gone", i + 1);
 	bystander_intact("a write to a deleting volume");
 	rdax_volume_close(&vol);
 	rdax_disconnect(&c);
 	bool gone = wait_gone("dc", 20000);
-	CHECK(gone, "dc is not gone 20 s after its client closed it");
+	NX_CHECK(gone, "dc is not gone 20 s after its client closed it");
 	if (!gone)
 		copies_left("dc", true);
 	else

@@ -65,15 +65,6 @@ static uint64_t fault_max_ms = 45000;
 /* the node that acknowledged fsyncs in epoch e, over every client (-1: none seen) */
 static int acker[MAX_EPOCHS];
 
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL: " __VA_ARGS__);                                              \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -124,13 +115,13 @@ static int step(struct client *c)
 	c->acks++;
 	int by = nx_node_of_url(&cl, rdax_conn_url(c->c));
 	uint64_t e = rdax_volume_epoch(c->v);
-	CHECK(e >= c->max_epoch, "%s: epoch went back from %" PRIu64 " to %" PRIu64, c->name,
+	NX_CHECK(e >= c->max_epoch, "%s: epoch went back from %" PRIu64 " to %" PRIu64, c->name,
 	      c->max_epoch, e);
 	if (e > c->max_epoch)
 		c->max_epoch = e;
 	if (by < 0 || e >= MAX_EPOCHS)
 		return 0;
-	CHECK(acker[e] < 0 || acker[e] == by,
+	NX_CHECK(acker[e] < 0 || acker[e] == by,
 	      "%s: epoch %" PRIu64 " acknowledged by n%d and by n%d", c->name, e, acker[e] + 1,
 	      by + 1);
 	acker[e] = by;
@@ -182,7 +173,7 @@ static void fault_apply(enum fault f, unsigned p)
 	default:
 		break;
 	}
-	CHECK(ret == 0, "fault %s on n%u: %d", fault_name[f], p + 1, ret);
+	NX_CHECK(ret == 0, "fault %s on n%u: %d", fault_name[f], p + 1, ret);
 }
 
 static void fault_heal(enum fault f, unsigned p)
@@ -209,7 +200,7 @@ static void fault_heal(enum fault f, unsigned p)
 	default:
 		break;
 	}
-	CHECK(ret == 0, "heal %s on n%u: %d", fault_name[f], p + 1, ret);
+	NX_CHECK(ret == 0, "heal %s on n%u: %d", fault_name[f], p + 1, ret);
 }
 
 /*
@@ -226,11 +217,11 @@ static void verify(struct client *c)
 	struct rdax_volume *v;
 	int ret = nx_resuming_open(c->name, url, VOL, 5000, 60000, 0, &conn, &v);
 	if (ret) {
-		CHECK(0, "%s: cannot reach the primary to verify: %s", c->name, rdax_strerror(ret));
+		NX_CHECK(0, "%s: cannot reach the primary to verify: %s", c->name, rdax_strerror(ret));
 		return;
 	}
 	ret = ck_verify(&c->ck, v);
-	CHECK(ret == 0, "%s: on %s: %s", c->name, rdax_conn_url(conn),
+	NX_CHECK(ret == 0, "%s: on %s: %s", c->name, rdax_conn_url(conn),
 	      ret == -EIO ? c->ck.why : rdax_strerror(ret));
 	rdax_volume_close(&v);
 	rdax_disconnect(&conn);
@@ -279,8 +270,8 @@ static uint64_t round_of(enum fault f, struct client *c, struct client *other)
 	printf("    %s: %" PRIu64 " acks %" PRIu64 " failures; n%u primary at epoch %" PRIu64
 	       "; first ack elsewhere after %" PRIu64 " ms, longest stall %" PRIu64 " ms\n",
 	       c->name, c->acks, c->fails, nx_node_index(rec.primary) + 1, rec.epoch, first, stall);
-	CHECK(rec.epoch >= epoch, "epoch went back: %" PRIu64 " after %" PRIu64, rec.epoch, epoch);
-	CHECK(f == F_REPLICAS || nx_node_index(rec.primary) != p, "%s: no failover from n%u", fault_name[f],
+	NX_CHECK(rec.epoch >= epoch, "epoch went back: %" PRIu64 " after %" PRIu64, rec.epoch, epoch);
+	NX_CHECK(f == F_REPLICAS || nx_node_index(rec.primary) != p, "%s: no failover from n%u", fault_name[f],
 	      p + 1);
 	fault_heal(f, p);
 	for (unsigned k = 0; k < 5; k++)

@@ -60,15 +60,6 @@
 static struct nx_cluster cl;
 static int failures;
 
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL: " __VA_ARGS__);                                              \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -81,7 +72,7 @@ static bool key(struct cluster_volume_rec *rec)
 {
 	if (nx_volume_key_retry(cl.etcd.spec, VOL, 100, 100, rec) == 0)
 		return true;
-	CHECK(0, "cannot read the volume key");
+	NX_CHECK(0, "cannot read the volume key");
 	return false;
 }
 
@@ -271,39 +262,39 @@ static void round_tool(uint64_t seed, enum tool t)
 	snprintf(log, sizeof(log), "%s/%s.log", cl.dir, name);
 	snprintf(uri, sizeof(uri), "%s/%s", cl.node[fwd].nbd, VOL);
 	if (!src || !back) {
-		CHECK(0, "out of memory");
+		NX_CHECK(0, "out of memory");
 		goto out;
 	}
 	hx_pattern(src, COPY_SIZE, seed ^ t, 0);
 	if (hx_write_file(path, src, COPY_SIZE)) {
-		CHECK(0, "cannot write %s", path);
+		NX_CHECK(0, "cannot write %s", path);
 		goto out;
 	}
 	const char *argv[16];
 	tool_argv(t, path, uri, spare, sizeof(spare), argv);
 	uint64_t t0 = now_ms();
 	pid_t pid = spawn(argv, log);
-	CHECK(pid > 0, "cannot start %s", name);
+	NX_CHECK(pid > 0, "cannot start %s", name);
 	if (pid <= 0)
 		goto out;
 	/* fio starts slower: its first writes are under way after about a second */
 	usleep(t == TOOL_FIO ? 1000 * 1000 : 400 * 1000);
 	bool mid = waitpid(pid, NULL, WNOHANG) == 0;
-	CHECK(mid, "%s ended before the kill (the round proves nothing): %llu ms", name,
+	NX_CHECK(mid, "%s ended before the kill (the round proves nothing): %llu ms", name,
 	      (unsigned long long)(now_ms() - t0));
 	nx_node_kill(&cl.node[p]);
 	uint64_t tk = now_ms();
 	int st = reap_within(pid, 120000);
 	printf("  %s exit %d after %llu ms (%llu ms after the kill)\n", name, st,
 	       (unsigned long long)(now_ms() - t0), (unsigned long long)(now_ms() - tk));
-	CHECK(st == 0, "%s through n%u failed (exit %d) across the failover", name, fwd + 1, st);
+	NX_CHECK(st == 0, "%s through n%u failed (exit %d) across the failover", name, fwd + 1, st);
 	if (st)
 		show_log(log);
 	unsigned np = wait_failover(p);
 	printf("  n%u primary now\n", np + 1);
 	if (t == TOOL_FIO) {
 		/* its verify phase read every block back through n@fwd, after the failover */
-		CHECK(log_lines(log, "READ: bw=") && log_lines(log, "WRITE: bw="),
+		NX_CHECK(log_lines(log, "READ: bw=") && log_lines(log, "WRITE: bw="),
 		      "fio's log shows no write and verify phase");
 		goto restart;
 	}
@@ -311,13 +302,13 @@ static void round_tool(uint64_t seed, enum tool t)
 	struct rdax_volume *v;
 	if (open_primary(&c, &v) == 0) {
 		int ret = rdax_read(v, 0, back, COPY_SIZE);
-		CHECK(ret == 0, "read back: %s", rdax_conn_last_error(c));
+		NX_CHECK(ret == 0, "read back: %s", rdax_conn_last_error(c));
 		if (ret == 0) {
 			uint64_t bad = COPY_SIZE;
 			for (uint64_t i = 0; i < COPY_SIZE && bad == COPY_SIZE; i++)
 				if (src[i] != back[i])
 					bad = i;
-			CHECK(bad == COPY_SIZE,
+			NX_CHECK(bad == COPY_SIZE,
 			      "the volume on %s differs from the file from byte %" PRIu64,
 			      rdax_conn_url(c), bad);
 			if (bad == COPY_SIZE)
@@ -327,11 +318,11 @@ static void round_tool(uint64_t seed, enum tool t)
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
 	} else {
-		CHECK(0, "cannot open the volume at its primary to compare");
+		NX_CHECK(0, "cannot open the volume at its primary to compare");
 	}
 restart:
 	/* back as a replica, for the next round's failover */
-	CHECK(nx_node_restart(&cl.node[p]) == 0, "restart n%u", p + 1);
+	NX_CHECK(nx_node_restart(&cl.node[p]) == 0, "restart n%u", p + 1);
 	wait_isr();
 out:
 	free(src);
@@ -393,17 +384,17 @@ static int round_checker(uint64_t seed)
 	       p + 1);
 	struct nbd_handle *h = nbd_create();
 	if (!h || nbd_connect_uri(h, uri) == -1) {
-		CHECK(0, "nbd connect %s: %s", uri, nbd_get_error());
+		NX_CHECK(0, "nbd connect %s: %s", uri, nbd_get_error());
 		if (h)
 			nbd_close(h);
 		return 0;
 	}
-	CHECK(nbd_can_multi_conn(h) == 0, "a forwarded export offers CAN_MULTI_CONN");
-	CHECK(nbd_can_flush(h) == 1 && nbd_can_fua(h) == 1, "flush and FUA offered");
-	CHECK(nbd_get_size(h) == (int64_t)VOL_SIZE, "export size %" PRId64, nbd_get_size(h));
+	NX_CHECK(nbd_can_multi_conn(h) == 0, "a forwarded export offers CAN_MULTI_CONN");
+	NX_CHECK(nbd_can_flush(h) == 1 && nbd_can_fua(h) == 1, "flush and FUA offered");
+	NX_CHECK(nbd_get_size(h) == (int64_t)VOL_SIZE, "export size %" PRId64, nbd_get_size(h));
 	struct ck ck;
 	if (ck_init(&ck, seed, CK_OFF, NBLOCKS, NULL)) {
-		CHECK(0, "checker");
+		NX_CHECK(0, "checker");
 		nbd_close(h);
 		return 0;
 	}
@@ -435,8 +426,8 @@ static int round_checker(uint64_t seed)
 	       "first flush acknowledged by the new primary %" PRIu64 " ms after the kill, "
 	       "longest stall %" PRIu64 " ms\n",
 	       before, after, np + 1, fails, first, stall);
-	CHECK(fails == 0, "%u checker steps failed through the forwarding node", fails);
-	CHECK(after == STEPS_AFTER, "the checker did not go on after the failover");
+	NX_CHECK(fails == 0, "%u checker steps failed through the forwarding node", fails);
+	NX_CHECK(after == STEPS_AFTER, "the checker did not go on after the failover");
 	nbd_shutdown(h, 0);
 	nbd_close(h);
 
@@ -446,7 +437,7 @@ static int round_checker(uint64_t seed)
 		if (i != p)
 			nx_node_kill(&cl.node[i]);
 	for (unsigned i = 0; i < NODES; i++)
-		CHECK(nx_node_restart(&cl.node[i]) == 0, "restart n%u", i + 1);
+		NX_CHECK(nx_node_restart(&cl.node[i]) == 0, "restart n%u", i + 1);
 	int found = 0;
 	struct rdax_conn *c;
 	struct rdax_volume *v;
@@ -470,7 +461,7 @@ static int round_checker(uint64_t seed)
 		rdax_volume_close(&v);
 		rdax_disconnect(&c);
 	} else {
-		CHECK(0, "cannot open the volume after the power cut");
+		NX_CHECK(0, "cannot open the volume after the power cut");
 	}
 	ck_free(&ck);
 	return found;
@@ -498,7 +489,7 @@ static void round_nocopy(uint64_t seed)
 		return;
 	struct cluster_volume_rec rec;
 	if (nx_volume_key(cl.etcd.spec, "nb2", &rec)) {
-		CHECK(0, "no key for nb2");
+		NX_CHECK(0, "no key for nb2");
 		return;
 	}
 	unsigned x = NODES;
@@ -511,7 +502,7 @@ static void round_nocopy(uint64_t seed)
 	printf("no copy: nb2 on %s and %s; through n%u, which holds none\n", rec.replicas[0],
 	       rec.replicas[1], x + 1);
 	if (x == NODES) {
-		CHECK(0, "every node holds nb2");
+		NX_CHECK(0, "every node holds nb2");
 		return;
 	}
 	char uri[160], seen[1024] = "";
@@ -519,20 +510,20 @@ static void round_nocopy(uint64_t seed)
 	struct nbd_handle *h = nbd_create();
 	if (!h || nbd_set_opt_mode(h, true) == -1 || nbd_connect_uri(h, uri) == -1 ||
 	    nbd_opt_list(h, (nbd_list_callback){.callback = list_name, .user_data = seen}) == -1) {
-		CHECK(0, "nbd list on %s: %s", uri, nbd_get_error());
+		NX_CHECK(0, "nbd list on %s: %s", uri, nbd_get_error());
 		if (h)
 			nbd_close(h);
 		return;
 	}
 	printf("  NBD_OPT_LIST on n%u: %s\n", x + 1, seen);
-	CHECK(strstr(seen, "nb ") && strstr(seen, "nb2 ") && !strstr(seen, ".rrec"),
+	NX_CHECK(strstr(seen, "nb ") && strstr(seen, "nb2 ") && !strstr(seen, ".rrec"),
 	      "the list on n%u is not every volume of the cluster: %s", x + 1, seen);
 	if (nbd_opt_go(h) == -1) {
-		CHECK(0, "nbd go nb2 on n%u: %s", x + 1, nbd_get_error());
+		NX_CHECK(0, "nbd go nb2 on n%u: %s", x + 1, nbd_get_error());
 		nbd_close(h);
 		return;
 	}
-	CHECK(nbd_get_size(h) == 8 << 20, "nb2's size through n%u: %" PRId64, x + 1,
+	NX_CHECK(nbd_get_size(h) == 8 << 20, "nb2's size through n%u: %" PRId64, x + 1,
 	      nbd_get_size(h));
 	uint8_t w[65536], r[65536], z[16384] = {0};
 	hx_pattern(w, sizeof(w), seed, 0);
@@ -540,8 +531,8 @@ static void round_nocopy(uint64_t seed)
 	int ok = nbd_pwrite(h, w, sizeof(w), 1 << 20, 0) == 0 &&
 		 nbd_zero(h, sizeof(z), (1 << 20) + 8192, 0) == 0 && nbd_flush(h, 0) == 0 &&
 		 nbd_pread(h, r, sizeof(r), 1 << 20, 0) == 0;
-	CHECK(ok, "write, zero, flush, read through n%u: %s", x + 1, nbd_get_error());
-	CHECK(!ok || memcmp(w, r, sizeof(w)) == 0, "nb2 read back through n%u differs", x + 1);
+	NX_CHECK(ok, "write, zero, flush, read through n%u: %s", x + 1, nbd_get_error());
+	NX_CHECK(!ok || memcmp(w, r, sizeof(w)) == 0, "nb2 read back through n%u differs", x + 1);
 	nbd_shutdown(h, 0);
 	nbd_close(h);
 	struct rdax_conn *c;
@@ -550,13 +541,13 @@ static void round_nocopy(uint64_t seed)
 	snprintf(url, sizeof(url), "%s", cl.node[idx(rec.primary)].url);
 	if (rdax_connect(url, NULL, &c) == 0) {
 		if (rdax_volume_open(c, "nb2", &v) == 0) {
-			CHECK(rdax_read(v, 1 << 20, r, sizeof(r)) == 0 &&
+			NX_CHECK(rdax_read(v, 1 << 20, r, sizeof(r)) == 0 &&
 				  memcmp(w, r, sizeof(w)) == 0,
 			      "nb2 on its primary %s differs from what went through n%u",
 			      rec.primary, x + 1);
 			rdax_volume_close(&v);
 		} else {
-			CHECK(0, "open nb2 on %s: %s", url, rdax_conn_last_error(c));
+			NX_CHECK(0, "open nb2 on %s: %s", url, rdax_conn_last_error(c));
 		}
 		rdax_disconnect(&c);
 	}

@@ -70,15 +70,6 @@ static struct nx_cluster cl;
 static unsigned lease_ttl_s = LEASE_TTL_S;
 static int failures;
 
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			printf("FAIL: " __VA_ARGS__);                                              \
-			printf("\n");                                                              \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
 
 
 /* key -- the volume key now (retried while etcd is slow); false if unreadable */
@@ -86,7 +77,7 @@ static bool key(struct cluster_volume_rec *rec)
 {
 	if (nx_volume_key_retry(cl.etcd.spec, VOL, 100, 200, rec) == 0)
 		return true;
-	CHECK(0, "cannot read the volume key");
+	NX_CHECK(0, "cannot read the volume key");
 	return false;
 }
 
@@ -157,7 +148,7 @@ static void wait_isr(struct client *cc)
 		step(cc);
 		usleep(200 * 1000);
 	}
-	CHECK(0, "the ISR did not grow back to %u", NODES);
+	NX_CHECK(0, "the ISR did not grow back to %u", NODES);
 }
 
 /* verify -- @cc's acknowledged blocks read back from the primary the volume key names */
@@ -170,11 +161,11 @@ static void verify(struct client *cc)
 	struct rdax_volume *v;
 	int ret =
 	    nx_member_open(cl.etcd.spec, rec.primary, cl.node[nx_node_index(rec.primary)].url, VOL, &c, &v);
-	CHECK(ret == 0, "cannot open the primary %s's copy: %s", rec.primary, rdax_strerror(ret));
+	NX_CHECK(ret == 0, "cannot open the primary %s's copy: %s", rec.primary, rdax_strerror(ret));
 	if (ret)
 		return;
 	ret = ck_verify(&cc->ck, v);
-	CHECK(ret == 0, "on the primary %s: %s", rec.primary,
+	NX_CHECK(ret == 0, "on the primary %s: %s", rec.primary,
 	      ret == -EIO ? cc->ck.why : rdax_strerror(ret));
 	if (ret == 0)
 		printf("  every acknowledged block reads back from the primary %s\n", rec.primary);
@@ -195,28 +186,28 @@ static void round_kill(struct client *cc)
 	for (unsigned k = 0; k < 5; k++)
 		step(cc);
 	const char *url0 = rdax_conn_url(cc->c);
-	CHECK(nx_node_of_url(&cl, url0) == (int)p, "the client is at %s, not at the primary n%u", url0,
+	NX_CHECK(nx_node_of_url(&cl, url0) == (int)p, "the client is at %s, not at the primary n%u", url0,
 	      p + 1);
 	uint32_t rkey0 = cc->v->rkey;
 	uint64_t epoch0 = rdax_volume_epoch(cc->v);
 	printf("kill: the primary n%u (epoch %" PRIu64 ", the client's window rkey %#x) killed\n",
 	       p + 1, rec.epoch, rkey0);
 	int64_t t0 = hx_now_ms();
-	CHECK(nx_node_kill(&cl.node[p]) == 0, "kill n%u", p + 1);
+	NX_CHECK(nx_node_kill(&cl.node[p]) == 0, "kill n%u", p + 1);
 	uint64_t first = follow(cc, p, t0);
 	const char *url = rdax_conn_url(cc->c);
 	int by = nx_node_of_url(&cl, url);
 	printf("  first step acknowledged elsewhere after %" PRIu64 " ms (lease %u s): by %s, "
 	       "window rkey %#x, epoch %" PRIu64 "; %" PRIu64 " acks, %" PRIu64 " failures\n",
 	       first, lease_ttl_s, url, cc->v->rkey, rdax_volume_epoch(cc->v), cc->acks, cc->fails);
-	CHECK(first > 0, "no step acknowledged by another node within %d ms", FAILOVER_MAX_MS);
-	CHECK(by >= 0 && (unsigned)by != p, "the client is at %s", url);
-	CHECK(strncmp(url, "rdma://", 7) == 0, "the client followed to %s, not over RDMA", url);
-	CHECK(cc->v->direct, "no window on the new primary");
-	CHECK(cc->v->rkey != rkey0, "the window's rkey is the old one (%#x)", rkey0);
-	CHECK(rdax_volume_epoch(cc->v) > epoch0, "the epoch did not grow (%" PRIu64 ")", epoch0);
-	CHECK(rdax_conn_resumes(cc->c) >= 1, "the client never resumed");
-	CHECK(nx_node_restart(&cl.node[p]) == 0, "restart n%u", p + 1);
+	NX_CHECK(first > 0, "no step acknowledged by another node within %d ms", FAILOVER_MAX_MS);
+	NX_CHECK(by >= 0 && (unsigned)by != p, "the client is at %s", url);
+	NX_CHECK(strncmp(url, "rdma://", 7) == 0, "the client followed to %s, not over RDMA", url);
+	NX_CHECK(cc->v->direct, "no window on the new primary");
+	NX_CHECK(cc->v->rkey != rkey0, "the window's rkey is the old one (%#x)", rkey0);
+	NX_CHECK(rdax_volume_epoch(cc->v) > epoch0, "the epoch did not grow (%" PRIu64 ")", epoch0);
+	NX_CHECK(rdax_conn_resumes(cc->c) >= 1, "the client never resumed");
+	NX_CHECK(nx_node_restart(&cl.node[p]) == 0, "restart n%u", p + 1);
 	wait_isr(cc);
 	verify(cc);
 }
@@ -290,11 +281,11 @@ static struct stale_seen round_deposed(struct client *cc)
 	struct rdax_conn *sc;
 	struct rdax_volume *sv;
 	int ret = rdax_connect(cl.node[p].url, NULL, &sc);
-	CHECK(ret == 0, "stale client: connect %s: %s", cl.node[p].url, rdax_connect_last_error());
+	NX_CHECK(ret == 0, "stale client: connect %s: %s", cl.node[p].url, rdax_connect_last_error());
 	if (ret)
 		return seen;
 	ret = rdax_volume_open(sc, VOL, &sv);
-	CHECK(ret == 0 && sv->direct, "stale client: open at n%u: %s", p + 1,
+	NX_CHECK(ret == 0 && sv->direct, "stale client: open at n%u: %s", p + 1,
 	      rdax_conn_last_error(sc));
 	if (ret) {
 		rdax_disconnect(&sc);
@@ -304,20 +295,20 @@ static struct stale_seen round_deposed(struct client *cc)
 	memset(a, 0xa5, sizeof(a));
 	memset(b, 0x5b, sizeof(b));
 	/* its window works while n is the primary: a failure below is the revocation */
-	CHECK(stale_write(sv, STALE_OFF, b, CK_BLOCK) == 0,
+	NX_CHECK(stale_write(sv, STALE_OFF, b, CK_BLOCK) == 0,
 	      "the stale client's window fails early");
 	ret = rdax_write(sv, STALE_OFF, a, CK_BLOCK, RDAX_WRITE_FSYNC);
-	CHECK(ret == 0, "stale client: write S: %s", rdax_conn_last_error(sc));
+	NX_CHECK(ret == 0, "stale client: write S: %s", rdax_conn_last_error(sc));
 	printf("deposed: the stale client wrote S at n%u (window rkey %#x); n%u stopped\n", p + 1,
 	       sv->rkey, p + 1);
 	int64_t t0 = hx_now_ms();
-	CHECK(nx_node_pause(&cl.node[p]) == 0, "SIGSTOP n%u", p + 1);
+	NX_CHECK(nx_node_pause(&cl.node[p]) == 0, "SIGSTOP n%u", p + 1);
 	uint64_t first = follow(cc, p, t0);
 	printf("  the client follows: first step acknowledged elsewhere after %" PRIu64
 	       " ms, by %s\n",
 	       first, rdax_conn_url(cc->c));
-	CHECK(first > 0, "no failover from the stopped n%u", p + 1);
-	CHECK(nx_node_resume(&cl.node[p]) == 0, "SIGCONT n%u", p + 1);
+	NX_CHECK(first > 0, "no failover from the stopped n%u", p + 1);
+	NX_CHECK(nx_node_resume(&cl.node[p]) == 0, "SIGCONT n%u", p + 1);
 	/* deposed, then resynced back into the ISR (its epoch raised by the new primary's link) */
 	wait_isr(cc);
 	ret = stale_write(sv, STALE_OFF, b, CK_BLOCK);
@@ -329,12 +320,12 @@ static struct stale_seen round_deposed(struct client *cc)
 		char name[8];
 		snprintf(name, sizeof(name), "n%u", p + 1);
 		int r1 = copy_of(p, got), r2 = copy_of(now, prim);
-		CHECK(r1 == 0 && r2 == 0, "reading S: n%u %d, n%u %d", p + 1, r1, now + 1, r2);
+		NX_CHECK(r1 == 0 && r2 == 0, "reading S: n%u %d, n%u %d", p + 1, r1, now + 1, r2);
 		seen.differs = memcmp(got, prim, CK_BLOCK) != 0;
 		printf("  S on n%u (in the ISR: %s): %#x..., on the primary n%u: %#x...\n", p + 1,
 		       cluster_name_in(rec.isr, rec.nisr, name) ? "yes" : "no", got[0], now + 1,
 		       prim[0]);
-		CHECK(memcmp(prim, a, CK_BLOCK) == 0,
+		NX_CHECK(memcmp(prim, a, CK_BLOCK) == 0,
 		      "the primary lost S, acknowledged before the fault");
 	}
 	rdax_volume_close(&sv);
@@ -422,8 +413,8 @@ int main(int argc, char **argv)
 	} else {
 		round_kill(&cc);
 		struct stale_seen seen = round_deposed(&cc);
-		CHECK(!seen.landed, "the deposed primary's client window was not revoked");
-		CHECK(!seen.differs, "an ISR member's copy of S differs from the primary's");
+		NX_CHECK(!seen.landed, "the deposed primary's client window was not revoked");
+		NX_CHECK(!seen.differs, "an ISR member's copy of S differs from the primary's");
 		printf("%" PRIu64 " steps acknowledged, %" PRIu64 " failed; %d finding(s)\n",
 		       cc.acks, cc.fails, failures);
 		ret = failures ? 1 : 0;

@@ -416,23 +416,37 @@ static void refuse__plaintext_native(void **state)
 	bystander_ok();
 }
 
+/*
+ * refused_before_starttls -- on @c, just connected to a --tls require NBD
+ * listener: NBD_OPT_LIST and NBD_OPT_GO before STARTTLS get
+ * NBD_REP_ERR_TLS_REQD (the LIST's message checked if @check_message),
+ * EXPORT_NAME (no error reply) closes the connection; @c is closed
+ */
+static void refused_before_starttls(struct nt_raw *c, bool check_message)
+{
+	uint8_t f[4] = {0, 0, 0, 3};
+	assert_int_equal(nt_raw_send(c, f, 4), 0);
+	assert_int_equal(nt_raw_option(c, NBD_OPT_LIST, NULL, 0), 0);
+	struct nt_opt_reply r;
+	assert_int_equal(nt_raw_opt_reply(c, &r), 0);
+	assert_int_equal(r.type, NBD_REP_ERR_TLS_REQD);
+	if (check_message) {
+		/* the error reply's message says what to do */
+		r.data[r.len < sizeof(r.data) ? r.len : sizeof(r.data) - 1] = '\0';
+		assert_non_null(strstr((const char *)r.data, "requires TLS"));
+	}
+	assert_int_equal(nt_raw_go(c, "alice-1", false, NULL),
+			 (int)(NBD_REP_ERR_TLS_REQD & 0x7fffffff));
+	assert_int_equal(nt_raw_option(c, NBD_OPT_EXPORT_NAME, "alice-1", 7), 0);
+	assert_true(nt_raw_eof(c));
+	nt_raw_close(c);
+}
+
 static void refuse__nbd_without_starttls(void **state)
 {
 	struct nt_raw c;
 	assert_int_equal(nt_raw_connect(&c, T.n.nbd_port), 0);
-	uint8_t f[4] = {0, 0, 0, 3};
-	assert_int_equal(nt_raw_send(&c, f, 4), 0);
-	/* NBD_OPT_LIST and NBD_OPT_GO before STARTTLS: NBD_REP_ERR_TLS_REQD */
-	assert_int_equal(nt_raw_option(&c, NBD_OPT_LIST, NULL, 0), 0);
-	struct nt_opt_reply r;
-	assert_int_equal(nt_raw_opt_reply(&c, &r), 0);
-	assert_int_equal(r.type, NBD_REP_ERR_TLS_REQD);
-	assert_int_equal(nt_raw_go(&c, "alice-1", false, NULL),
-			 (int)(NBD_REP_ERR_TLS_REQD & 0x7fffffff));
-	/* EXPORT_NAME has no error reply: the connection closes */
-	assert_int_equal(nt_raw_option(&c, NBD_OPT_EXPORT_NAME, "alice-1", 7), 0);
-	assert_true(nt_raw_eof(&c));
-	nt_raw_close(&c);
+	refused_before_starttls(&c, false);
 	bystander_ok();
 }
 
@@ -446,20 +460,7 @@ static void refuse__nbd_unix_without_starttls(void **state)
 {
 	struct nt_raw c;
 	assert_int_equal(nt_raw_connect_unix(&c, T.n.sock_path), 0);
-	uint8_t f[4] = {0, 0, 0, 3};
-	assert_int_equal(nt_raw_send(&c, f, 4), 0);
-	assert_int_equal(nt_raw_option(&c, NBD_OPT_LIST, NULL, 0), 0);
-	struct nt_opt_reply r;
-	assert_int_equal(nt_raw_opt_reply(&c, &r), 0);
-	assert_int_equal(r.type, NBD_REP_ERR_TLS_REQD);
-	/* the error reply's message says what to do */
-	r.data[r.len < sizeof(r.data) ? r.len : sizeof(r.data) - 1] = '\0';
-	assert_non_null(strstr((const char *)r.data, "requires TLS"));
-	assert_int_equal(nt_raw_go(&c, "alice-1", false, NULL),
-			 (int)(NBD_REP_ERR_TLS_REQD & 0x7fffffff));
-	assert_int_equal(nt_raw_option(&c, NBD_OPT_EXPORT_NAME, "alice-1", 7), 0);
-	assert_true(nt_raw_eof(&c));
-	nt_raw_close(&c);
+	refused_before_starttls(&c, true);
 	bystander_ok();
 
 	/*
