@@ -18,7 +18,9 @@
  * and, in the same run with the same pinning, the TCP floor: a 64-byte
  * ping-pong between two threads of this program (round-trip p50/p99, and
  * its rate), and a one-way 1 MiB-message stream (bandwidth). Each rdax
- * figure is printed with its ratio to the matching floor figure.
+ * figure is printed with its ratio to the matching floor figure. A second
+ * table takes the QD1 figures again in turns with the floor's round trips
+ * (lat_turns), so that rdax and its floor see the same moments.
  *
  * With --tls the daemon also offers TLS (--tls on, a PSK made for the run)
  * and every rdax figure is measured a second time, in the same run against
@@ -127,7 +129,12 @@ static void die(const char *what, int ret)
 struct floor_srv {
 	int lfd;
 	int cpu;
-	int mode; /* 0: ping-pong echo of 64 bytes, 1: sink of a stream */
+	int mode; /* 0: ping-pong echo of 64 bytes, 1: sink of a stream, 2: sized echo */
+};
+
+/* a sized echo's request header: the request is @in bytes (header included), the answer @out */
+struct sized_hdr {
+	uint32_t in, out;
 };
 
 static int read_full(int fd, void *buf, size_t len)
@@ -169,6 +176,13 @@ static void *floor_server(void *arg)
 	if (s->mode == 0) {
 		char b[64];
 		while (read_full(fd, b, sizeof(b)) == 0 && write_full(fd, b, sizeof(b)) == 0)
+			;
+	} else if (s->mode == 2) {
+		uint8_t b[SMALL];
+		struct sized_hdr h;
+		while (read_full(fd, &h, sizeof(h)) == 0 && h.in >= sizeof(h) && h.in <= SMALL &&
+		       h.out <= SMALL && read_full(fd, b, h.in - sizeof(h)) == 0 &&
+		       write_full(fd, b, h.out) == 0)
 			;
 	} else {
 		uint8_t *b = malloc(BIG);
@@ -367,6 +381,119 @@ static void lat_durable_interleaved(struct rdax_volume *a, struct rdax_volume *b
 	*b50 = pct(lb, o->iters, 50);
 	free(la);
 	free(lb);
+}
+
+/*
+ * The TCP floor and rdax in turns. Measured in phases one after the other,
+ * a floor and an rdax p50 see different moments of the machine (a p50
+ * moved by more than the gap between them on an idle VM, docs/security.md).
+ * Here every turn takes one sample of each, the order rotating each turn:
+ * the round trips of the floor that each rdax request matches -- 64 bytes
+ * each way (the ping-pong), 4 KiB there and 64 bytes back (what a write
+ * carries), 64 bytes there and 4 KiB back (a read) -- and rdax's durable
+ * write, write + fsync pair and read.
+ */
+enum turn_kind { T_PING64, T_PING_W4K, T_PING_R4K, T_DURABLE, T_PAIR, T_READ, T_KINDS };
+
+struct turns {
+	double p50[T_KINDS];
+};
+
+/* sized_round_trip -- one request of @in bytes answered with @out bytes over @fd */
+static void sized_round_trip(int fd, uint8_t *buf, uint32_t in, uint32_t out)
+{
+	struct sized_hdr h = {.in = in, .out = out};
+	memcpy(buf, &h, sizeof(h));
+	if (write_full(fd, buf, in) || read_full(fd, buf, out)) {
+		perror("bench_tcp: floor round trip");
+		exit(1);
+	}
+}
+
+static void lat_turns(struct rdax_volume *v, const struct opts *o, struct turns *t)
+{
+	struct floor_srv s = {.cpu = o->daemon_cpu, .mode = 2};
+	pthread_t th;
+	int fd = floor_connect(&s, &th);
+	if (fd < 0) {
+		perror("bench_tcp: floor connect");
+		exit(1);
+	}
+	uint8_t buf[SMALL], data[SMALL];
+	memset(data, 0x3c, sizeof(data));
+	double *lat[T_KINDS];
+	for (int k = 0; k < T_KINDS; k++)
+		lat[k] = malloc(o->iters * sizeof(double));
+	uint64_t rng = 777;
+	unsigned warm = o->iters / 10;
+	for (unsigned i = 0; i < o->iters + warm; i++) {
+		for (int j = 0; j < T_KINDS; j++) {
+			int k = (int)((i + (unsigned)j) % T_KINDS);
+			uint64_t off = (hx_splitmix64(&rng) % (VOL_SIZE / SMALL)) * SMALL;
+			int ret = 0;
+			double t0 = now_us();
+			switch (k) {
+			case T_PING64:
+				sized_round_trip(fd, buf, 64, 64);
+				break;
+			case T_PING_W4K:
+				sized_round_trip(fd, buf, SMALL, 64);
+				break;
+			case T_PING_R4K:
+				sized_round_trip(fd, buf, 64, SMALL);
+				break;
+			case T_DURABLE:
+				ret = rdax_write(v, off, data, SMALL, RDAX_WRITE_FSYNC);
+				break;
+			case T_PAIR:
+				ret = rdax_write(v, off, data, SMALL, 0);
+				if (!ret)
+					ret = rdax_fsync(v, off, SMALL, NULL);
+				break;
+			case T_READ:
+				ret = rdax_read(v, off, buf, SMALL);
+				break;
+			}
+			if (ret)
+				die("request in turns", ret);
+			if (i >= warm)
+				lat[k][i - warm] = now_us() - t0;
+		}
+	}
+	close(fd);
+	pthread_join(th, NULL);
+	close(s.lfd);
+	for (int k = 0; k < T_KINDS; k++) {
+		qsort(lat[k], o->iters, sizeof(double), cmp_double);
+		t->p50[k] = pct(lat[k], o->iters, 50);
+		free(lat[k]);
+	}
+}
+
+/* turns_table -- each rdax request beside the floor it is aimed at and the one it carries */
+static void turns_table(const struct turns *t)
+{
+	const double *p = t->p50;
+	printf("\n%-44s %10s %10s %8s %10s %8s\n", "in turns (one sample each per turn), p50",
+	       "rdax (us)", "aim floor", "ratio", "own floor", "ratio");
+	printf("%-44s %10s %10.1f %8s %10s %8s\n", "64 B there, 64 B back", "-", p[T_PING64], "1.00",
+	       "-", "-");
+	printf("%-44s %10s %10.1f %8.2f %10s %8s\n", "4 KiB there, 64 B back", "-", p[T_PING_W4K],
+	       p[T_PING_W4K] / p[T_PING64], "-", "-");
+	printf("%-44s %10s %10.1f %8.2f %10s %8s\n", "64 B there, 4 KiB back", "-", p[T_PING_R4K],
+	       p[T_PING_R4K] / p[T_PING64], "-", "-");
+	/* aim floor: 64-byte round trips; own floor: the round trips carrying the same bytes */
+	double pair_own = p[T_PING_W4K] + p[T_PING64];
+	printf("%-44s %10.1f %10.1f %8.2f %10.1f %8.2f\n", "QD1 4 KiB durable write (1 RPC)",
+	       p[T_DURABLE], p[T_PING64], p[T_DURABLE] / p[T_PING64], p[T_PING_W4K],
+	       p[T_DURABLE] / p[T_PING_W4K]);
+	printf("%-44s %10.1f %10.1f %8.2f %10.1f %8.2f\n", "QD1 4 KiB write + fsync (2 RPCs)",
+	       p[T_PAIR], 2 * p[T_PING64], p[T_PAIR] / (2 * p[T_PING64]), pair_own,
+	       p[T_PAIR] / pair_own);
+	printf("%-44s %10.1f %10.1f %8.2f %10.1f %8.2f\n", "QD1 4 KiB read", p[T_READ], p[T_PING64],
+	       p[T_READ] / p[T_PING64], p[T_PING_R4K], p[T_READ] / p[T_PING_R4K]);
+	printf("(aim: 1.15x the 64-byte round trips; the own floor's ratio to them is the best any "
+	       "server can reach)\n");
 }
 
 /* proc_cpu_s -- utime + stime of process @pid so far, seconds (its threads', live and gone) */
@@ -822,6 +949,8 @@ int main(int argc, char **argv)
 	struct figures pf, tf;
 	double inter_plain50 = 0, inter_tls50 = 0;
 	measure(conn, v, &o, &pf);
+	struct turns turns;
+	lat_turns(v, &o, &turns);
 	double wf50 = pf.wf50, wf99 = pf.wf99, dw50 = pf.dw50, dw99 = pf.dw99;
 	double iops = pf.iops, bw = pf.bw;
 	if (o.tls) {
@@ -865,6 +994,7 @@ int main(int argc, char **argv)
 	       frate, iops / frate);
 	printf("%-44s %14.0f %14.0f %9.2f\n", "QD8 1 MiB writes (MiB/s; floor: 1 MiB stream)", bw,
 	       fbw, bw / fbw);
+	turns_table(&turns);
 	if (o.tls) {
 		tls_table(&pf, &tf, inter_plain50, inter_tls50);
 		tls_ceiling(&o, &pf, &tf);
