@@ -8,7 +8,8 @@
  * Starts its own rdaxd (default: sim mode -- the power-fail simulator, a
  * flush is a pwrite of the flushed lines into the page cache, no disk I/O;
  * --mode auto maps the file with libpmem, which on a plain file means
- * msync) on a fresh namespace file in a temporary directory, pins the
+ * msync, and with PMEM_IS_PMEM_FORCE=1 on /dev/shm CLWB + SFENCE, the
+ * flush the comparison in docs/benchmarks.md uses) on a fresh namespace file in a temporary directory, pins the
  * daemon (all its threads) to one CPU and this program to another, and
  * measures over loopback:
  *   - QD1 4 KiB write + fsync, two RPCs: latency p50/p99
@@ -971,7 +972,9 @@ int main(int argc, char **argv)
 	       "TCP loopback, volume of %llu MiB\n",
 	       o.mode,
 	       strcmp(o.mode, "sim") == 0 ? "flush = pwrite of the lines into the page cache"
-					  : "libpmem on a plain file: msync",
+	       : getenv("PMEM_IS_PMEM_FORCE") && strcmp(getenv("PMEM_IS_PMEM_FORCE"), "1") == 0
+		   ? "libpmem told the file is PMEM: CLWB + SFENCE of the lines"
+		   : "libpmem on a plain file: msync",
 	       o.threads, (unsigned long long)(VOL_SIZE >> 20));
 	printf("bench_tcp: client pinned to CPU %d (running on CPU %d); daemon pinned to CPU %d "
 	       "(%s); floor server thread pinned to CPU %d\n",

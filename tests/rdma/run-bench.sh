@@ -14,6 +14,9 @@
 # and prints the numbers and their ratios. Under emulation (soft-RoCE in a
 # TCG VM, ~0.1-1 ms per round trip) the absolute numbers mean nothing; only
 # the ratios, measured in one run, do. BENCH_NO_PROFILE=1 skips perf.
+# BENCH_TSC=1 boots the guest with clocksource=tsc: under TCG it otherwise
+# picks the emulated HPET, and every clock read (libev's, the spin loops')
+# becomes an exit to qemu, which real hosts do not pay (docs/rdma.md).
 #
 # BUILD_DIR: an optimised build (default: build-release beside this checkout's
 # CMakeLists.txt; built if missing).
@@ -29,5 +32,8 @@ cmake --build "$build" -j"$(nproc)" --target rdaxd bench_rdma >/dev/null
 build=$(cd "$build" && pwd)
 out=$build/bench-rdma
 mkdir -p "$out"
+if [ "${BENCH_TSC:-0}" = 1 ]; then
+	export RDAX_VM_APPEND="${RDAX_VM_APPEND:+$RDAX_VM_APPEND }clocksource=tsc tsc=reliable"
+fi
 export RDAX_VM_PMEM=devdax RDAX_VM_MEM=${RDAX_VM_MEM:-4G} RDAX_VM_TIMEOUT=${RDAX_VM_TIMEOUT:-900}
 exec "$src/tests/vm/run.sh" "$out" bash "$here/bench/guest-bench.sh" "$build"

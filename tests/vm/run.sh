@@ -42,6 +42,7 @@ pmem=${RDAX_VM_PMEM:-fsdax}
 pmem_fs=${RDAX_VM_PMEM_FS:-ext4}
 pmem_size=${RDAX_VM_PMEM_SIZE:-1G}
 kernel=${RDAX_VM_KERNEL:-debian}
+append_extra=${RDAX_VM_APPEND:-}
 accel=${RDAX_VM_ACCEL:-auto}
 case $pmem in fsdax | devdax | none) ;; *) no_vm "RDAX_VM_PMEM must be fsdax, devdax or none, not '$pmem'" ;; esac
 case $pmem_fs in ext4 | xfs) ;; *) no_vm "RDAX_VM_PMEM_FS must be ext4 or xfs, not '$pmem_fs'" ;; esac
@@ -215,7 +216,7 @@ start=$SECONDS
 timeout -k 10 "$timeout_s" qemu-system-x86_64 "${accel_args[@]}" -smp "$smp" "${machine_args[@]}" \
 	-nodefaults -no-user-config -display none -no-reboot -nic none \
 	-serial "file:$run/console.log" -kernel "$vmlinuz" -initrd "$initramfs" \
-	-append "console=ttyS0 loglevel=4 panic=-1 rdax_vm.setup=$here/guest/setup.sh rdax_vm.run=$run" \
+	-append "console=ttyS0 loglevel=4 panic=-1 rdax_vm.setup=$here/guest/setup.sh rdax_vm.run=$run${append_extra:+ $append_extra}" \
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
 	-virtfs "local,path=$run,mount_tag=run,security_model=none,multidevs=remap" \
 	-virtfs "local,path=$share,mount_tag=share,security_model=none,multidevs=remap" \

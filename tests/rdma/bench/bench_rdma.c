@@ -4,7 +4,7 @@
  *
  *   bench_rdma --url rdma://ADDR:PORT [--lat-iters N] [--bw-mib M] [--depth D]
  *              [--busy-poll USEC] [--tag NAME] [--daemon-pid PID] [--latency-only]
- *              [--keep-volume] [--reuse]
+ *              [--bandwidth-only] [--keep-volume] [--reuse]
  *
  * Measures, on a fresh volume:
  *  - 4 KiB write + fsync: rdax_write(RDAX_WRITE_FSYNC) of one page, i.e. a
@@ -23,7 +23,9 @@
  * --busy-poll USEC: the client's spin cap (rdax_conn_opts_set_busy_poll;
  * without it the library's default, adaptive polling); --tag NAME is
  * appended to every name ("rdax_write_fsync_4k_NAME_median_us");
- * --latency-only skips the write-alone latency and the bandwidth.
+ * --latency-only skips the write-alone latency and the bandwidth;
+ * --bandwidth-only measures the bandwidth alone (run-bench.sh takes it in
+ * turns with ib_write_bw).
  * --keep-volume leaves the volume "bench" behind; --reuse opens it instead of
  * creating it: a profile of the daemon then sees no volume creation (which
  * zeroes the whole volume on a registered namespace).
@@ -233,7 +235,7 @@ int main(int argc, char **argv)
 	const char *url = NULL;
 	unsigned iters = 200, bw_mib = 64, depth = 16;
 	long busy_poll = -1;
-	bool latency_only = false, keep = false, reuse = false;
+	bool latency_only = false, bandwidth_only = false, keep = false, reuse = false;
 	static char tagbuf[64];
 	static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
 					     {"lat-iters", required_argument, NULL, 'n'},
@@ -243,6 +245,7 @@ int main(int argc, char **argv)
 					     {"tag", required_argument, NULL, 't'},
 					     {"daemon-pid", required_argument, NULL, 'P'},
 					     {"latency-only", no_argument, NULL, 'l'},
+					     {"bandwidth-only", no_argument, NULL, 'b'},
 					     {"keep-volume", no_argument, NULL, 'k'},
 					     {"reuse", no_argument, NULL, 'r'},
 					     {NULL, 0, NULL, 0}};
@@ -274,6 +277,9 @@ int main(int argc, char **argv)
 		case 'l':
 			latency_only = true;
 			break;
+		case 'b':
+			bandwidth_only = true;
+			break;
 		case 'k':
 			keep = true;
 			break;
@@ -284,11 +290,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!url || iters == 0 || bw_mib == 0 || depth == 0 || depth > 64 || busy_poll < -1 ||
+	if (!url || (latency_only && bandwidth_only) || iters == 0 || bw_mib == 0 || depth == 0 || depth > 64 || busy_poll < -1 ||
 	    busy_poll > (long)RDAX_MAX_BUSY_POLL_US) {
 		fprintf(stderr, "usage: bench_rdma --url rdma://ADDR:PORT [--lat-iters N] "
 				"[--bw-mib M] [--depth D<=64] [--busy-poll USEC] [--tag NAME] "
-				"[--daemon-pid PID] [--latency-only] [--keep-volume] [--reuse]\n");
+				"[--daemon-pid PID] [--latency-only | --bandwidth-only] "
+				"[--keep-volume] [--reuse]\n");
 		return 2;
 	}
 	double *s = calloc(iters, sizeof(*s));
@@ -299,11 +306,12 @@ int main(int argc, char **argv)
 		size = 64ULL << 20;
 	struct rdax_conn *c;
 	struct rdax_volume *v;
+	bool lat = !bandwidth_only;
 	if (open_bench(url, busy_poll, reuse ? 0 : size, &c, &v) ||
-	    latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters) ||
-	    (!latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||
-	    latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters) ||
-	    latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters) ||
+	    (lat && latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters)) ||
+	    (lat && !latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||
+	    (lat && latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters)) ||
+	    (lat && latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters)) ||
 	    (!latency_only && bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth)))
 		return 1;
 	rdax_volume_close(&v);
