@@ -245,7 +245,7 @@ int main(int argc, char **argv)
 					     {"tag", required_argument, NULL, 't'},
 					     {"daemon-pid", required_argument, NULL, 'P'},
 					     {"latency-only", no_argument, NULL, 'l'},
-					     {"bandwidth-only", no_argument, NULL, 'b'},
+					     {"bandwidth-only", no_argument, NULL, 'B'},
 					     {"keep-volume", no_argument, NULL, 'k'},
 					     {"reuse", no_argument, NULL, 'r'},
 					     {NULL, 0, NULL, 0}};
@@ -277,7 +277,7 @@ int main(int argc, char **argv)
 		case 'l':
 			latency_only = true;
 			break;
-		case 'b':
+		case 'B':
 			bandwidth_only = true;
 			break;
 		case 'k':
