@@ -885,7 +885,8 @@ static int open_reply_take(struct rdax_conn *conn, struct rdax_volume *v,
 		if (!rdma_imm_shift_valid(shift))
 			return conn_set_error(conn, -RDAX_E_PROTOCOL,
 					      "%s sent a volume-open reply with write notices in "
-					      "units of 2^%" PRIu32 " bytes (lines or pages expected)",
+					      "units of 2^%" PRIu32
+					      " bytes (lines or pages expected)",
 					      conn->peer, shift);
 		/* rdma://: writes and reads go one-sided through the volume's window */
 		v->direct = true;

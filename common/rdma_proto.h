@@ -287,12 +287,12 @@ static inline void rdma_credits_handled(struct rdma_credits *c, uint32_t n)
  * fit one connection); other volumes and old clients get pages, 2^31 of
  * which are 8 TiB per connection.
  */
-#define RDMA_IMM_UNIT_BITS	  31
-#define RDMA_IMM_SPACE_UNITS	  (1ULL << RDMA_IMM_UNIT_BITS)
-#define RDMA_IMM_EXTRA		  (1U << RDMA_IMM_UNIT_BITS)
-#define RDMA_IMM_UNIT_MASK	  (RDMA_IMM_EXTRA - 1)
-#define RDMA_IMM_SHIFT_LINE	  6
-#define RDMA_IMM_SHIFT_PAGE	  RDAX_PAGE_SHIFT
+#define RDMA_IMM_UNIT_BITS	 31
+#define RDMA_IMM_SPACE_UNITS	 (1ULL << RDMA_IMM_UNIT_BITS)
+#define RDMA_IMM_EXTRA		 (1U << RDMA_IMM_UNIT_BITS)
+#define RDMA_IMM_UNIT_MASK	 (RDMA_IMM_EXTRA - 1)
+#define RDMA_IMM_SHIFT_LINE	 6
+#define RDMA_IMM_SHIFT_PAGE	 RDAX_PAGE_SHIFT
 #define RDMA_IMM_LINE_VOLUME_MAX (1ULL << (28 + RDMA_IMM_SHIFT_LINE)) /* 16 GiB */
 
 /* rdma_imm_shift_valid -- is @shift a unit a notice range may have? */
@@ -326,8 +326,8 @@ static inline uint64_t rdma_imm_unit(uint32_t imm)
  * rdma_imm_decode -- the units of 1 << @shift bytes a notice covers: *unit
  * (in the notice space) and *nunits (0 for byte_len 0, which marks nothing).
  */
-static inline void rdma_imm_decode(uint32_t imm, uint32_t byte_len, uint32_t shift,
-				   uint64_t *unit, uint64_t *nunits)
+static inline void rdma_imm_decode(uint32_t imm, uint32_t byte_len, uint32_t shift, uint64_t *unit,
+				   uint64_t *nunits)
 {
 	*unit = rdma_imm_unit(imm);
 	if (byte_len == 0) {

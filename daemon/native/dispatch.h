@@ -68,8 +68,8 @@
 
 /* What a transport with direct data access (RDMA) adds to a VOLUME_OPEN reply. */
 struct dispatch_direct {
-	uint64_t remote_addr;	/* where the volume starts in the daemon's address space */
-	uint32_t rkey;		/* remote key that reaches exactly the volume */
+	uint64_t remote_addr;	 /* where the volume starts in the daemon's address space */
+	uint32_t rkey;		 /* remote key that reaches exactly the volume */
 	uint32_t imm_volume_id;	 /* the volume's range in the connection's write notices */
 	uint32_t imm_unit_shift; /* its unit: RDMA_IMM_SHIFT_LINE or _PAGE (rdma_proto.h) */
 };

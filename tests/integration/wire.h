@@ -112,7 +112,7 @@ struct wire_direct {
 	uint64_t remote_addr;
 	uint32_t rkey;
 	uint32_t imm_base;  /* the volume's first unit in the connection's notice space */
-	uint32_t imm_shift; /* the unit (rdma_proto.h): pages, as this client never asks for lines */
+	uint32_t imm_shift; /* its unit (rdma_proto.h): pages, this client never asks for lines */
 };
 
 /* wire_connect_direct -- wire_connect over RDMA, able to post one-sided writes and reads */

@@ -388,10 +388,10 @@ static bool lines_check(struct rdax_volume *v)
 		uint32_t len;
 		uint64_t lines; /* bytes of the lines touched */
 	} w[] = {
-	    {3 * 4096 + 100, 64, 128},	 /* unaligned: lines 1 and 2 of a page */
-	    {5 * 4096 + 128, 64, 64},	 /* one aligned line */
-	    {7 * 4096 - 32, 64, 128},	 /* the last line of a page and the first of the next */
-	    {9 * 4096 + 1, 1, 64},	 /* one byte */
+	    {3 * 4096 + 100, 64, 128},	/* unaligned: lines 1 and 2 of a page */
+	    {5 * 4096 + 128, 64, 64},	/* one aligned line */
+	    {7 * 4096 - 32, 64, 128},	/* the last line of a page and the first of the next */
+	    {9 * 4096 + 1, 1, 64},	/* one byte */
 	    {11 * 4096 + 64, 300, 320}, /* five lines from the second */
 	};
 	static uint8_t buf[512];
@@ -433,10 +433,8 @@ static int setup_notice_pages(void **state)
 {
 	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
 		return -1;
-	struct hx_daemon_opts o = {.ns_size = "64M",
-				   .threads = 2,
-				   .log_level = "info",
-				   .faults = "rdma-notice-pages"};
+	struct hx_daemon_opts o = {
+	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = "rdma-notice-pages"};
 	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
 }
 

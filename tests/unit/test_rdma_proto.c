@@ -66,7 +66,7 @@ static void cm_data__refuses_bad_input(void **state)
 
 /* ---- write notices ---- */
 
-/* check_notice -- the decoded units are exactly the units of 1 << @shift [off, off + len) touches */
+/* check_notice -- decoded, exactly the units (1 << @shift bytes) [off, off + len) touches */
 static void check_notice(uint32_t base, uint32_t shift, uint64_t off, uint32_t len)
 {
 	uint32_t imm = rdma_imm_encode(base, shift, off, len);
@@ -90,11 +90,11 @@ static void check_both(uint32_t base, uint64_t off, uint32_t len)
 
 static void imm__covers_exactly_the_units_written(void **state)
 {
-	static const uint32_t lens[] = {1,    63,    64,       65,	      127,	  128,
-					4095, 4096,  4097,     8191,	      8192,	  8193,
-					65536, 1U << 20, (1U << 20) + 1, 0x7fffffffU};
-	static const uint64_t offs[] = {0,    1,    63,	   64,	 65,	     100,
-					4095, 4096, 4097, 8191, 12288, 1ULL << 30, (1ULL << 30) - 1};
+	static const uint32_t lens[] = {
+	    1,	  63,	64,   65,   127,   128,	     4095,	     4096,
+	    4097, 8191, 8192, 8193, 65536, 1U << 20, (1U << 20) + 1, 0x7fffffffU};
+	static const uint64_t offs[] = {
+	    0, 1, 63, 64, 65, 100, 4095, 4096, 4097, 8191, 12288, 1ULL << 30, (1ULL << 30) - 1};
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++) {
 			check_both(0, offs[j], lens[i]);
