@@ -1198,6 +1198,7 @@ static int tx_flush_rdma(struct rdax_conn *c)
 			    .remote_addr = req->op->vol->remote_addr,
 			    .rkey = req->op->vol->rkey,
 			    .imm_base = req->op->vol->imm_base,
+			    .imm_shift = req->op->vol->imm_shift,
 			};
 			int ret = req->type == FRAME_WRITE
 				      ? rdma_tp_write(c->rdma, &vol, req->offset, req->payload,

@@ -291,7 +291,8 @@ struct rdax_volume {
 	bool direct; /* rdma://: writes and reads are one-sided (the fields below) */
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint32_t imm_base;
+	uint32_t imm_base;  /* its notice range's first unit (rdma_proto.h) */
+	uint32_t imm_shift; /* and its unit: lines or pages */
 	char *name;
 	unsigned ops_active;		 /* async operations not yet finished */
 	struct rdax_volume *prev, *next; /* in conn->volumes */

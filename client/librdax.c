@@ -16,6 +16,7 @@
 #include "conn.h"
 #include "frame.h"
 #include "rdax.pb-c.h"
+#include "rdma_proto.h"
 #include "token.h"
 #include "url.h"
 
@@ -879,11 +880,20 @@ static int open_reply_take(struct rdax_conn *conn, struct rdax_volume *v,
 	v->size = r->size;
 	v->direct = false;
 	if (conn->rdma && r->has_remote_addr && r->has_rkey && r->has_imm_volume_id) {
+		/* a daemon that names no unit predates lines: its notices name pages */
+		uint32_t shift = r->has_imm_unit_shift ? r->imm_unit_shift : RDMA_IMM_SHIFT_PAGE;
+		if (!rdma_imm_shift_valid(shift))
+			return conn_set_error(conn, -RDAX_E_PROTOCOL,
+					      "%s sent a volume-open reply with write notices in "
+					      "units of 2^%" PRIu32
+					      " bytes (lines or pages expected)",
+					      conn->peer, shift);
 		/* rdma://: writes and reads go one-sided through the volume's window */
 		v->direct = true;
 		v->remote_addr = r->remote_addr;
 		v->rkey = r->rkey;
 		v->imm_base = r->imm_volume_id;
+		v->imm_shift = shift;
 	}
 	if (r->has_epoch && r->epoch > v->epoch)
 		v->epoch = r->epoch;
@@ -918,6 +928,8 @@ static int volume_open(struct rdax_conn *conn, const char *name, Rdax__ReplicaOp
 	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
 	req.name = (char *)name;
 	req.replica = replica;
+	/* one-sided writes are then tracked by the lines they touch (docs/rdma.md) */
+	req.has_imm_line_units = req.imm_line_units = conn->rdma != NULL;
 	ProtobufCMessage *msg = NULL;
 	/* an ordinary open is sent again after a reconnect (and follows the primary) */
 	ret = control_on(conn, FRAME_VOLUME_OPEN, &req.base, replica ? CTL_FAIL : CTL_RESEND, NULL,
@@ -948,6 +960,7 @@ int conn_volume_reopen(struct rdax_conn *c, struct rdax_volume *v)
 {
 	Rdax__VolumeOpenRequest req = RDAX__VOLUME_OPEN_REQUEST__INIT;
 	req.name = v->name;
+	req.has_imm_line_units = req.imm_line_units = c->rdma != NULL;
 	ProtobufCMessage *msg = NULL;
 	int ret = control(c, FRAME_VOLUME_OPEN, &req.base, &msg);
 	if (ret)

@@ -331,6 +331,8 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 		return -ECONNRESET;
 	if (len == 0 || len > RDMA_TP_PART_MAX || len > tp->b_cap)
 		return -EINVAL;
+	if (write && !rdma_imm_shift_valid(vol->imm_shift))
+		return -EINVAL;
 	if (!sq_room(tp) || (write && !rdma_credits_can_send(&tp->cr)) ||
 	    (!write && tp->reads_out >= tp->max_reads))
 		return -EAGAIN;
@@ -353,7 +355,7 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 	    .wr.rdma = {.remote_addr = vol->remote_addr + off, .rkey = vol->rkey},
 	};
 	if (write)
-		wr.imm_data = htonl(rdma_imm_encode(vol->imm_base, off, len));
+		wr.imm_data = htonl(rdma_imm_encode(vol->imm_base, vol->imm_shift, off, len));
 	struct sq_ent e = {
 	    .kind = write ? SQ_WRITE : SQ_READ,
 	    .ctx = ctx,

@@ -56,7 +56,8 @@ struct rdma_tp;
 struct rdma_tp_vol {
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint32_t imm_base;
+	uint32_t imm_base;  /* its first unit in the connection's notice space */
+	uint32_t imm_shift; /* the unit: RDMA_IMM_SHIFT_LINE or _PAGE (rdma_proto.h) */
 };
 
 /*

@@ -39,6 +39,12 @@ struct rdax_faults {
 	bool meta_copies_together;
 	/* dtree: a write records only the lowest line it touches in each page */
 	bool lines_first_only;
+	/*
+	 * rdma: a write notice in line units marks the whole pages of its lines
+	 * (as before notices named lines): an fsync writes back more than the
+	 * lines written, which the direct-write line tests must see
+	 */
+	bool rdma_notice_pages;
 	/* rdax crash-states: fsync records make nothing durable (the model forgets them) */
 	bool crash_states_no_fsync;
 	/* change record: set a region's bit without persisting it (lost after a power cut) */

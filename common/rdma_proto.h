@@ -263,52 +263,78 @@ static inline void rdma_credits_handled(struct rdma_credits *c, uint32_t n)
 /* ---- write notices: the immediate value of a WRITE_WITH_IMM ---- */
 
 /*
- * Each volume opened over RDMA gets a range of pages in its connection's
- * notice space (2^31 pages of 4 KiB = 8 TiB per connection, first fit);
- * VolumeOpenReply.imm_volume_id is the first page of that range. A write of
+ * Each volume opened over RDMA gets a range of units in its connection's
+ * notice space (2^31 units per connection, first fit); a unit is a 64-byte
+ * line or a 4 KiB page, chosen per volume at its open:
+ * VolumeOpenReply.imm_volume_id is the first unit of the range and
+ * imm_unit_shift the unit (6: lines, 12 or absent: pages). A write of
  * byte_len bytes at volume offset `off` carries
  *
- *    31  30                                               0
- *   | X |  imm_volume_id + off / 4096  (page in the space) |
+ *    31  30                                                       0
+ *   | X |  imm_volume_id + (off >> shift)  (unit in the space)     |
  *
- * X is set when the write touches one page more than ceil(byte_len / 4096)
- * (it starts inside a page and ends past a page boundary that an aligned
- * write of that length would not cross). The daemon marks the pages
- * [page, page + ceil(byte_len / 4096) + X) of the volume -- exactly the pages
- * the write touched, which is the dirty tree's granularity anyway.
+ * X is set when the write touches one unit more than
+ * ceil(byte_len / unit) (it starts inside a unit and ends past a unit
+ * boundary that an aligned write of that length would not cross). The
+ * daemon marks the units [unit, unit + ceil(byte_len / unit) + X) of the
+ * volume -- exactly the units the write touched. The notice does not say
+ * where in its first unit the write starts, so lines are the finest the
+ * daemon can track, and the dirty tree's granularity too.
+ *
+ * Lines are given only to a client that asks (VolumeOpenRequest.
+ * imm_line_units) and only for volumes of at most RDMA_IMM_LINE_VOLUME_MAX
+ * bytes (2^28 lines, an eighth of the space, so at least eight such volumes
+ * fit one connection); other volumes and old clients get pages, 2^31 of
+ * which are 8 TiB per connection.
  */
-#define RDMA_IMM_PAGE_BITS   31
-#define RDMA_IMM_SPACE_PAGES (1ULL << RDMA_IMM_PAGE_BITS)
-#define RDMA_IMM_EXTRA	     (1U << RDMA_IMM_PAGE_BITS)
-#define RDMA_IMM_PAGE_MASK   (RDMA_IMM_EXTRA - 1)
+#define RDMA_IMM_UNIT_BITS	 31
+#define RDMA_IMM_SPACE_UNITS	 (1ULL << RDMA_IMM_UNIT_BITS)
+#define RDMA_IMM_EXTRA		 (1U << RDMA_IMM_UNIT_BITS)
+#define RDMA_IMM_UNIT_MASK	 (RDMA_IMM_EXTRA - 1)
+#define RDMA_IMM_SHIFT_LINE	 6
+#define RDMA_IMM_SHIFT_PAGE	 RDAX_PAGE_SHIFT
+#define RDMA_IMM_LINE_VOLUME_MAX (1ULL << (28 + RDMA_IMM_SHIFT_LINE)) /* 16 GiB */
 
-/*
- * rdma_imm_encode -- the notice of a write of @len (> 0) bytes at @off of a
- * volume whose notice range starts at @base. The caller checked that the
- * range lies inside the volume, and the volume inside the space.
- */
-static inline uint32_t rdma_imm_encode(uint32_t base, uint64_t off, uint32_t len)
+/* rdma_imm_shift_valid -- is @shift a unit a notice range may have? */
+static inline bool rdma_imm_shift_valid(uint32_t shift)
 {
-	uint64_t first = off >> RDAX_PAGE_SHIFT;
-	uint64_t last = (off + len - 1) >> RDAX_PAGE_SHIFT;
-	uint64_t plain = ((uint64_t)len + RDAX_PAGE_SIZE - 1) >> RDAX_PAGE_SHIFT;
-	uint32_t extra = last - first + 1 > plain ? RDMA_IMM_EXTRA : 0;
-	return extra | (uint32_t)((base + first) & RDMA_IMM_PAGE_MASK);
+	return shift == RDMA_IMM_SHIFT_LINE || shift == RDMA_IMM_SHIFT_PAGE;
 }
 
 /*
- * rdma_imm_decode -- the pages a notice covers: *page (in the notice space)
- * and *npages (0 for byte_len 0, which marks nothing).
+ * rdma_imm_encode -- the notice of a write of @len (> 0) bytes at @off of a
+ * volume whose notice range starts at @base, in units of 1 << @shift bytes.
+ * The caller checked that the write lies inside the volume, and the volume
+ * inside the space.
  */
-static inline void rdma_imm_decode(uint32_t imm, uint32_t byte_len, uint64_t *page,
-				   uint64_t *npages)
+static inline uint32_t rdma_imm_encode(uint32_t base, uint32_t shift, uint64_t off, uint32_t len)
 {
-	*page = imm & RDMA_IMM_PAGE_MASK;
+	uint64_t first = off >> shift;
+	uint64_t last = (off + len - 1) >> shift;
+	uint64_t plain = ((uint64_t)len + (1ULL << shift) - 1) >> shift;
+	uint32_t extra = last - first + 1 > plain ? RDMA_IMM_EXTRA : 0;
+	return extra | (uint32_t)((base + first) & RDMA_IMM_UNIT_MASK);
+}
+
+/* rdma_imm_unit -- the first unit a notice names, in the notice space */
+static inline uint64_t rdma_imm_unit(uint32_t imm)
+{
+	return imm & RDMA_IMM_UNIT_MASK;
+}
+
+/*
+ * rdma_imm_decode -- the units of 1 << @shift bytes a notice covers: *unit
+ * (in the notice space) and *nunits (0 for byte_len 0, which marks nothing).
+ */
+static inline void rdma_imm_decode(uint32_t imm, uint32_t byte_len, uint32_t shift, uint64_t *unit,
+				   uint64_t *nunits)
+{
+	*unit = rdma_imm_unit(imm);
 	if (byte_len == 0) {
-		*npages = 0;
+		*nunits = 0;
 		return;
 	}
-	*npages = (((uint64_t)byte_len + RDAX_PAGE_SIZE - 1) >> RDAX_PAGE_SHIFT) +
+	*nunits = (((uint64_t)byte_len + (1ULL << shift) - 1) >> shift) +
 		  ((imm & RDMA_IMM_EXTRA) ? 1 : 0);
 }
 

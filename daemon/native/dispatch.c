@@ -107,6 +107,7 @@ struct job {
 	/* VOLUME_OPEN of a replica link: the sender and its epoch (cluster_gate.h) */
 	uint64_t replica_epoch; /* 0: an ordinary client */
 	char replica_primary[CLUSTER_NAME_MAX + 1];
+	bool imm_lines; /* VOLUME_OPEN: the client names lines in its write notices (RDMA) */
 
 	/* result (the code and written_back are in pub.op) */
 	char msg[STATUS_MSG_MAX];
@@ -1523,6 +1524,9 @@ static void act(const struct dispatch_env *env, struct session *s, const struct 
 		return;
 	case FRAME_VOLUME_OPEN:
 		act_named_job(env, out, h, req.open->name, VOL_OP_OPEN, NULL);
+		if (out->action == DISPATCH_JOB)
+			job_of(out->job)->imm_lines =
+			    req.open->has_imm_line_units && req.open->imm_line_units;
 		if (out->action == DISPATCH_JOB && req.open->replica) {
 			j = job_of(out->job);
 			j->replica_epoch = req.open->replica->epoch;
@@ -1933,7 +1937,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 	rep.verifier = verifier_of(g);
 	if (env->hooks && env->hooks->volume_opened) {
 		struct dispatch_direct d;
-		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, g, epoch, &d);
+		ret = env->hooks->volume_opened(env->hook_arg, handle, j->pub.op.v, g, epoch,
+						j->imm_lines, &d);
 		if (ret) {
 			char m[STATUS_MSG_MAX];
 			struct volume *closed = NULL;
@@ -1949,6 +1954,8 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 		rep.remote_addr = d.remote_addr;
 		rep.rkey = d.rkey;
 		rep.imm_volume_id = d.imm_volume_id;
+		rep.has_imm_unit_shift = 1;
+		rep.imm_unit_shift = d.imm_unit_shift;
 	}
 	out_reply(out, &rep.base);
 }

@@ -68,9 +68,10 @@
 
 /* What a transport with direct data access (RDMA) adds to a VOLUME_OPEN reply. */
 struct dispatch_direct {
-	uint64_t remote_addr;	/* where the volume starts in the daemon's address space */
-	uint32_t rkey;		/* remote key that reaches exactly the volume */
-	uint32_t imm_volume_id; /* the volume's range in the connection's write notices */
+	uint64_t remote_addr;	 /* where the volume starts in the daemon's address space */
+	uint32_t rkey;		 /* remote key that reaches exactly the volume */
+	uint32_t imm_volume_id;	 /* the volume's range in the connection's write notices */
+	uint32_t imm_unit_shift; /* its unit: RDMA_IMM_SHIFT_LINE or _PAGE (rdma_proto.h) */
 };
 
 /*
@@ -86,12 +87,14 @@ struct dispatch_hooks {
 	 * access and describe it in *out. @gate: the cluster volume's gate
 	 * (cluster_gate.h), NULL for others; @epoch: a replica link's epoch, 0
 	 * for a client (a replica link's window is revoked when a newer epoch
-	 * is seen, a client's when this node stops serving the volume). 0, or a
-	 * negative code: the open then fails with it (the handle is closed
-	 * again).
+	 * is seen, a client's when this node stops serving the volume).
+	 * @want_lines: the client asked to name 64-byte lines in its write
+	 * notices (VolumeOpenRequest.imm_line_units), which the transport may
+	 * grant or not (out->imm_unit_shift). 0, or a negative code: the open
+	 * then fails with it (the handle is closed again).
 	 */
 	int (*volume_opened)(void *arg, uint32_t handle, struct volume *v, struct gate_vol *gate,
-			     uint64_t epoch, struct dispatch_direct *out);
+			     uint64_t epoch, bool want_lines, struct dispatch_direct *out);
 	/* volume_closed -- @handle was closed by the client: revoke its direct access now */
 	void (*volume_closed)(void *arg, uint32_t handle);
 };

@@ -14,6 +14,7 @@
 #include "checked.h"
 #include "cluster_gate.h"
 #include "errors.h"
+#include "faults.h"
 #include "frame.h"
 #include "log.h"
 #include "rdma_notice.h"
@@ -57,7 +58,7 @@ struct fenced_window {
 
 /* A volume reachable over RDMA on this connection: a window and a notice range. */
 struct direct {
-	struct rdma_notice_range nr; /* its pages in the notice space (first: rdma_notice.h) */
+	struct rdma_notice_range nr; /* its units in the notice space (first: rdma_notice.h) */
 	uint32_t handle;
 	struct volume *v;
 	struct ibv_mw *mw;
@@ -247,19 +248,18 @@ static void release_held(struct conn_rdma *c)
 /* ---- write notices and windows ---- */
 
 /*
- * notice -- a WRITE_WITH_IMM landed: mark its pages written. Returns 0, or
- * -EPROTO (no volume of this connection has those pages), or the mark's error.
+ * notice -- a WRITE_WITH_IMM landed: mark the lines (or pages) it touched
+ * written. Returns 0, or -EPROTO (no volume of this connection has those
+ * units), or the mark's error.
  */
 static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 {
 	struct rdma_notice_hit hit;
 	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit)) {
-		uint64_t page, npages;
-		rdma_imm_decode(imm, byte_len, &page, &npages);
 		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
-			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names pages [%" PRIu64
-			 ", +%" PRIu64 ") outside every volume of the connection",
-			 c->nc.s.conn.peer, imm, byte_len, page, npages);
+			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names unit %" PRIu64
+			 " outside every volume of the connection (or runs past its volume)",
+			 c->nc.s.conn.peer, imm, byte_len, rdma_imm_unit(imm));
 		return -EPROTO;
 	}
 	if (hit.len == 0)
@@ -267,6 +267,12 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	struct direct *d = &c->dir[hit.index];
 	uint64_t off = hit.off;
 	uint64_t len = hit.len;
+	if (rdax_faults.rdma_notice_pages) {
+		/* the control of the line tests: whole pages again, as before lines */
+		uint64_t end = align_up(off + len, RDAX_PAGE_SIZE);
+		off = align_down(off, RDAX_PAGE_SIZE);
+		len = (end < d->v->size ? end : d->v->size) - off;
+	}
 	/*
 	 * A replicated volume: recorded for absent replicas and forwarded, as a
 	 * TCP write is. The bytes landed before this notice, so a primary that
@@ -313,9 +319,32 @@ static void fenced_revoke(struct gate_window *gw)
 	mw_dealloc(fw->mw, fw->mw->rkey, fw->peer);
 }
 
+/*
+ * notice_range_place -- a range for @v in the connection's notice space:
+ * lines when @want_lines and the volume is small enough for them and they
+ * fit, else pages (common/rdma_proto.h). 0 with *nr and *pos (its place in
+ * c->dir), or -ENOSPC.
+ */
+static int notice_range_place(const struct conn_rdma *c, const struct volume *v, bool want_lines,
+			      struct rdma_notice_range *nr, unsigned *pos)
+{
+	if (want_lines && v->size <= RDMA_IMM_LINE_VOLUME_MAX) {
+		nr->shift = RDMA_IMM_SHIFT_LINE;
+		nr->nunits = v->size >> RDMA_IMM_SHIFT_LINE;
+		if (rdma_notice_place(c->dir, sizeof(*c->dir), c->ndir, nr->nunits, &nr->base,
+				      pos) == 0)
+			return 0;
+	}
+	nr->shift = RDMA_IMM_SHIFT_PAGE;
+	nr->nunits = v->size >> RDMA_IMM_SHIFT_PAGE;
+	if (nr->nunits > RDMA_IMM_SPACE_UNITS)
+		return -ENOSPC;
+	return rdma_notice_place(c->dir, sizeof(*c->dir), c->ndir, nr->nunits, &nr->base, pos);
+}
+
 /* hook_volume_opened -- bind a window over the new handle's volume to this QP */
 static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, struct gate_vol *gate,
-			      uint64_t epoch, struct dispatch_direct *out)
+			      uint64_t epoch, bool want_lines, struct dispatch_direct *out)
 {
 	struct conn_rdma *c = arg;
 	if (!c->qp || c->nc.s.conn.dead || c->peer_gone)
@@ -324,13 +353,12 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 	struct ibv_mr *mr = rdma_dev_ns_mr(dev, v->ns->id);
 	if (!mr)
 		return -EOPNOTSUPP;
-	uint64_t npages = v->size >> RDAX_PAGE_SHIFT, base;
+	struct rdma_notice_range nr;
 	unsigned pos;
-	if (npages > RDMA_IMM_SPACE_PAGES ||
-	    rdma_notice_place(c->dir, sizeof(*c->dir), c->ndir, npages, &base, &pos)) {
+	if (notice_range_place(c, v, want_lines, &nr, &pos)) {
 		LOG_WARN("%s: no room for volume %s (%" PRIu64 " pages) in the connection's notice "
 			 "space",
-			 c->nc.s.conn.peer, v->name, npages);
+			 c->nc.s.conn.peer, v->name, v->size >> RDAX_PAGE_SHIFT);
 		return -ENOSPC;
 	}
 	if (c->sq_used >= c->sq_depth)
@@ -404,7 +432,7 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 	}
 	memmove(&c->dir[pos + 1], &c->dir[pos], (c->ndir - pos) * sizeof(*c->dir));
 	c->dir[pos] = (struct direct){
-	    .nr = {.base = base, .npages = npages},
+	    .nr = nr,
 	    .handle = handle,
 	    .v = v,
 	    .mw = mw,
@@ -415,10 +443,11 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 	c->ndir++;
 	out->remote_addr = (uintptr_t)v->data;
 	out->rkey = rkey;
-	out->imm_volume_id = (uint32_t)base;
+	out->imm_volume_id = (uint32_t)nr.base;
+	out->imm_unit_shift = nr.shift;
 	LOG_DEBUG("%s: volume %s (handle %#" PRIx32 ") reachable: rkey %#" PRIx32
-		  ", notice pages [%" PRIu64 ", +%" PRIu64 ")",
-		  c->nc.s.conn.peer, v->name, handle, rkey, base, npages);
+		  ", notice units of %u bytes [%" PRIu64 ", +%" PRIu64 ")",
+		  c->nc.s.conn.peer, v->name, handle, rkey, 1U << nr.shift, nr.base, nr.nunits);
 	return 0;
 }
 

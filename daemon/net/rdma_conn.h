@@ -24,12 +24,12 @@
  *
  * Write notices: a client's WRITE_WITH_IMM lands in the volume through the
  * memory window of its handle; its receive completion (opcode
- * RECV_RDMA_WITH_IMM) names the pages (rdma_proto.h) and is handled --
+ * RECV_RDMA_WITH_IMM) names the lines or pages (rdma_proto.h) and is handled --
  * volume_mark_written() -- when the CQ is polled. The CQ of one QP delivers
  * completions in arrival order, and a SEND's bytes are only parsed after its
  * completion was polled, so every write the client issued before a request
  * is in the dirty tree before that request (an FSYNC) is dispatched: the
- * dirty tree stays the single source of truth. A notice naming pages outside
+ * dirty tree stays the single source of truth. A notice naming units outside
  * every volume of the connection closes the connection.
  *
  * Direct access: VOLUME_OPEN binds a type-2 memory window over the volume

@@ -19,13 +19,15 @@
  * granting more than was used.
  *
  * Write notices: a table of volumes placed in the connection's notice space
- * by rdma_notice_place, as VOLUME_OPEN over RDMA does, and removed as
- * VOLUME_CLOSE does; notices (immediate value, byte count) resolved by
- * rdma_notice_resolve, as every WRITE_WITH_IMM completion is. Checked
- * against a model (a brute-force search of the table): a notice is
- * accepted exactly when one volume holds every page it names, and then it
- * marks bytes of that volume only, inside it; placed ranges never overlap
- * and stay inside the 2^31-page space.
+ * by rdma_notice_place, in line or page units as VOLUME_OPEN over RDMA gives
+ * them, and removed as VOLUME_CLOSE does; notices (immediate value, byte
+ * count) resolved by rdma_notice_resolve, as every WRITE_WITH_IMM completion
+ * is. Checked against a model (a brute-force search of the table, each
+ * entry in its own unit): a notice is accepted exactly when one volume holds
+ * every unit it names, and then it marks whole units of that volume only,
+ * inside it; a write a client encodes (rdma_imm_encode with the volume's
+ * unit) resolves to exactly the units it touched; placed ranges never
+ * overlap and stay inside the 2^31-unit space.
  */
 #include "fuzz.h"
 
@@ -118,13 +120,33 @@ struct vol {
 	unsigned id;
 };
 
-/* model_find -- the volume holding every page of [page, page + npages), by brute force */
-static int model_find(const struct vol *t, unsigned n, uint64_t page, uint64_t npages)
+/*
+ * model_find -- the volume holding every unit of the notice (@imm, @byte_len
+ * > 0), each entry's units counted in its own unit, by brute force
+ */
+static int model_find(const struct vol *t, unsigned n, uint32_t imm, uint32_t byte_len)
 {
-	for (unsigned i = 0; i < n; i++)
-		if (page >= t[i].nr.base && page + npages <= t[i].nr.base + t[i].nr.npages)
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t unit, nunits;
+		rdma_imm_decode(imm, byte_len, t[i].nr.shift, &unit, &nunits);
+		if (unit >= t[i].nr.base && unit + nunits <= t[i].nr.base + t[i].nr.nunits)
 			return (int)i;
+	}
 	return -1;
+}
+
+/* check_hit -- what a resolved notice of @byte_len bytes marks lies in its volume, in units */
+static void check_hit(const struct vol *t, const struct rdma_notice_hit *hit, uint32_t imm,
+		      uint32_t byte_len)
+{
+	const struct rdma_notice_range *r = &t[hit->index].nr;
+	uint64_t unit, nunits;
+	rdma_imm_decode(imm, byte_len, r->shift, &unit, &nunits);
+	FUZZ_CHECK(hit->len == nunits << r->shift);
+	FUZZ_CHECK(hit->off == (unit - r->base) << r->shift);
+	FUZZ_CHECK(hit->off + hit->len <= r->nunits << r->shift);
+	/* every byte the write could have touched is marked */
+	FUZZ_CHECK(hit->len >= byte_len);
 }
 
 /* notices -- volumes placed and removed, notices resolved, against the model */
@@ -134,20 +156,21 @@ static void notices(struct fuzz_in *in)
 	unsigned n = 0, next_id = 0;
 	while (in->left) {
 		uint8_t op = fuzz_u8(in);
-		if (op < 64) { /* VOLUME_OPEN: a volume of up to 2^31 pages */
-			uint64_t npages = (fuzz_u32(in) & (RDMA_IMM_SPACE_PAGES - 1)) + 1;
+		if (op < 64) { /* VOLUME_OPEN: a volume of up to 2^31 units, pages or lines */
+			uint32_t shift = op < 32 ? RDMA_IMM_SHIFT_PAGE : RDMA_IMM_SHIFT_LINE;
+			uint64_t nunits = (fuzz_u32(in) & (RDMA_IMM_SPACE_UNITS - 1)) + 1;
 			uint64_t base;
 			unsigned pos;
 			if (n == MAX_VOLS)
 				continue;
-			if (rdma_notice_place(t, sizeof(*t), n, npages, &base, &pos))
+			if (rdma_notice_place(t, sizeof(*t), n, nunits, &base, &pos))
 				continue;
 			FUZZ_CHECK(pos <= n);
-			FUZZ_CHECK(base + npages <= RDMA_IMM_SPACE_PAGES);
-			FUZZ_CHECK(pos == 0 || t[pos - 1].nr.base + t[pos - 1].nr.npages <= base);
-			FUZZ_CHECK(pos == n || base + npages <= t[pos].nr.base);
+			FUZZ_CHECK(base + nunits <= RDMA_IMM_SPACE_UNITS);
+			FUZZ_CHECK(pos == 0 || t[pos - 1].nr.base + t[pos - 1].nr.nunits <= base);
+			FUZZ_CHECK(pos == n || base + nunits <= t[pos].nr.base);
 			memmove(&t[pos + 1], &t[pos], (n - pos) * sizeof(*t));
-			t[pos] = (struct vol){.nr = {base, npages}, .id = next_id++};
+			t[pos] = (struct vol){.nr = {base, nunits, shift}, .id = next_id++};
 			n++;
 		} else if (op < 96) { /* VOLUME_CLOSE */
 			if (n == 0)
@@ -155,28 +178,40 @@ static void notices(struct fuzz_in *in)
 			unsigned i = fuzz_u8(in) % n;
 			memmove(&t[i], &t[i + 1], (n - i - 1) * sizeof(*t));
 			n--;
-		} else { /* a WRITE_WITH_IMM completion */
+		} else if (op < 128) { /* a client's write inside volume i: its units exactly */
+			uint64_t x = (uint64_t)fuzz_u32(in) << 32;
+			x |= fuzz_u32(in);
+			uint32_t len = fuzz_u32(in) % (2U << 20) + 1;
+			if (n == 0)
+				continue;
+			const struct rdma_notice_range *r = &t[fuzz_u8(in) % n].nr;
+			uint64_t size = r->nunits << r->shift;
+			if (len > size)
+				len = (uint32_t)size;
+			uint64_t off = x % (size - len + 1);
+			uint32_t imm = rdma_imm_encode((uint32_t)r->base, r->shift, off, len);
+			struct rdma_notice_hit hit;
+			FUZZ_CHECK(rdma_notice_resolve(t, sizeof(*t), n, imm, len, &hit) == 0);
+			FUZZ_CHECK(&t[hit.index].nr == r);
+			uint64_t unit = 1ULL << r->shift;
+			FUZZ_CHECK(hit.off == off / unit * unit);
+			FUZZ_CHECK(hit.off + hit.len == (off + len + unit - 1) / unit * unit);
+			check_hit(t, &hit, imm, len);
+		} else { /* a WRITE_WITH_IMM completion, anything a client can send */
 			uint32_t imm = fuzz_u32(in), byte_len = fuzz_u32(in);
 			struct rdma_notice_hit hit;
 			int ret = rdma_notice_resolve(t, sizeof(*t), n, imm, byte_len, &hit);
-			uint64_t page, npages;
-			rdma_imm_decode(imm, byte_len, &page, &npages);
-			if (npages == 0) {
+			if (byte_len == 0) {
 				FUZZ_CHECK(ret == 0 && hit.len == 0);
 				continue;
 			}
-			int want = model_find(t, n, page, npages);
+			int want = model_find(t, n, imm, byte_len);
 			if (want < 0) {
 				FUZZ_CHECK(ret == -EPROTO);
 				continue;
 			}
 			FUZZ_CHECK(ret == 0 && hit.index == (unsigned)want);
-			const struct rdma_notice_range *r = &t[hit.index].nr;
-			FUZZ_CHECK(hit.len == npages << RDAX_PAGE_SHIFT);
-			FUZZ_CHECK(hit.off == (page - r->base) << RDAX_PAGE_SHIFT);
-			FUZZ_CHECK(hit.off + hit.len <= r->npages << RDAX_PAGE_SHIFT);
-			/* every byte the write could have touched is marked */
-			FUZZ_CHECK(hit.len >= byte_len);
+			check_hit(t, &hit, imm, byte_len);
 		}
 	}
 }

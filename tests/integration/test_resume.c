@@ -153,7 +153,7 @@ static void *writer_run(void *arg)
 		snprintf(w->msg, sizeof(w->msg), "rdma://, but the volume has no window");
 		goto out_close;
 	}
-	w->first_window = (struct rdma_tp_vol){v->remote_addr, v->rkey, v->imm_base};
+	w->first_window = (struct rdma_tp_vol){v->remote_addr, v->rkey, v->imm_base, v->imm_shift};
 	static uint8_t bufs[QD][BLOCK];
 	uint64_t slot_block[QD];
 	uint32_t slot_version[QD];
@@ -271,7 +271,7 @@ static void rdma_window_check(struct writer *w)
 {
 	struct rdax_conn *c = w->c;
 	struct rdax_volume *v = w->v;
-	struct rdma_tp_vol now = {v->remote_addr, v->rkey, v->imm_base};
+	struct rdma_tp_vol now = {v->remote_addr, v->rkey, v->imm_base, v->imm_shift};
 	const struct rdma_tp_vol *old = &w->first_window;
 	printf("# window before the restart: rkey %#x at %#llx; after: rkey %#x at %#llx\n",
 	       old->rkey, (unsigned long long)old->remote_addr, now.rkey,

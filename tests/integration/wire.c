@@ -15,6 +15,7 @@
 
 #include "harness.h"
 #include "rdax.pb-c.h"
+#include "rdma_proto.h"
 #include "transport_rdma.h"
 
 /* The largest reply this client accepts (wire conventions: bodies up to 16 MiB). */
@@ -465,6 +466,7 @@ int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct
 	d->remote_addr = o->remote_addr;
 	d->rkey = o->rkey;
 	d->imm_base = o->imm_volume_id;
+	d->imm_shift = o->has_imm_unit_shift ? o->imm_unit_shift : RDMA_IMM_SHIFT_PAGE;
 	rdax__volume_open_reply__free_unpacked(o, NULL);
 	return 0;
 }
@@ -481,7 +483,7 @@ static int wire_rdma_op(struct wconn *c, bool write, const struct wire_direct *d
 {
 	if (!c->tp)
 		return -EPROTONOSUPPORT;
-	struct rdma_tp_vol vol = {d->remote_addr, d->rkey, d->imm_base};
+	struct rdma_tp_vol vol = {d->remote_addr, d->rkey, d->imm_base, d->imm_shift};
 	bool done = false;
 	int64_t deadline = hx_now_ms() + WIRE_TIMEOUT_MS;
 	int ret;

@@ -111,13 +111,18 @@ int wire_stat(struct wconn *c, uint32_t handle, uint64_t *dirty_bytes);
 struct wire_direct {
 	uint64_t remote_addr;
 	uint32_t rkey;
-	uint32_t imm_base;
+	uint32_t imm_base;  /* the volume's first unit in the connection's notice space */
+	uint32_t imm_shift; /* its unit (rdma_proto.h): pages, this client never asks for lines */
 };
 
 /* wire_connect_direct -- wire_connect over RDMA, able to post one-sided writes and reads */
 int wire_connect_direct(struct wconn *c, int port);
 
-/* wire_open_direct -- wire_open that also returns the direct-access fields; -EBADMSG without */
+/*
+ * wire_open_direct -- wire_open that also returns the direct-access fields;
+ * -EBADMSG without. Like a client older than line notices, it does not ask
+ * for them (VolumeOpenRequest.imm_line_units), so its notices name pages.
+ */
 int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct wire_direct *d);
 
 /*

@@ -774,7 +774,8 @@ static bool cut_vs_model(const char *faults)
 	snprintf(out, sizeof(out), "%s/states", dir);
 	/*
 	 * over tcp:// every state (55); over rdma:// a one-sided write is
-	 * recorded as its whole pages, too many lines for that: a sample, in
+	 * recorded as the whole lines its notice names, not only its bytes,
+	 * which may make more states than the cap: a sample, in
 	 * which each sampled interval starts with its floor state -- what a
 	 * cut leaves in sim mode when no fsync ran past the last one recorded
 	 */

@@ -14,6 +14,12 @@
  * failure comes from the isolation and not from a broken path. A closed
  * handle and a disconnected client lose their access the same way.
  *
+ * Write notices name 64-byte lines for a client that asks (librdax does):
+ * an fsync after a small unaligned one-sided write writes back exactly the
+ * lines it touched; a client that does not ask (the raw wire client, as an
+ * older librdax) still gets pages. The control: a daemon that marks whole
+ * pages again (RDAX_FAULTS=rdma-notice-pages) must fail the line check.
+ *
  * Limits over RDMA: a connection request over --max-connections is
  * rejected with the reason (not just "refused"), and the handshake and
  * request time limits end connections as they do over sockets.
@@ -362,12 +368,118 @@ static void order__fsync_behind_unacknowledged_writes_covers_them(void **state)
 			assert_int_equal(done[i].status, 0);
 		got += n;
 	}
-	/* unaligned: one write spanning a page boundary dirties exactly the two pages */
+	/* unaligned: one write spanning a page boundary dirties exactly its 65 lines */
 	assert_int_equal(rdax_write(v, 3 * 4096 + 100, buf[0], 4096, 0), 0);
 	assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
-	assert_int_equal(wb, 2 * 4096);
+	assert_int_equal(wb, 65 * 64);
 	assert_int_equal(rdax_volume_close(&v), 0);
 	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/*
+ * lines_check -- small one-sided writes through @v, each followed by an
+ * fsync that must write back exactly the lines the write touched: true
+ * when every one did (each result printed either way, for the control)
+ */
+static bool lines_check(struct rdax_volume *v)
+{
+	static const struct {
+		uint64_t off;
+		uint32_t len;
+		uint64_t lines; /* bytes of the lines touched */
+	} w[] = {
+	    {3 * 4096 + 100, 64, 128},	/* unaligned: lines 1 and 2 of a page */
+	    {5 * 4096 + 128, 64, 64},	/* one aligned line */
+	    {7 * 4096 - 32, 64, 128},	/* the last line of a page and the first of the next */
+	    {9 * 4096 + 1, 1, 64},	/* one byte */
+	    {11 * 4096 + 64, 300, 320}, /* five lines from the second */
+	};
+	static uint8_t buf[512];
+	bool all = true;
+	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		uint64_t wb = 0;
+		hx_pattern(buf, w[i].len, 41, w[i].off);
+		assert_int_equal(rdax_write(v, w[i].off, buf, w[i].len, 0), 0);
+		assert_int_equal(rdax_fsync(v, 0, 0, &wb), 0);
+		fprintf(stderr, "%u bytes at %llu: fsync wrote back %llu bytes (the lines: %llu)\n",
+			w[i].len, (unsigned long long)w[i].off, (unsigned long long)wb,
+			(unsigned long long)w[i].lines);
+		all = all && wb == w[i].lines;
+	}
+	return all;
+}
+
+/*
+ * lines__fsync_writes_back_the_lines_written -- librdax asks for line
+ * notices: after a one-sided write of a few bytes an fsync writes back the
+ * lines it touched, not their pages, as over TCP; the bytes read back
+ */
+static void lines__fsync_writes_back_the_lines_written(void **state)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	open_lib(&c, &v, "lines", true);
+	assert_true(lines_check(v));
+	static uint8_t want[64], got[64];
+	hx_pattern(want, 64, 41, 3 * 4096 + 100);
+	assert_int_equal(rdax_read(v, 3 * 4096 + 100, got, 64), 0);
+	assert_memory_equal(got, want, 64);
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/* setup_notice_pages -- a fresh daemon that marks whole pages for line notices (the control) */
+static int setup_notice_pages(void **state)
+{
+	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
+		return -1;
+	struct hx_daemon_opts o = {
+	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = "rdma-notice-pages"};
+	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+}
+
+/*
+ * lines__control_whole_pages_are_caught -- the control of the line test: a
+ * daemon that marks the whole pages of a notice's lines makes every fsync
+ * write back 4 KiB or 8 KiB, and the check must say so
+ */
+static void lines__control_whole_pages_are_caught(void **state)
+{
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	open_lib(&c, &v, "lines", true);
+	assert_false(lines_check(v));
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/*
+ * lines__client_that_does_not_ask_gets_pages -- a client that never asks for
+ * line notices (the raw wire client, as an older librdax) is answered in
+ * pages and its 64-byte write dirties its whole page; its notices still
+ * resolve (the daemon did not take them as lines)
+ */
+static void lines__client_that_does_not_ask_gets_pages(void **state)
+{
+	struct wconn a;
+	struct wire_direct d;
+	uint32_t h;
+	static uint8_t p[64];
+	hx_pattern(p, sizeof(p), 43, 0);
+	client(&a);
+	assert_int_equal(wire_create(&a, "old", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "old", &h, &d), 0);
+	assert_int_equal(d.imm_shift, 12);
+	assert_int_equal(wire_rdma_write(&a, &d, 2 * 4096 + 100, p, sizeof(p)), 0);
+	uint64_t dirty = 0;
+	assert_int_equal(wire_stat(&a, h, &dirty), 0);
+	assert_int_equal(dirty, 4096);
+	/* across a page boundary: both pages */
+	assert_int_equal(wire_rdma_write(&a, &d, 6 * 4096 - 32, p, sizeof(p)), 0);
+	assert_int_equal(wire_stat(&a, h, &dirty), 0);
+	assert_int_equal(dirty, 3 * 4096);
+	assert_int_equal(wire_fsync(&a, h, 0, 0), 0);
+	wire_close(&a);
 }
 
 /*
@@ -690,6 +802,12 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(credits__client_beyond_its_window_is_closed, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(busy_poll__same_results, setup, teardown),
+	    cmocka_unit_test_setup_teardown(lines__fsync_writes_back_the_lines_written, setup,
+					    teardown),
+	    cmocka_unit_test_setup_teardown(lines__control_whole_pages_are_caught,
+					    setup_notice_pages, teardown),
+	    cmocka_unit_test_setup_teardown(lines__client_that_does_not_ask_gets_pages, setup,
+					    teardown),
 	    cmocka_unit_test_setup_teardown(limits__over_the_cap_is_refused_with_the_reason,
 					    setup_limits, teardown),
 	    cmocka_unit_test_setup_teardown(limits__time_limits_over_rdma, setup_limits, teardown),

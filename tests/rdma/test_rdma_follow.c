@@ -227,7 +227,7 @@ static void tp_done(void *arg, void *ctx, int status)
 static int stale_write(struct rdax_volume *v, uint64_t off, const void *buf, uint32_t len)
 {
 	struct rdma_tp *tp = v->conn->rdma;
-	struct rdma_tp_vol w = {v->remote_addr, v->rkey, v->imm_base};
+	struct rdma_tp_vol w = {v->remote_addr, v->rkey, v->imm_base, v->imm_shift};
 	int done = 0;
 	int ret = tp ? rdma_tp_write(tp, &w, off, buf, len, NULL) : -ENOTCONN;
 	int64_t t0 = hx_now_ms();

@@ -66,32 +66,39 @@ static void cm_data__refuses_bad_input(void **state)
 
 /* ---- write notices ---- */
 
-/* check_notice -- the decoded pages are exactly the pages [off, off + len) touches */
-static void check_notice(uint32_t base, uint64_t off, uint32_t len)
+/* check_notice -- decoded, exactly the units (1 << @shift bytes) [off, off + len) touches */
+static void check_notice(uint32_t base, uint32_t shift, uint64_t off, uint32_t len)
 {
-	uint32_t imm = rdma_imm_encode(base, off, len);
-	uint64_t page, npages;
-	rdma_imm_decode(imm, len, &page, &npages);
-	uint64_t first = off / 4096, last = (off + len - 1) / 4096;
-	if (page != base + first || npages != last - first + 1)
-		fail_msg(
-		    "base %u off %llu len %u: imm %#x -> page %llu npages %llu, want %llu %llu",
-		    base, (unsigned long long)off, len, imm, (unsigned long long)page,
-		    (unsigned long long)npages, (unsigned long long)(base + first),
-		    (unsigned long long)(last - first + 1));
+	uint32_t imm = rdma_imm_encode(base, shift, off, len);
+	uint64_t unit, nunits;
+	rdma_imm_decode(imm, len, shift, &unit, &nunits);
+	uint64_t first = off >> shift, last = (off + len - 1) >> shift;
+	if (unit != base + first || nunits != last - first + 1)
+		fail_msg("shift %u base %u off %llu len %u: imm %#x -> unit %llu nunits %llu, "
+			 "want %llu %llu",
+			 shift, base, (unsigned long long)off, len, imm, (unsigned long long)unit,
+			 (unsigned long long)nunits, (unsigned long long)(base + first),
+			 (unsigned long long)(last - first + 1));
 }
 
-static void imm__covers_exactly_the_pages_written(void **state)
+/* check_both -- check_notice in lines and in pages */
+static void check_both(uint32_t base, uint64_t off, uint32_t len)
 {
-	static const uint32_t lens[] = {1,	    63,	  64,	4095,  4096,	 4097,
-					8191,	    8192, 8193, 65536, 1U << 20, (1U << 20) + 1,
-					0x7fffffffU};
-	static const uint64_t offs[] = {0,    1,    100,   4095,       4096,
-					4097, 8191, 12288, 1ULL << 30, (1ULL << 30) - 1};
+	check_notice(base, RDMA_IMM_SHIFT_LINE, off, len);
+	check_notice(base, RDMA_IMM_SHIFT_PAGE, off, len);
+}
+
+static void imm__covers_exactly_the_units_written(void **state)
+{
+	static const uint32_t lens[] = {
+	    1,	  63,	64,   65,   127,   128,	     4095,	     4096,
+	    4097, 8191, 8192, 8193, 65536, 1U << 20, (1U << 20) + 1, 0x7fffffffU};
+	static const uint64_t offs[] = {
+	    0, 1, 63, 64, 65, 100, 4095, 4096, 4097, 8191, 12288, 1ULL << 30, (1ULL << 30) - 1};
 	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
 		for (size_t j = 0; j < sizeof(offs) / sizeof(offs[0]); j++) {
-			check_notice(0, offs[j], lens[i]);
-			check_notice(12345, offs[j], lens[i]);
+			check_both(0, offs[j], lens[i]);
+			check_both(12345, offs[j], lens[i]);
 		}
 	/* random ones too */
 	uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -101,28 +108,85 @@ static void imm__covers_exactly_the_pages_written(void **state)
 		x ^= x << 17;
 		uint32_t len = (uint32_t)(x % (3 * 4096)) + 1;
 		uint64_t off = (x >> 20) % (1ULL << 32);
-		check_notice((uint32_t)(x >> 40) & 0xffff, off, len);
+		check_both((uint32_t)(x >> 40) & 0xffff, off, len);
 	}
 }
 
-static void imm__last_page_of_the_space(void **state)
+/* the X bit: set exactly when the write crosses one unit boundary more than its length needs */
+static void imm__extra_bit_marks_the_unaligned_crossing(void **state)
 {
-	/* a volume whose range ends at the top of the 2^31-page space */
-	uint32_t base = (uint32_t)(RDMA_IMM_SPACE_PAGES - 16);
-	check_notice(base, 15 * 4096, 4096);
-	check_notice(base, 15 * 4096 + 10, 4086);
-	uint64_t page, npages;
-	rdma_imm_decode(rdma_imm_encode(base, 14 * 4096 + 1, 4096), 4096, &page, &npages);
-	assert_int_equal(page, RDMA_IMM_SPACE_PAGES - 2);
-	assert_int_equal(npages, 2);
+	uint64_t unit, nunits;
+	/* 64 bytes at 100: lines 1 and 2 (X), page 0 alone (no X) */
+	uint32_t imm = rdma_imm_encode(10, RDMA_IMM_SHIFT_LINE, 100, 64);
+	assert_int_equal(imm, RDMA_IMM_EXTRA | 11);
+	rdma_imm_decode(imm, 64, RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(unit, 11);
+	assert_int_equal(nunits, 2);
+	imm = rdma_imm_encode(10, RDMA_IMM_SHIFT_PAGE, 100, 64);
+	assert_int_equal(imm, 10);
+	/* 64 bytes at 4064: lines 63 and 64 (X), pages 0 and 1 (X): a page boundary */
+	imm = rdma_imm_encode(0, RDMA_IMM_SHIFT_LINE, 4064, 64);
+	assert_int_equal(imm, RDMA_IMM_EXTRA | 63);
+	rdma_imm_decode(imm, 64, RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(nunits, 2);
+	imm = rdma_imm_encode(0, RDMA_IMM_SHIFT_PAGE, 4064, 64);
+	assert_int_equal(imm, RDMA_IMM_EXTRA | 0);
+	rdma_imm_decode(imm, 64, RDMA_IMM_SHIFT_PAGE, &unit, &nunits);
+	assert_int_equal(nunits, 2);
+	/* aligned: no X in either unit, one line, one page */
+	assert_int_equal(rdma_imm_encode(0, RDMA_IMM_SHIFT_LINE, 128, 64), 2);
+	assert_int_equal(rdma_imm_encode(0, RDMA_IMM_SHIFT_PAGE, 8192, 64), 2);
+	/* 65 bytes at 64: two lines without X (the length needs them) */
+	imm = rdma_imm_encode(0, RDMA_IMM_SHIFT_LINE, 64, 65);
+	assert_int_equal(imm, 1);
+	rdma_imm_decode(imm, 65, RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(nunits, 2);
+	/* 65 bytes never touch three lines (127..191: lines 1 and 2); 66 at 127 do */
+	assert_int_equal(rdma_imm_encode(0, RDMA_IMM_SHIFT_LINE, 127, 65), 1);
+	imm = rdma_imm_encode(0, RDMA_IMM_SHIFT_LINE, 127, 66);
+	assert_int_equal(imm, RDMA_IMM_EXTRA | 1);
+	rdma_imm_decode(imm, 66, RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(nunits, 3);
+}
+
+static void imm__last_unit_of_the_space(void **state)
+{
+	/* a volume whose range ends at the top of the 2^31-unit space */
+	uint32_t base = (uint32_t)(RDMA_IMM_SPACE_UNITS - 16);
+	check_notice(base, RDMA_IMM_SHIFT_PAGE, 15 * 4096, 4096);
+	check_notice(base, RDMA_IMM_SHIFT_PAGE, 15 * 4096 + 10, 4086);
+	check_notice(base, RDMA_IMM_SHIFT_LINE, 15 * 64, 64);
+	check_notice(base, RDMA_IMM_SHIFT_LINE, 15 * 64 + 10, 54);
+	uint64_t unit, nunits;
+	rdma_imm_decode(rdma_imm_encode(base, RDMA_IMM_SHIFT_PAGE, 14 * 4096 + 1, 4096), 4096,
+			RDMA_IMM_SHIFT_PAGE, &unit, &nunits);
+	assert_int_equal(unit, RDMA_IMM_SPACE_UNITS - 2);
+	assert_int_equal(nunits, 2);
+	rdma_imm_decode(rdma_imm_encode(base, RDMA_IMM_SHIFT_LINE, 14 * 64 + 1, 64), 64,
+			RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(unit, RDMA_IMM_SPACE_UNITS - 2);
+	assert_int_equal(nunits, 2);
 }
 
 static void imm__zero_length_marks_nothing(void **state)
 {
-	uint64_t page, npages;
-	rdma_imm_decode(RDMA_IMM_EXTRA | 7, 0, &page, &npages);
-	assert_int_equal(page, 7);
-	assert_int_equal(npages, 0);
+	uint64_t unit, nunits;
+	rdma_imm_decode(RDMA_IMM_EXTRA | 7, 0, RDMA_IMM_SHIFT_LINE, &unit, &nunits);
+	assert_int_equal(unit, 7);
+	assert_int_equal(nunits, 0);
+	rdma_imm_decode(RDMA_IMM_EXTRA | 7, 0, RDMA_IMM_SHIFT_PAGE, &unit, &nunits);
+	assert_int_equal(nunits, 0);
+}
+
+static void imm__only_lines_and_pages_are_units(void **state)
+{
+	assert_true(rdma_imm_shift_valid(6));
+	assert_true(rdma_imm_shift_valid(12));
+	assert_false(rdma_imm_shift_valid(0));
+	assert_false(rdma_imm_shift_valid(7));
+	assert_false(rdma_imm_shift_valid(31));
+	/* the largest volume given lines fills an eighth of the space */
+	assert_int_equal(RDMA_IMM_LINE_VOLUME_MAX >> RDMA_IMM_SHIFT_LINE, RDMA_IMM_SPACE_UNITS / 8);
 }
 
 /* ---- credits: two peers, random schedules ---- */
@@ -330,9 +394,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(cm_data__roundtrip),
 	    cmocka_unit_test(cm_data__refuses_bad_input),
-	    cmocka_unit_test(imm__covers_exactly_the_pages_written),
-	    cmocka_unit_test(imm__last_page_of_the_space),
+	    cmocka_unit_test(imm__covers_exactly_the_units_written),
+	    cmocka_unit_test(imm__extra_bit_marks_the_unaligned_crossing),
+	    cmocka_unit_test(imm__last_unit_of_the_space),
 	    cmocka_unit_test(imm__zero_length_marks_nothing),
+	    cmocka_unit_test(imm__only_lines_and_pages_are_units),
 	    cmocka_unit_test(credits__no_deadlock_under_random_schedules),
 	    cmocka_unit_test(credits__control_without_reserve_deadlocks),
 	    cmocka_unit_test(credits__peer_breaking_the_rules_is_detected),
