@@ -2,6 +2,7 @@
 /* spin_window.c -- adaptive polling window: spin twice the recent gaps, at most the cap */
 #include "spin_window.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 void spin_window_init(struct spin_window *sw, unsigned cap_us)
@@ -9,16 +10,28 @@ void spin_window_init(struct spin_window *sw, unsigned cap_us)
 	sw->cap_us = cap_us;
 	sw->expected_us = 0;
 	sw->idle_from_us = 0;
+	sw->sleeps = 0;
+	sw->probing = 0;
 }
 
 unsigned spin_window_idle(struct spin_window *sw, int64_t now_us)
 {
 	if (!sw->cap_us)
 		return 0;
-	if (!sw->idle_from_us)
+	bool opened = !sw->idle_from_us;
+	if (opened)
 		sw->idle_from_us = now_us ? now_us : 1;
-	if (sw->expected_us > (int64_t)sw->cap_us)
-		return 0; /* the peer is slower than the cap: sleeping costs little */
+	if (sw->probing)
+		return sw->cap_us; /* the open gap is a probe (a wake-up without activity) */
+	if (sw->expected_us > (int64_t)sw->cap_us) {
+		/* the peer is slower than the cap: sleeping costs little -- but probe now and then */
+		if (opened && ++sw->sleeps >= SPIN_WINDOW_PROBE_EVERY) {
+			sw->sleeps = 0;
+			sw->probing = 1;
+			return sw->cap_us;
+		}
+		return 0;
+	}
 	/* the first wait (expected 0) spins the whole cap, to learn the gap */
 	int64_t w = sw->expected_us ? 2 * sw->expected_us + 1 : (int64_t)sw->cap_us;
 	return w > (int64_t)sw->cap_us ? sw->cap_us : (unsigned)w;
@@ -30,11 +43,18 @@ void spin_window_activity(struct spin_window *sw, int64_t now_us)
 		return;
 	int64_t gap = now_us - sw->idle_from_us;
 	int64_t most = 4 * (int64_t)sw->cap_us;
+	int probe = sw->probing;
 	sw->idle_from_us = 0;
+	sw->probing = 0;
 	if (gap < 0)
 		gap = 0;
 	if (gap > most)
 		gap = most;
+	if (probe && gap <= (int64_t)sw->cap_us) {
+		/* the probe's spin caught the activity: the gap without a wake-up */
+		sw->expected_us = gap ? gap : 1;
+		return;
+	}
 	/* up at once, down by 1/8 of the difference (spin_window.h) */
 	if (gap >= sw->expected_us)
 		sw->expected_us = gap;

@@ -126,6 +126,58 @@ static void spin_window__repeated_idle_keeps_the_gap_start(void **state)
 	assert_int_equal(spin_window_expected(&sw), 150);
 }
 
+/*
+ * peer_gap -- one gap of a peer whose activity comes @rtt us after the
+ * side goes idle: caught by a spin window of at least @rtt, otherwise seen
+ * only after a sleep and a wake-up of @wake us. Returns the window.
+ */
+static unsigned peer_gap(struct spin_window *sw, int64_t *t, int64_t rtt, int64_t wake)
+{
+	unsigned w = spin_window_idle(sw, *t);
+	*t += w >= rtt ? rtt : rtt + wake;
+	spin_window_activity(sw, *t);
+	return w;
+}
+
+/*
+ * A round trip that fits the cap, a wake-up that does not: once asleep
+ * (here after one long stall), every gap seen through a sleep exceeds the
+ * cap. The probe must bring spinning back, and keep it.
+ */
+static void spin_window__asleep_with_a_quick_peer_spins_again(void **state)
+{
+	(void)state;
+	struct spin_window sw;
+	spin_window_init(&sw, 200);
+	int64_t t = 1000;
+	for (int i = 0; i < 10; i++)
+		peer_gap(&sw, &t, 70, 300);
+	assert_true(spin_window_idle(&sw, t) >= 70);
+	spin_window_activity(&sw, t += 70);
+	gap(&sw, &t, 5000); /* a stall: asleep from here */
+	int asleep = 0;
+	while (peer_gap(&sw, &t, 70, 300) < 70) {
+		asleep++;
+		assert_true(asleep <= (int)SPIN_WINDOW_PROBE_EVERY);
+	}
+	for (int i = 0; i < 100; i++)
+		assert_true(peer_gap(&sw, &t, 70, 300) >= 70);
+}
+
+/* a peer slower than the cap costs one probe of the cap per SPIN_WINDOW_PROBE_EVERY gaps */
+static void spin_window__slow_peer_probes_rarely(void **state)
+{
+	(void)state;
+	struct spin_window sw;
+	spin_window_init(&sw, 200);
+	int64_t t = 1000;
+	unsigned spun = 0, n = 10 * SPIN_WINDOW_PROBE_EVERY;
+	gap(&sw, &t, 5000);
+	for (unsigned i = 0; i < n; i++)
+		spun += peer_gap(&sw, &t, 5000, 150);
+	assert_int_equal(spun, 200 * (n / SPIN_WINDOW_PROBE_EVERY));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -137,6 +189,8 @@ int main(void)
 	    cmocka_unit_test(spin_window__never_above_the_cap),
 	    cmocka_unit_test(spin_window__idle_period_is_forgotten),
 	    cmocka_unit_test(spin_window__repeated_idle_keeps_the_gap_start),
+	    cmocka_unit_test(spin_window__asleep_with_a_quick_peer_spins_again),
+	    cmocka_unit_test(spin_window__slow_peer_probes_rarely),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
