@@ -11,6 +11,7 @@ void spin_window_init(struct spin_window *sw, unsigned cap_us)
 	sw->expected_us = 0;
 	sw->idle_from_us = 0;
 	sw->sleeps = 0;
+	sw->probe_after = 1;
 	sw->probing = 0;
 }
 
@@ -25,7 +26,7 @@ unsigned spin_window_idle(struct spin_window *sw, int64_t now_us)
 		return sw->cap_us; /* the open gap is a probe (a wake-up without activity) */
 	if (sw->expected_us > (int64_t)sw->cap_us) {
 		/* the peer is slower than the cap: sleeping costs little -- but probe now and then */
-		if (opened && ++sw->sleeps >= SPIN_WINDOW_PROBE_EVERY) {
+		if (opened && ++sw->sleeps >= sw->probe_after) {
 			sw->sleeps = 0;
 			sw->probing = 1;
 			return sw->cap_us;
@@ -53,8 +54,11 @@ void spin_window_activity(struct spin_window *sw, int64_t now_us)
 	if (probe && gap <= (int64_t)sw->cap_us) {
 		/* the probe's spin caught the activity: the gap without a wake-up */
 		sw->expected_us = gap ? gap : 1;
+		sw->probe_after = 1;
 		return;
 	}
+	if (probe && sw->probe_after < SPIN_WINDOW_PROBE_EVERY)
+		sw->probe_after *= 2; /* missed: the next probe waits twice as many gaps */
 	/* up at once, down by 1/8 of the difference (spin_window.h) */
 	if (gap >= sw->expected_us)
 		sw->expected_us = gap;

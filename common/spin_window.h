@@ -24,19 +24,23 @@
  *            gaps;
  *   window   2 x expected, at most cap; 0 (sleep at once) while expected
  *            exceeds cap: spinning would only burn the CPU before the sleep;
- *   probe    but every SPIN_WINDOW_PROBE_EVERY-th gap while sleeping spins
- *            the whole cap once. A gap that ends in a sleep includes the
- *            wake-up, so a peer whose round trip fits the cap but whose
- *            round trip plus a wake-up does not would otherwise sleep for
- *            good once it fell asleep (in the emulated VM, a wake-up
- *            alone is ~150 us: a run stuck there took a write+fsync from
- *            1.2x to 3.3x perftest's). A probe the activity ends sets
- *            expected to its gap at once: spinning resumes.
+ *   probe    but while sleeping, a gap now and then spins the whole cap
+ *            once: the first gap after falling asleep, then after 2, 4, 8
+ *            and at most SPIN_WINDOW_PROBE_EVERY gaps. A gap that ends in
+ *            a sleep includes the wake-up, so a peer whose round trip fits
+ *            the cap but whose round trip plus a wake-up does not would
+ *            otherwise sleep for good once one stall put it to sleep (in
+ *            the emulated VM a wake-up alone is ~150 us: a run stuck there
+ *            took a write+fsync from 1.2x to 3.3x perftest's; probing
+ *            every 16th gap only, stalls kept it asleep half the time). A
+ *            probe the activity ends sets expected to its gap at once, and
+ *            spinning resumes.
  *
  * So a connection in a request/reply rhythm spins through its round trips
  * as perftest does, and an idle or slow one sleeps at once; the cost is at
  * most cap of CPU per gap, and for a peer whose gaps exceed cap one cap
- * per SPIN_WINDOW_PROBE_EVERY gaps. cap 0 turns spinning off.
+ * per SPIN_WINDOW_PROBE_EVERY gaps once the probes have backed off. cap 0
+ * turns spinning off.
  *
  * Thread safety: none; one spin_window belongs to one connection, used by
  * the thread that polls that connection.
@@ -54,7 +58,7 @@
  */
 #define SPIN_WINDOW_DEFAULT_CAP_US 200U
 
-/* while sleeping, one gap in this many spins the whole cap (above: probe) */
+/* while sleeping, at least one gap in this many spins the whole cap (above: probe) */
 #define SPIN_WINDOW_PROBE_EVERY 16U
 
 struct spin_window {
@@ -62,6 +66,7 @@ struct spin_window {
 	int64_t expected_us;  /* recent gaps (above); 0: nothing learnt, the first wait spins */
 	int64_t idle_from_us; /* when the current gap began; 0: none open */
 	unsigned sleeps;      /* gaps slept through at once since the last probe */
+	unsigned probe_after; /* ... and how many before the next: 1, 2, 4 .. PROBE_EVERY */
 	int probing;	      /* the open gap spins the whole cap as a probe */
 };
 

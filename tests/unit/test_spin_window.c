@@ -18,6 +18,19 @@ static unsigned gap(struct spin_window *sw, int64_t *t, int64_t len)
 	return w;
 }
 
+/*
+ * peer_gap -- one gap of a peer whose activity comes @rtt us after the
+ * side goes idle: caught by a spin window of at least @rtt, otherwise seen
+ * only after a sleep and a wake-up of @wake us. Returns the window.
+ */
+static unsigned peer_gap(struct spin_window *sw, int64_t *t, int64_t rtt, int64_t wake)
+{
+	unsigned w = spin_window_idle(sw, *t);
+	*t += w >= rtt ? rtt : rtt + wake;
+	spin_window_activity(sw, *t);
+	return w;
+}
+
 static void spin_window__cap_zero_never_spins(void **state)
 {
 	(void)state;
@@ -67,6 +80,7 @@ static void spin_window__alternating_gaps_cover_the_long_one(void **state)
 	}
 }
 
+/* a slow peer sleeps at once but for the probes: after 1, 2, 4, 8, then every 16 gaps */
 static void spin_window__slow_peer_sleeps_at_once(void **state)
 {
 	(void)state;
@@ -75,8 +89,17 @@ static void spin_window__slow_peer_sleeps_at_once(void **state)
 	int64_t t = 1000;
 	gap(&sw, &t, 5000);				  /* longer than the cap */
 	assert_int_equal(spin_window_expected(&sw), 800); /* counted at most 4 x cap */
-	for (int i = 0; i < 5; i++)
-		assert_int_equal(gap(&sw, &t, 5000), 0);
+	unsigned probes_at[] = {1, 3, 7, 15, 31, 47, 63};
+	unsigned next = 0;
+	for (unsigned i = 1; i <= 63; i++) {
+		unsigned w = gap(&sw, &t, 5000);
+		if (next < sizeof(probes_at) / sizeof(probes_at[0]) && i == probes_at[next]) {
+			assert_int_equal(w, 200);
+			next++;
+		} else {
+			assert_int_equal(w, 0);
+		}
+	}
 }
 
 static void spin_window__never_above_the_cap(void **state)
@@ -101,15 +124,10 @@ static void spin_window__idle_period_is_forgotten(void **state)
 	for (int i = 0; i < 10; i++)
 		gap(&sw, &t, 10);
 	gap(&sw, &t, 10 * 1000 * 1000); /* ten seconds idle */
-	assert_int_equal(spin_window_idle(&sw, t), 0);
-	int n = 0;
-	while (spin_window_idle(&sw, t) == 0) {
-		t += 10;
-		spin_window_activity(&sw, t);
-		n++;
-		assert_true(n <= 12);
-	}
-	assert_true(n >= 1);
+	/* the first gap after it probes: a quick peer is caught, and spinning resumes */
+	assert_int_equal(peer_gap(&sw, &t, 10, 300), 200);
+	for (int i = 0; i < 20; i++)
+		assert_true(peer_gap(&sw, &t, 10, 300) >= 10);
 }
 
 /* an idle call while a gap is open keeps the gap's start (a wake-up without activity) */
@@ -126,18 +144,6 @@ static void spin_window__repeated_idle_keeps_the_gap_start(void **state)
 	assert_int_equal(spin_window_expected(&sw), 150);
 }
 
-/*
- * peer_gap -- one gap of a peer whose activity comes @rtt us after the
- * side goes idle: caught by a spin window of at least @rtt, otherwise seen
- * only after a sleep and a wake-up of @wake us. Returns the window.
- */
-static unsigned peer_gap(struct spin_window *sw, int64_t *t, int64_t rtt, int64_t wake)
-{
-	unsigned w = spin_window_idle(sw, *t);
-	*t += w >= rtt ? rtt : rtt + wake;
-	spin_window_activity(sw, *t);
-	return w;
-}
 
 /*
  * A round trip that fits the cap, a wake-up that does not: once asleep
@@ -158,10 +164,29 @@ static void spin_window__asleep_with_a_quick_peer_spins_again(void **state)
 	int asleep = 0;
 	while (peer_gap(&sw, &t, 70, 300) < 70) {
 		asleep++;
-		assert_true(asleep <= (int)SPIN_WINDOW_PROBE_EVERY);
+		assert_true(asleep <= 1);
 	}
 	for (int i = 0; i < 100; i++)
 		assert_true(peer_gap(&sw, &t, 70, 300) >= 70);
+}
+
+/* a stall every tenth gap (a busy machine) must not keep a quick peer asleep */
+static void spin_window__stalls_do_not_keep_a_quick_peer_asleep(void **state)
+{
+	(void)state;
+	struct spin_window sw;
+	spin_window_init(&sw, 200);
+	int64_t t = 1000;
+	unsigned quick = 0, caught = 0;
+	for (unsigned i = 0; i < 400; i++) {
+		if (i % 10 == 9) {
+			gap(&sw, &t, 2000);
+			continue;
+		}
+		quick++;
+		caught += peer_gap(&sw, &t, 70, 300) >= 70;
+	}
+	assert_true(caught >= quick * 9 / 10);
 }
 
 /* a peer slower than the cap costs one probe of the cap per SPIN_WINDOW_PROBE_EVERY gaps */
@@ -171,11 +196,13 @@ static void spin_window__slow_peer_probes_rarely(void **state)
 	struct spin_window sw;
 	spin_window_init(&sw, 200);
 	int64_t t = 1000;
-	unsigned spun = 0, n = 10 * SPIN_WINDOW_PROBE_EVERY;
+	unsigned spun = 0, n = 100 * SPIN_WINDOW_PROBE_EVERY;
 	gap(&sw, &t, 5000);
 	for (unsigned i = 0; i < n; i++)
 		spun += peer_gap(&sw, &t, 5000, 150);
-	assert_int_equal(spun, 200 * (n / SPIN_WINDOW_PROBE_EVERY));
+	/* one cap per 16 gaps, and the four probes of the back-off */
+	assert_true(spun <= 200 * (n / SPIN_WINDOW_PROBE_EVERY + 4));
+	assert_true(spun >= 200 * (n / SPIN_WINDOW_PROBE_EVERY));
 }
 
 int main(void)
@@ -191,6 +218,7 @@ int main(void)
 	    cmocka_unit_test(spin_window__repeated_idle_keeps_the_gap_start),
 	    cmocka_unit_test(spin_window__asleep_with_a_quick_peer_spins_again),
 	    cmocka_unit_test(spin_window__slow_peer_probes_rarely),
+	    cmocka_unit_test(spin_window__stalls_do_not_keep_a_quick_peer_asleep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
