@@ -5,6 +5,8 @@ build=$1
 ip=${RDAX_VM_IP:?not in the VM}
 lat_iters=${BENCH_LAT_ITERS:-300}
 bw_iters=${BENCH_BW_ITERS:-400}
+# rdax's 64 KiB writes in flight (ib_write_bw keeps its default of 128)
+bw_depth=${BENCH_BW_DEPTH:-16}
 
 # pair SERVER_CMD CLIENT_CMD -- a perftest server and its client; the client's output
 pair() {
@@ -55,7 +57,7 @@ rdax_run() {
 	for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
 	grep "rdaxd: ready" /tmp/rdaxd.out
 	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
-		--bw-mib "${BENCH_BW_MIB:-48}" --depth 16 --daemon-pid $d --tag "$1" $3 |
+		--bw-mib "${BENCH_BW_MIB:-48}" --depth "$bw_depth" --daemon-pid $d --tag "$1" $3 |
 		tee -a /tmp/bench.out
 	kill -TERM $d && wait $d
 }
@@ -88,7 +90,7 @@ for turn in 1 2 3; do
 	reuse=--reuse
 	[ $turn = 1 ] && reuse=
 	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
-		--depth 16 --bandwidth-only --keep-volume $reuse --tag "turn$turn" | tee -a /tmp/bench.out
+		--depth "$bw_depth" --bandwidth-only --keep-volume $reuse --tag "turn$turn" | tee -a /tmp/bench.out
 done
 kill -TERM $d && wait $d
 
