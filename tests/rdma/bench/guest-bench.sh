@@ -94,6 +94,27 @@ for turn in 1 2 3; do
 done
 kill -TERM $d && wait $d
 
+# latency in turns: perftest's write and send latencies, then rdax's
+# write+fsync with both sides' defaults, three times; perftest's own
+# figures moved from 99 to 158 us between boots of the same day, so a ratio
+# is only as good as the moment both were taken in
+echo "== 4 KiB write+fsync latency in turns: ib_write_lat, ib_send_lat, then rdax (defaults), three times"
+"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
+	--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
+d=$!
+for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+for turn in 1 2 3; do
+	w=$(pair "ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters" \
+		"ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters $ip" | col 5) || w=
+	l=$(pair "ib_send_lat -d rxe0 -R -s 64 -n $lat_iters" \
+		"ib_send_lat -d rxe0 -R -s 64 -n $lat_iters $ip" | col 5) || l=
+	[ -n "$w" ] && [ -n "$l" ] && printf 'ib_write_lat_turn%s %s\nib_send_lat_turn%s %s\n' \
+		"$turn" "$w" "$turn" "$l" | tee -a /tmp/bench.out
+	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+		--latency-only --keep-volume --reuse --tag "lturn$turn" | tee -a /tmp/bench.out
+done
+kill -TERM $d && wait $d
+
 # where the time goes: perf in this VM (no hardware counters under TCG: cpu-clock
 # samples), the daemon and the client sleeping (what they execute per request, not
 # their spinning) and both spinning (what is left); context switches per operation
@@ -176,4 +197,17 @@ END {
 	# the median turn by ratio
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
 	printf "\n   median ratio %.2f\n", q[int((n + 1) / 2)]
+}'
+for turn in 1 2 3; do
+	w=$(val ib_write_lat_turn$turn)
+	l=$(val ib_send_lat_turn$turn)
+	r=$(val rdax_write_fsync_4k_lturn${turn}_median_us)
+	[ -n "$w" ] && [ -n "$l" ] && [ -n "$r" ] && echo "$w $l $r"
+done | awk '{ n++; f[n] = $1 + $2; r[n] = $3; q[n] = $3 / ($1 + $2) }
+END {
+	if (n == 0) { print "4 KiB write+fsync in turns: no complete turn"; exit }
+	printf "4 KiB write+fsync in turns (%d complete):", n
+	for (i = 1; i <= n; i++) printf " perftest %.0f, rdax %.0f us (%.2f);", f[i], r[i], q[i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+	printf "\n   median ratio %.2f (rdax vs ib_write_lat + ib_send_lat of the same turn)\n", q[int((n + 1) / 2)]
 }'
