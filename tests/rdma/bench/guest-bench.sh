@@ -48,13 +48,18 @@ echo "ib_send_lat 64 B:    t_typical $sl us (half a round trip)"
 echo "ib_send_lat -e 64 B: t_typical $se us (half a round trip, sleeping on events)"
 echo "ib_write_bw 65536 B: $wb MiB/s"
 
-# rdax_run TAG RDAXD_ARGS BENCH_ARGS -- rdaxd on /dev/dax0.0 with RDAXD_ARGS, bench_rdma
-# with BENCH_ARGS against it, names tagged TAG, the daemon's CPU measured too
-rdax_run() {
-	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $2 \
+# daemon_start [RDAXD_ARGS] -- rdaxd on /dev/dax0.0, its pid in $d, once it is ready
+daemon_start() {
+	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $1 \
 		--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
 	d=$!
 	for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+}
+
+# rdax_run TAG RDAXD_ARGS BENCH_ARGS -- rdaxd on /dev/dax0.0 with RDAXD_ARGS, bench_rdma
+# with BENCH_ARGS against it, names tagged TAG, the daemon's CPU measured too
+rdax_run() {
+	daemon_start "$2"
 	grep "rdaxd: ready" /tmp/rdaxd.out
 	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 		--bw-mib "${BENCH_BW_MIB:-48}" --depth "$bw_depth" --daemon-pid $d --tag "$1" $3 |
@@ -78,10 +83,7 @@ echo "ib_write_bw 65536 B, again after rdax: $wb2 MiB/s"
 # other, three times, so both see the same moments of the machine (one
 # figure each, minutes apart, moved by 0.85-1.3x between boots)
 echo "== 64 KiB write bandwidth in turns: ib_write_bw, then rdax (defaults), three times"
-"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
-	--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
-d=$!
-for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+daemon_start
 for turn in 1 2 3; do
 	# a perftest that cannot connect (its server late under load) loses its turn, not the run
 	b=$(pair "ib_write_bw -d rxe0 -R -s 65536 -n $bw_iters" \
@@ -99,10 +101,7 @@ kill -TERM $d && wait $d
 # figures moved from 99 to 158 us between boots of the same day, so a ratio
 # is only as good as the moment both were taken in
 echo "== 4 KiB write+fsync latency in turns: ib_write_lat, ib_send_lat, then rdax (defaults), three times"
-"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" \
-	--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
-d=$!
-for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+daemon_start
 for turn in 1 2 3; do
 	w=$(pair "ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters" \
 		"ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters $ip" | col 5) || w=
@@ -124,10 +123,7 @@ if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
 		sleep) da="--rdma-busy-poll 0" ca="--busy-poll 0" ;;
 		cap5ms) da="--rdma-busy-poll 5000" ca="--busy-poll 5000" ;;
 		esac
-		"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $da \
-			--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
-		d=$!
-		for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
+		daemon_start "$da"
 		# the volume first: creating it zeroes it all, which is no request's cost
 		"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters 5 --latency-only \
 			--keep-volume $ca >/dev/null
