@@ -50,7 +50,7 @@ echo "ib_write_bw 65536 B: $wb MiB/s"
 
 # daemon_start [RDAXD_ARGS] -- rdaxd on /dev/dax0.0, its pid in $d, once it is ready
 daemon_start() {
-	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" $1 \
+	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" ${1:-} \
 		--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
 	d=$!
 	for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
