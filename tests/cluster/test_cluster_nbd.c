@@ -211,20 +211,23 @@ static const char *const tool_names[] = {"nbdcopy", "qemu-img", "fio"};
 
 /*
  * Their command lines; FILE and URI stand for the file and the export.
- * nbdcopy: four requests of 256 KiB at a time, so the copy lasts long enough
- * to be cut. qemu-img: -n, the export exists; -t writeback, the cache mode
- * whose close sends a flush, named rather than left to convert's default.
- * fio: the write phase, an
- * fsync at its end, then the verify phase reads every block back.
+ * Each must still be writing when the primary is killed (after 0.4 s; 1 s
+ * for fio): unthrottled, all three were done with the 40 MiB before that,
+ * and the round proved nothing. nbdcopy (no rate limit): one request of
+ * 64 KiB at a time. qemu-img: -n, the export exists; -t writeback, the
+ * cache mode whose close sends a flush, named rather than left to
+ * convert's default; -r 16M, at most 16 MiB/s. fio: the write phase at
+ * most 16 MiB/s, an fsync at its end, then the verify phase reads every
+ * block back.
  */
 static const char *const tool_argvs[][16] = {
-    [TOOL_NBDCOPY] = {"nbdcopy", "--flush", "--requests=4", "--request-size=262144", "FILE", "URI",
+    [TOOL_NBDCOPY] = {"nbdcopy", "--flush", "--requests=1", "--request-size=65536", "FILE", "URI",
 		      NULL},
     [TOOL_QEMU_IMG] = {"qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", "-t", "writeback",
-		       "FILE", "URI", NULL},
+		       "-r", "16M", "FILE", "URI", NULL},
     [TOOL_FIO] = {"fio", "--name=through-node", "--ioengine=nbd", "--uri=URI", "--rw=write",
 		  "--bs=256k", "--size=40M", "--iodepth=4", "--end_fsync=1", "--verify=crc32c",
-		  "--verify_fatal=1", "--exitall_on_error=1", NULL},
+		  "--verify_fatal=1", "--exitall_on_error=1", "--rate=,16m", NULL},
 };
 
 /* tool_argv -- @t's command line with @path and @uri put in (@spare holds "--uri=...") */
@@ -279,7 +282,14 @@ static void round_tool(uint64_t seed, enum tool t)
 		goto out;
 	/* fio starts slower: its first writes are under way after about a second */
 	usleep(t == TOOL_FIO ? 1000 * 1000 : 400 * 1000);
-	bool mid = waitpid(pid, NULL, WNOHANG) == 0;
+	/*
+	 * look without reaping (WNOWAIT): a tool that already ended keeps its
+	 * status for reap_within below, which would otherwise wait its whole
+	 * 120 s on a child already gone and report -1 instead of the exit code
+	 */
+	siginfo_t si = {0};
+	bool mid = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		   si.si_pid == 0;
 	NX_CHECK(mid, "%s ended before the kill (the round proves nothing): %llu ms", name,
 	      (unsigned long long)(now_ms() - t0));
 	nx_node_kill(&cl.node[p]);
