@@ -14,7 +14,8 @@ pair() {
 	local s=$! i
 	for i in $(seq 1 30); do
 		sleep 1
-		if $2 >/tmp/perf-client.log 2>&1; then
+		# bounded: a client of a server in a bad state (after a client crashed) can hang
+		if timeout 120 $2 >/tmp/perf-client.log 2>&1; then
 			wait $s || true
 			cat /tmp/perf-client.log
 			return 0
@@ -22,6 +23,7 @@ pair() {
 		kill -0 $s 2>/dev/null || break
 	done
 	kill $s 2>/dev/null || true
+	wait $s 2>/dev/null || true
 	echo "perftest failed:" >&2
 	cat /tmp/perf-server.log /tmp/perf-client.log >&2
 	return 1
