@@ -189,7 +189,10 @@ ns_size=$((${ns_size%M} + multi_max * 64))M
 rdax_args=(--namespace "$work/ns0,size=$ns_size,mode=auto"
 	--listen "tcp://127.0.0.1:$tcp_port" --threads 1 --log-level warn)
 nbd_port=""
-if "$rdaxd" --help 2>&1 | grep -q 'nbd://'; then
+# the help read whole first: under pipefail, grep -q leaving at its first match
+# can kill rdaxd with SIGPIPE mid-help and fail the test (one run lost its NBD rows)
+rdaxd_help=$("$rdaxd" --help 2>&1 || true)
+if grep -q 'nbd://' <<<"$rdaxd_help"; then
 	nbd_port=$(free_port)
 	rdax_args+=(--listen "nbd://127.0.0.1:$nbd_port")
 fi
