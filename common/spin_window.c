@@ -23,7 +23,7 @@ unsigned spin_window_idle(struct spin_window *sw, int64_t now_us)
 	if (opened)
 		sw->idle_from_us = now_us ? now_us : 1;
 	if (sw->probing)
-		return sw->cap_us; /* the open gap is a probe (a wake-up without activity) */
+		return 0; /* the open gap's probe has spun once: a wake-up without activity sleeps */
 	if (sw->expected_us > (int64_t)sw->cap_us) {
 		/* the peer is slower than the cap: sleeping costs little -- but probe now and then */
 		if (opened && ++sw->sleeps >= sw->probe_after) {

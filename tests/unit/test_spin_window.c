@@ -170,6 +170,19 @@ static void spin_window__asleep_with_a_quick_peer_spins_again(void **state)
 		assert_true(peer_gap(&sw, &t, 70, 300) >= 70);
 }
 
+/* a probe spins once per gap: a wake-up without activity in it sleeps again */
+static void spin_window__probe_spins_once_per_gap(void **state)
+{
+	(void)state;
+	struct spin_window sw;
+	spin_window_init(&sw, 200);
+	int64_t t = 1000;
+	gap(&sw, &t, 5000);
+	assert_int_equal(spin_window_idle(&sw, t), 200); /* the probe */
+	assert_int_equal(spin_window_idle(&sw, t + 300), 0);
+	assert_int_equal(spin_window_idle(&sw, t + 900), 0);
+}
+
 /* a stall every tenth gap (a busy machine) must not keep a quick peer asleep */
 static void spin_window__stalls_do_not_keep_a_quick_peer_asleep(void **state)
 {
@@ -218,6 +231,7 @@ int main(void)
 	    cmocka_unit_test(spin_window__repeated_idle_keeps_the_gap_start),
 	    cmocka_unit_test(spin_window__asleep_with_a_quick_peer_spins_again),
 	    cmocka_unit_test(spin_window__slow_peer_probes_rarely),
+	    cmocka_unit_test(spin_window__probe_spins_once_per_gap),
 	    cmocka_unit_test(spin_window__stalls_do_not_keep_a_quick_peer_asleep),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
