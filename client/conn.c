@@ -27,6 +27,7 @@
 #include "psk_file.h"
 #include "resume.h"
 #include "transport_rdma.h"
+#include "wake_cost.h"
 
 /* iovecs gathered for one sendmsg (two per request: header+body, payload) */
 #define TX_IOV_MAX 64
@@ -85,7 +86,7 @@ int conn_new(const struct rdax_conn_opts *opts, struct rdax_conn **out)
 	c->fd = -1;
 	c->queue_depth = opts ? opts->queue_depth : RDAX_DEFAULT_QUEUE_DEPTH;
 	c->timeout_ms = opts ? opts->timeout_ms : 0;
-	spin_window_init(&c->spin, opts ? opts->busy_poll_us : RDAX_DEFAULT_BUSY_POLL_US);
+	spin_window_init(&c->spin, 0); /* tcp:// does not spin; conn_connect_rdma sets the cap */
 	c->max_body = FRAME_DEFAULT_MAX_BODY;
 	c->max_inflight_bytes = CONN_MIN_INFLIGHT_BYTES;
 	c->next_id = 1;
@@ -362,6 +363,7 @@ int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, co
 		      const char *port, bool numeric_host, char *err, size_t errlen)
 {
 	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
+	spin_window_init(&c->spin, busy_poll_cap(opts ? opts->busy_poll_us : RDAX_BUSY_POLL_AUTO));
 	if (!opts || !opts->tls_psk_file)
 		return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err,
 				       errlen);

@@ -28,8 +28,10 @@ static _Thread_local char connect_error[CONN_ERR_MAX];
 /* --- options ------------------------------------------------------------ */
 
 /* the public default is the shared one of both sides */
-_Static_assert(RDAX_DEFAULT_BUSY_POLL_US == SPIN_WINDOW_DEFAULT_CAP_US,
-	       "librdax.h and spin_window.h disagree on the default spin cap");
+_Static_assert(RDAX_DEFAULT_BUSY_POLL_US == SPIN_WINDOW_DEFAULT_CAP_US &&
+		   RDAX_BUSY_POLL_AUTO == SPIN_WINDOW_CAP_AUTO &&
+		   RDAX_MAX_BUSY_POLL_US < RDAX_BUSY_POLL_AUTO,
+	       "librdax.h and spin_window.h disagree on the spin cap");
 
 int rdax_conn_opts_new(struct rdax_conn_opts **optsp)
 {
@@ -39,7 +41,7 @@ int rdax_conn_opts_new(struct rdax_conn_opts **optsp)
 	if (!o)
 		return -ENOMEM;
 	o->queue_depth = RDAX_DEFAULT_QUEUE_DEPTH;
-	o->busy_poll_us = RDAX_DEFAULT_BUSY_POLL_US;
+	o->busy_poll_us = RDAX_BUSY_POLL_AUTO;
 	*optsp = o;
 	return 0;
 }
@@ -179,7 +181,7 @@ static int opts_copy(const struct rdax_conn_opts *o, struct rdax_conn_opts **out
 
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec)
 {
-	if (!opts || usec > RDAX_MAX_BUSY_POLL_US)
+	if (!opts || (usec > RDAX_MAX_BUSY_POLL_US && usec != RDAX_BUSY_POLL_AUTO))
 		return -EINVAL;
 	opts->busy_poll_us = usec;
 	return 0;

@@ -68,6 +68,14 @@ void spin_window_activity(struct spin_window *sw, int64_t now_us)
 		sw->expected_us = 1; /* 0 means "nothing learnt yet" */
 }
 
+unsigned spin_window_auto_cap(unsigned wake_us)
+{
+	if (wake_us > SPIN_WINDOW_AUTO_CAP_MAX_US / SPIN_WINDOW_WAKES_PER_CAP)
+		return SPIN_WINDOW_AUTO_CAP_MAX_US;
+	unsigned cap = wake_us * SPIN_WINDOW_WAKES_PER_CAP;
+	return cap < SPIN_WINDOW_DEFAULT_CAP_US ? SPIN_WINDOW_DEFAULT_CAP_US : cap;
+}
+
 int64_t spin_window_expected(const struct spin_window *sw)
 {
 	return sw->expected_us;

@@ -58,6 +58,21 @@
  */
 #define SPIN_WINDOW_DEFAULT_CAP_US 200U
 
+/*
+ * The default of both sides is "auto" (wake_cost.h): a cap of
+ * SPIN_WINDOW_WAKES_PER_CAP wake-ups as measured on this host, within
+ * [SPIN_WINDOW_DEFAULT_CAP_US, SPIN_WINDOW_AUTO_CAP_MAX_US]. On a real host
+ * that is the 200 us floor; in the emulated VM ~1.5 ms, which a round trip
+ * with one side asleep fits, so a probe of either side can bring a
+ * connection whose sides both sleep back to spinning.
+ */
+#define SPIN_WINDOW_CAP_AUTO	    0xffffffffU
+#define SPIN_WINDOW_WAKES_PER_CAP   10U
+#define SPIN_WINDOW_AUTO_CAP_MAX_US 5000U
+
+/* spin_window_auto_cap -- the "auto" cap for a wake-up of @wake_us (0: unknown, the default cap) */
+unsigned spin_window_auto_cap(unsigned wake_us);
+
 /* while sleeping, at least one gap in this many spins the whole cap (above: probe) */
 #define SPIN_WINDOW_PROBE_EVERY 16U
 

@@ -398,10 +398,12 @@ static int apply_key(struct config *c, enum config_key key, const char *value, c
 		return 0;
 	case KEY_RDMA_BUSY_POLL:
 	case KEY_REPLICA_BUSY_POLL:
-		if (parse_uint(value, 0, CONFIG_MAX_BUSY_POLL_US, &n)) {
+		if (strcmp(value, "auto") == 0) {
+			n = CONFIG_DEFAULT_BUSY_POLL_US;
+		} else if (parse_uint(value, 0, CONFIG_MAX_BUSY_POLL_US, &n)) {
 			rdax_seterr(err, errlen,
-				    "%s%s '%s': not a number of microseconds from 0 to %d", from,
-				    name, value, CONFIG_MAX_BUSY_POLL_US);
+				    "%s%s '%s': not 'auto' nor a number of microseconds from 0 to %d",
+				    from, name, value, CONFIG_MAX_BUSY_POLL_US);
 			return -EINVAL;
 		}
 		if (key == KEY_RDMA_BUSY_POLL)
@@ -1003,8 +1005,9 @@ void config_usage(FILE *f)
 		"                        spins on its completion queue for twice the\n"
 		"                        connection's recent gaps, at most USEC, before it\n"
 		"                        sleeps again (none while its gaps are longer):\n"
-		"                        lower latency for some CPU (default %u; 0: sleep\n"
-		"                        at once)\n"
+		"                        lower latency for some CPU (default auto: %u\n"
+		"                        wake-ups of this host as measured at start, %u to\n"
+		"                        %u; 0: sleep at once)\n"
 		"  --max-connections N   connections served at once, every transport\n"
 		"                        together (default %u; lowered to fit the\n"
 		"                        descriptor limit). One more is refused: its first\n"
@@ -1045,7 +1048,8 @@ void config_usage(FILE *f)
 		"  --replica-busy-poll USEC while a primary awaits its replicas' answers\n"
 		"                        (a replicated fsync), its loop polls instead of\n"
 		"                        sleeping for twice the recent waits, at most USEC\n"
-		"                        (default 200; 0: sleep at once)\n"
+		"                        (default auto, as --rdma-busy-poll; 0: sleep at\n"
+		"                        once)\n"
 		"  --write-log DIR       record every acknowledged write, discard and fsync\n"
 		"                        of each volume, in acknowledgement order, into\n"
 		"                        DIR/VOLUME.N.wlog (one log from a volume's first\n"
@@ -1073,7 +1077,8 @@ void config_usage(FILE *f)
 		"SIGTERM or SIGINT: stop accepting, finish requests in flight, write back\n"
 		"everything dirty and exit 0.\n",
 		CONFIG_DEFAULT_LISTEN, FRAME_MAX_PAYLOAD_LIMIT >> 20,
-		FRAME_DEFAULT_MAX_PAYLOAD >> 20, CONFIG_DEFAULT_BUSY_POLL_US, CONFIG_DEFAULT_MAX_CONNS,
+		FRAME_DEFAULT_MAX_PAYLOAD >> 20, SPIN_WINDOW_WAKES_PER_CAP, SPIN_WINDOW_DEFAULT_CAP_US,
+		SPIN_WINDOW_AUTO_CAP_MAX_US, CONFIG_DEFAULT_MAX_CONNS,
 		CONFIG_DEFAULT_MAX_CONNS_PEER, CONFIG_DEFAULT_REPLY_MEMORY >> 20,
 		CONFIG_DEFAULT_HANDSHAKE_TIMEOUT, CONFIG_DEFAULT_REQUEST_TIMEOUT,
 		CONFIG_DEFAULT_IDLE_TIMEOUT, CONFIG_DEFAULT_KEEPALIVE, CONFIG_DEFAULT_CLUSTER_NAME,

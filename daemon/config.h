@@ -38,8 +38,11 @@
 /* --lease-ttl: bounds of the node lease's TTL, in seconds */
 #define CONFIG_MIN_LEASE_TTL_S	    2
 #define CONFIG_MAX_LEASE_TTL_S	    60
-/* --rdma-busy-poll when not given: adaptive polling (spin_window.h) */
-#define CONFIG_DEFAULT_BUSY_POLL_US SPIN_WINDOW_DEFAULT_CAP_US
+/*
+ * --rdma-busy-poll and --replica-busy-poll when not given, or "auto":
+ * adaptive polling capped by this host's measured wake-up (wake_cost.h)
+ */
+#define CONFIG_DEFAULT_BUSY_POLL_US SPIN_WINDOW_CAP_AUTO
 #define CONFIG_MAX_NAMESPACES	    256
 #define CONFIG_MAX_LISTENS	    64
 #define CONFIG_MAX_ADVERTISE	    16
@@ -94,7 +97,8 @@ struct config {
 	char *token_file;	    /* NULL: clients need no token */
 	enum flush_mode flush_mode; /* FLUSH_TRACKED or FLUSH_HAMMER */
 	uint32_t max_payload;
-	unsigned rdma_busy_poll_us; /* spin cap; 0: rdma:// loops sleep at once (rdma_conn.h) */
+	/* spin cap; 0: rdma:// loops sleep at once (rdma_conn.h); SPIN_WINDOW_CAP_AUTO */
+	unsigned rdma_busy_poll_us;
 	/* spin cap while a replica's answer is awaited; 0: sleep at once (replica_link.h) */
 	unsigned replica_busy_poll_us;
 	/* the time limits of a connection, seconds (0: none; net/conn.h) */

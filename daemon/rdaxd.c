@@ -72,9 +72,11 @@
 #include "powercut.h"
 #include "rdma_listen.h"
 #include "size.h"
+#include "spin_window.h"
 #include "store.h"
 #include "tls_server.h"
 #include "token.h"
+#include "wake_cost.h"
 #include "worker.h"
 #include "write_recorder.h"
 
@@ -383,8 +385,12 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	}
 	d->rdma_shared = (struct conn_rdma_shared){
 	    .native = d->native,
-	    .busy_poll_us = cfg->rdma_busy_poll_us,
+	    .busy_poll_us = busy_poll_cap(cfg->rdma_busy_poll_us),
 	};
+	if (cfg->rdma_busy_poll_us == CONFIG_DEFAULT_BUSY_POLL_US)
+		LOG_INFO("rdma:// adaptive polling: at most %u us (%u wake-ups of %u us measured "
+			 "here; --rdma-busy-poll sets it)",
+			 d->rdma_shared.busy_poll_us, SPIN_WINDOW_WAKES_PER_CAP, wake_cost_us());
 	int ret = server_rdma_new(d->listener, d->sets, &d->rdma_shared, d->store, &d->rdma);
 	if (ret)
 		return fail(1, "cannot set up the RDMA server: %s%s", strerror(-ret),
@@ -630,7 +636,7 @@ static int daemon_start_cluster(struct daemon *d, const struct config *cfg)
 	    .node = cfg->node_name,
 	    .zone = cfg->zone,
 	    .lease_ttl_s = cfg->lease_ttl_s,
-	    .replica_busy_poll_us = cfg->replica_busy_poll_us,
+	    .replica_busy_poll_us = busy_poll_cap(cfg->replica_busy_poll_us),
 	    .addrs = addrs,
 	    .naddrs = n,
 	    .store = d->store,

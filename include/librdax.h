@@ -102,7 +102,7 @@ struct rdax_volume;    /* a volume opened on a connection (opaque) */
 /*
  * rdax_conn_opts_new -- options with the defaults: no token, client name
  * "librdax", no timeout, queue depth RDAX_DEFAULT_QUEUE_DEPTH, rdma://
- * adaptive polling capped at RDAX_DEFAULT_BUSY_POLL_US.
+ * adaptive polling capped by this host's wake-up (RDAX_BUSY_POLL_AUTO).
  * Returns 0, -EINVAL (NULL), -ENOMEM. Sets *optsp only on success.
  */
 int rdax_conn_opts_new(struct rdax_conn_opts **optsp);
@@ -179,12 +179,16 @@ int rdax_conn_opts_set_queue_depth(struct rdax_conn_opts *opts, unsigned depth);
  * twice the connection's recent waits and at most @usec microseconds (a
  * connection whose waits are longer sleeps at once). Waking from that sleep
  * costs a system call and a scheduler wake-up per reply; spinning trades
- * some CPU for latency, as RDMA applications usually do. Default
- * RDAX_DEFAULT_BUSY_POLL_US; 0: sleep at once. Ignored over tcp://.
- * Returns 0, -EINVAL (NULL, > RDAX_MAX_BUSY_POLL_US).
+ * some CPU for latency, as RDMA applications usually do. 0: sleep at once.
+ * Default RDAX_BUSY_POLL_AUTO: ten wake-ups of this host, measured once per
+ * process at the first rdma:// connection (two threads, a few eventfd round
+ * trips), at least RDAX_DEFAULT_BUSY_POLL_US and at most 5000 us -- 200 us
+ * on a real host, more where a wake-up costs more (a VM). Ignored over
+ * tcp://. Returns 0, -EINVAL (NULL, > RDAX_MAX_BUSY_POLL_US and not AUTO).
  */
 #define RDAX_MAX_BUSY_POLL_US	  1000000U
 #define RDAX_DEFAULT_BUSY_POLL_US 200U
+#define RDAX_BUSY_POLL_AUTO	  0xffffffffU
 int rdax_conn_opts_set_busy_poll(struct rdax_conn_opts *opts, unsigned usec);
 
 /*

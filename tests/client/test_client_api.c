@@ -86,6 +86,7 @@ static void rdax_conn_opts__checks_arguments(void **state)
 	assert_int_equal(rdax_conn_opts_set_busy_poll(o, RDAX_MAX_BUSY_POLL_US + 1), -EINVAL);
 	assert_int_equal(rdax_conn_opts_set_busy_poll(o, RDAX_MAX_BUSY_POLL_US), 0);
 	assert_int_equal(rdax_conn_opts_set_busy_poll(o, 0), 0);
+	assert_int_equal(rdax_conn_opts_set_busy_poll(o, RDAX_BUSY_POLL_AUTO), 0);
 	assert_int_equal(rdax_conn_opts_set_token_file(o, NULL), -EINVAL);
 	assert_int_equal(rdax_conn_opts_set_token_file(NULL, "x"), -EINVAL);
 	rdax_conn_opts_delete(&o);

@@ -221,6 +221,13 @@ static void config_parse_args__bad(void **state)
 	config_free(&c);
 	assert_int_equal(parse(&c, err, "--rdma-busy-poll", "-1", NULL), -EINVAL);
 	config_free(&c);
+	assert_int_equal(parse(&c, err, "--rdma-busy-poll", "automatic", NULL), -EINVAL);
+	assert_non_null(strstr(err, "not 'auto' nor a number"));
+	config_free(&c);
+	/* "auto" is the default, said out loud: the cap from this host's wake-up (wake_cost.h) */
+	assert_int_equal(parse(&c, err, "--rdma-busy-poll", "auto", NULL), 0);
+	assert_int_equal(c.rdma_busy_poll_us, SPIN_WINDOW_CAP_AUTO);
+	config_free(&c);
 	assert_int_equal(parse(&c, err, "--namespace", "x,size=big", NULL), -EINVAL);
 	assert_non_null(strstr(err, "--namespace 'x,size=big'"));
 	config_free(&c);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_spin_window.c -- the adaptive polling window of both RDMA sides (common/spin_window.h) */
+/* test_spin_window.c -- adaptive polling (spin_window.h) and its cap from the wake-up (wake_cost.h) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "spin_window.h"
+#include "wake_cost.h"
 
 /* gap -- open a gap at @t, close it @len us later; the window the opening gave */
 static unsigned gap(struct spin_window *sw, int64_t *t, int64_t len)
@@ -218,6 +219,83 @@ static void spin_window__slow_peer_probes_rarely(void **state)
 	assert_true(spun >= 200 * (n / SPIN_WINDOW_PROBE_EVERY));
 }
 
+/*
+ * The two sides together: a client that sends a request at once after each
+ * reply, and a daemon that answers it. Each side, once it has nothing left
+ * to do, spins for what its window says; a message that lands inside the
+ * spin is seen at once, one that lands after it only after a wake-up of
+ * @wake. Both sides start asleep (a long idle period). Returns how many of
+ * the last 100 of 300 round trips both sides spun through (no wake-up).
+ */
+static unsigned two_sides_spinning(unsigned cap, int64_t wake)
+{
+	const int64_t one_way = 30, work = 10; /* the emulated link's transit, the daemon's work */
+	struct spin_window client, daemon;
+	spin_window_init(&client, cap);
+	spin_window_init(&daemon, cap);
+	int64_t t = 1000;
+	gap(&client, &t, 100000);
+	gap(&daemon, &t, 100000);
+	int64_t daemon_spins_until = 0;
+	spin_window_idle(&daemon, t); /* the daemon waits for the first request, asleep */
+	unsigned clean = 0;
+	for (int i = 0; i < 300; i++) {
+		int64_t sent = t;
+		int64_t client_spins_until = sent + spin_window_idle(&client, sent);
+		int64_t at = sent + one_way;
+		int64_t seen = at <= daemon_spins_until ? at : at + wake;
+		spin_window_activity(&daemon, seen);
+		int64_t replied = seen + work;
+		daemon_spins_until = replied + spin_window_idle(&daemon, replied);
+		at = replied + one_way;
+		t = at <= client_spins_until ? at : at + wake;
+		spin_window_activity(&client, t);
+		clean += i >= 200 && t - sent == 2 * one_way + work;
+	}
+	return clean;
+}
+
+/*
+ * Both sides asleep, where a round trip with one side asleep exceeds the
+ * cap (a wake-up of 150 us against 200 us, the emulated VM): neither side's
+ * probe can catch the other, and the connection stays asleep. A cap of ten
+ * wake-ups (the "auto" cap) covers that round trip: a probe catches it and
+ * both sides spin again. The first half is what the auto cap is for.
+ */
+static void spin_window__both_asleep_need_a_cap_above_a_wake_up(void **state)
+{
+	(void)state;
+	assert_int_equal(two_sides_spinning(200, 150), 0);
+	assert_true(two_sides_spinning(spin_window_auto_cap(150), 150) >= 95);
+	/* a real host's wake-up: the 200 us floor recovers too */
+	assert_int_equal(spin_window_auto_cap(10), 200);
+	assert_true(two_sides_spinning(spin_window_auto_cap(10), 10) >= 95);
+}
+
+/* the auto cap: ten wake-ups, within [the default cap, SPIN_WINDOW_AUTO_CAP_MAX_US] */
+static void spin_window__auto_cap_follows_the_wake_up(void **state)
+{
+	(void)state;
+	assert_int_equal(spin_window_auto_cap(0), SPIN_WINDOW_DEFAULT_CAP_US); /* not measured */
+	assert_int_equal(spin_window_auto_cap(1), SPIN_WINDOW_DEFAULT_CAP_US);
+	assert_int_equal(spin_window_auto_cap(20), 200);
+	assert_int_equal(spin_window_auto_cap(150), 1500);
+	assert_int_equal(spin_window_auto_cap(500), SPIN_WINDOW_AUTO_CAP_MAX_US);
+	assert_int_equal(spin_window_auto_cap(0xffffffffU), SPIN_WINDOW_AUTO_CAP_MAX_US);
+}
+
+/* the measured wake-up: measured once, a plausible figure, and the same ever after */
+static void wake_cost__measured_once(void **state)
+{
+	(void)state;
+	unsigned us = wake_cost_us();
+	assert_true(us >= 1 && us <= 1000000);
+	assert_int_equal(wake_cost_us(), us);
+	assert_int_equal(busy_poll_cap(SPIN_WINDOW_CAP_AUTO), spin_window_auto_cap(us));
+	assert_int_equal(busy_poll_cap(0), 0);
+	assert_int_equal(busy_poll_cap(300), 300);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -233,6 +311,9 @@ int main(void)
 	    cmocka_unit_test(spin_window__slow_peer_probes_rarely),
 	    cmocka_unit_test(spin_window__probe_spins_once_per_gap),
 	    cmocka_unit_test(spin_window__stalls_do_not_keep_a_quick_peer_asleep),
+	    cmocka_unit_test(spin_window__both_asleep_need_a_cap_above_a_wake_up),
+	    cmocka_unit_test(spin_window__auto_cap_follows_the_wake_up),
+	    cmocka_unit_test(wake_cost__measured_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,8 @@
 #include <unistd.h>
 
 #include "librdax.h"
+#include "spin_window.h"
+#include "wake_cost.h"
 
 static double now_us(void)
 {
@@ -315,6 +317,9 @@ int main(int argc, char **argv)
 	struct rdax_conn *c;
 	struct rdax_volume *v;
 	bool lat = !bandwidth_only;
+	/* what librdax's auto cap is made of here (its own measurement, the same rule) */
+	printf("host_wake_us%s %u\nauto_cap_us%s %u\n", tag, wake_cost_us(), tag,
+	       busy_poll_cap(SPIN_WINDOW_CAP_AUTO));
 	if (open_bench(url, busy_poll, reuse ? 0 : size, &c, &v) ||
 	    (lat && latency(c, v, LAT_WRITE_FSYNC, "rdax_write_fsync_4k", s, iters)) ||
 	    (lat && !latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||

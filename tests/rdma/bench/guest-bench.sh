@@ -156,6 +156,7 @@ fi
 
 val() { awk -v k="$1" '$1 == k { print $2 }' /tmp/bench.out; }
 echo "== ratios (under emulation only these mean anything)"
+echo "default spin cap (auto): $(val auto_cap_us_default) us, ten wake-ups of $(val host_wake_us_default) us measured here"
 for t in default sleep cap5ms; do
 	rl=$(val rdax_write_fsync_4k_${t}_median_us)
 	rs=$(val rdax_stat_rpc_${t}_median_us)
