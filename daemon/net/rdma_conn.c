@@ -74,6 +74,7 @@ struct conn_rdma {
 	struct conn_rdma_port *port;
 	bool started;	    /* the worker took it over (conn_started) */
 	bool poll_more;	    /* its CQ had more than one turn's worth: poll again before sleeping */
+	bool armed;	    /* its CQ raises an event on its next completion (cq_arm) */
 	int64_t spin_until; /* busy poll: CLOCK_MONOTONIC us until which its CQ is polled */
 	struct spin_window spin;       /* how long to spin after activity (spin_window.h) */
 	struct rdma_cm_data client_cd; /* the client's private data */
@@ -628,27 +629,42 @@ static int64_t now_us(void)
 }
 
 /*
+ * cq_arm -- c's CQ is to raise an event on its next completion, as it must
+ * before the loop sleeps with nothing polling it. Not while c spins: each
+ * completion of an armed CQ also raises an event, which costs the kernel
+ * its signalling and the loop a wake, a read and a re-arm per completion,
+ * for nothing a poll does not already see (the pattern of NAPI: no
+ * interrupts while polling). True if completions came before the arm (they
+ * raise no event): the caller handles them.
+ */
+static bool cq_arm(struct conn_rdma *c)
+{
+	if (c->armed || !c->cq)
+		return false;
+	if (ibv_req_notify_cq(c->cq, 0))
+		LOG_ERROR("%s: ibv_req_notify_cq failed", c->nc.s.conn.peer);
+	c->armed = true;
+	return conn_poll(c, false);
+}
+
+/*
  * spin_on -- c had completions: keep polling its CQ before the loop sleeps
  * (set_before_sleep) for the adaptive window (spin_window.h: about twice
  * the connection's recent gap between activity, at most --rdma-busy-poll;
- * none while its gaps are longer), restarted by each completion. The CQ
- * stays armed, so a completion meanwhile also raises its event; the loop,
- * kept from sleeping, handles either way.
+ * none while its gaps are longer), restarted by each completion. A CQ that
+ * is not to be spun on and is not armed gets armed before the loop sleeps
+ * (rdma_flush).
  */
 static void spin_on(struct conn_rdma *c)
 {
 	int64_t now = now_us();
 	spin_window_activity(&c->spin, now);
-	if (rdma_input_done(&c->nc.s.conn))
-		return;
-	unsigned us = spin_window_idle(&c->spin, now);
-	if (!us) {
-		c->spin_until = 0;
-		return;
+	unsigned us = rdma_input_done(&c->nc.s.conn) ? 0 : spin_window_idle(&c->spin, now);
+	c->spin_until = us ? now + us : 0;
+	if (us || !c->armed) {
+		c->poll_more = true;
+		conn_flush_add(&c->nc.s.conn);
 	}
-	c->spin_until = now + us;
-	c->poll_more = true;
-	conn_flush_add(&c->nc.s.conn);
 }
 
 /*
@@ -681,10 +697,13 @@ static void port_on_event(struct ev_loop *loop, ev_io *w, int revents)
 			break; /* EAGAIN: the channel is non-blocking */
 		ibv_ack_cq_events(cq, 1);
 		struct conn_rdma *c = ctx;
-		if (ibv_req_notify_cq(cq, 0))
-			LOG_ERROR("%s: ibv_req_notify_cq failed", c->nc.s.conn.peer);
-		if (conn_poll(c, false))
+		c->armed = false; /* an event disarms: rdma_flush arms again unless c spins */
+		if (conn_poll(c, false)) {
 			spin_on(c);
+		} else {
+			c->poll_more = true;
+			conn_flush_add(&c->nc.s.conn);
+		}
 		conn_kick(&c->nc.s.conn);
 	}
 }
@@ -741,6 +760,8 @@ static bool rdma_flush(struct conn *cc)
 			conn_flush_add(cc);
 		} else {
 			c->spin_until = 0;
+			if (cq_arm(c))
+				spin_on(c); /* came before the arm: no event will tell */
 		}
 		conn_kick(cc);
 		if (cc->in_dead)
@@ -930,8 +951,8 @@ static void rdma_start(struct conn *cc)
 		conn_kick(cc);
 		return;
 	}
-	if (ibv_req_notify_cq(c->cq, 0))
-		LOG_ERROR("%s: ibv_req_notify_cq failed", cc->peer);
+	c->armed = false;
+	cq_arm(c);
 	LOG_DEBUG("%s: connected over RDMA on %s (worker %u; credits %u in, %u out; messages of "
 		  "%u bytes)",
 		  cc->peer, c->port->dev->name, cc->set->worker->id, CONN_RDMA_CREDITS,
