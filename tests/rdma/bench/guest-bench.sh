@@ -93,6 +93,7 @@ for turn in 1 2 3; do
 	[ -n "$b" ] && echo "ib_write_bw_turn$turn $b" | tee -a /tmp/bench.out
 	reuse=--reuse
 	[ $turn = 1 ] && reuse=
+	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
 	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
 		--depth "$bw_depth" --bandwidth-only --keep-volume $reuse --tag "turn$turn" | tee -a /tmp/bench.out
 done
@@ -102,15 +103,17 @@ kill -TERM $d && wait $d
 # write+fsync with both sides' defaults, three times; perftest's own
 # figures moved from 99 to 158 us between boots of the same day, so a ratio
 # is only as good as the moment both were taken in
-echo "== 4 KiB write+fsync latency in turns: ib_write_lat, ib_send_lat, then rdax (defaults), three times"
+lat_turns=${BENCH_LAT_TURNS:-5}
+echo "== 4 KiB write+fsync latency in turns: ib_write_lat, ib_send_lat, then rdax (defaults), $lat_turns times"
 daemon_start
-for turn in 1 2 3; do
+for turn in $(seq 1 "$lat_turns"); do
 	w=$(pair "ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters" \
 		"ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters $ip" | col 5) || w=
 	l=$(pair "ib_send_lat -d rxe0 -R -s 64 -n $lat_iters" \
 		"ib_send_lat -d rxe0 -R -s 64 -n $lat_iters $ip" | col 5) || l=
 	[ -n "$w" ] && [ -n "$l" ] && printf 'ib_write_lat_turn%s %s\nib_send_lat_turn%s %s\n' \
 		"$turn" "$w" "$turn" "$l" | tee -a /tmp/bench.out
+	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
 	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 		--latency-only --keep-volume --reuse --tag "lturn$turn" | tee -a /tmp/bench.out
 done
@@ -197,7 +200,7 @@ END {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
 	printf "\n   median ratio %.2f\n", q[int((n + 1) / 2)]
 }'
-for turn in 1 2 3; do
+for turn in $(seq 1 "$lat_turns"); do
 	w=$(val ib_write_lat_turn$turn)
 	l=$(val ib_send_lat_turn$turn)
 	r=$(val rdax_write_fsync_4k_lturn${turn}_median_us)
