@@ -6,6 +6,8 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
@@ -61,36 +63,94 @@ static int by_value(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* measure -- the median round trip over 2: one wake-up; 0 on failure */
-static unsigned measure(void)
+/*
+ * two_cpus -- the first two CPUs this process may run on, for the two
+ * threads: a completion wakes a thread from another CPU, and two threads
+ * left to the scheduler may share one (a cheaper switch, not a wake-up).
+ * False if the process is held to a single CPU: then that is what its
+ * wake-ups cost.
+ */
+static bool two_cpus(cpu_set_t *a, cpu_set_t *b)
 {
-	struct ping_pong pp = {eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)};
-	unsigned us = 0;
-	pthread_t t;
-	if (pp.to_peer < 0 || pp.from_peer < 0 || pthread_create(&t, NULL, peer, &pp))
-		goto out;
+	cpu_set_t allowed;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed))
+		return false;
+	int first = -1;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &allowed))
+			continue;
+		if (first < 0) {
+			first = cpu;
+			continue;
+		}
+		CPU_ZERO(a);
+		CPU_ZERO(b);
+		CPU_SET(first, a);
+		CPU_SET(cpu, b);
+		return true;
+	}
+	return false;
+}
+
+struct measurer {
+	struct ping_pong pp;
+	unsigned us; /* the result; 0: failed */
+};
+
+/* measurer -- ping the peer WAKE_COST_ROUNDS times; the median round trip over 2 is one wake-up */
+static void *measurer(void *arg)
+{
+	struct measurer *m = arg;
 	int64_t rtt[WAKE_COST_ROUNDS];
 	int n = 0;
 	for (; n < WAKE_COST_ROUNDS; n++) {
 		int64_t t0 = mono_ns();
-		if (give(pp.to_peer) || wait_and_take(pp.from_peer))
+		if (give(m->pp.to_peer) || wait_and_take(m->pp.from_peer))
 			break;
 		rtt[n] = mono_ns() - t0;
 	}
-	if (n < WAKE_COST_ROUNDS)
-		give(pp.to_peer); /* unblock a peer still waiting (it gives up after 5 s anyway) */
-	pthread_join(t, NULL);
-	if (n == WAKE_COST_ROUNDS) {
-		qsort(rtt, (size_t)n, sizeof(rtt[0]), by_value);
-		int64_t one_way = rtt[n / 2] / 2000; /* ns round trip -> us one way */
-		us = one_way < 1 ? 1 : one_way > 1000000 ? 1000000 : (unsigned)one_way;
+	if (n < WAKE_COST_ROUNDS) {
+		give(m->pp.to_peer); /* unblock a peer still waiting (it gives up after 5 s anyway) */
+		return NULL;
 	}
-out:
-	if (pp.to_peer >= 0)
-		close(pp.to_peer);
-	if (pp.from_peer >= 0)
-		close(pp.from_peer);
-	return us;
+	qsort(rtt, (size_t)n, sizeof(rtt[0]), by_value);
+	int64_t one_way = rtt[n / 2] / 2000; /* ns round trip -> us one way */
+	m->us = one_way < 1 ? 1 : one_way > 1000000 ? 1000000 : (unsigned)one_way;
+	return NULL;
+}
+
+/*
+ * measure -- one wake-up of this host in us, 0 on failure: two threads of
+ * their own (the caller's thread and its CPU are left alone), on two CPUs
+ * where the process may use two
+ */
+static unsigned measure(void)
+{
+	struct measurer m = {{eventfd(0, EFD_CLOEXEC), eventfd(0, EFD_CLOEXEC)}, 0};
+	pthread_attr_t on_a, on_b;
+	pthread_attr_init(&on_a);
+	pthread_attr_init(&on_b);
+	cpu_set_t a, b;
+	if (two_cpus(&a, &b)) {
+		pthread_attr_setaffinity_np(&on_a, sizeof(a), &a);
+		pthread_attr_setaffinity_np(&on_b, sizeof(b), &b);
+	}
+	pthread_t tm, tp;
+	if (m.pp.to_peer >= 0 && m.pp.from_peer >= 0 &&
+	    pthread_create(&tp, &on_b, peer, &m.pp) == 0) {
+		if (pthread_create(&tm, &on_a, measurer, &m) == 0)
+			pthread_join(tm, NULL);
+		else
+			give(m.pp.to_peer); /* no measurer: the peer answers once and gives up */
+		pthread_join(tp, NULL);
+	}
+	pthread_attr_destroy(&on_a);
+	pthread_attr_destroy(&on_b);
+	if (m.pp.to_peer >= 0)
+		close(m.pp.to_peer);
+	if (m.pp.from_peer >= 0)
+		close(m.pp.from_peer);
+	return m.us;
 }
 
 static pthread_once_t measured = PTHREAD_ONCE_INIT;

@@ -17,7 +17,12 @@
  * The wake-up is measured as one thread waking another through an eventfd
  * (poll() on one side, write() on the other) -- the same scheduler path a
  * completion channel's event takes -- the median of a few round trips,
- * once per process.
+ * once per process, by two threads of its own on two different CPUs the
+ * process may use (a completion wakes a thread from another CPU; two
+ * threads on one CPU would time a switch, not a wake-up). A process held
+ * to one CPU times what its wake-ups cost there. In the emulated VM the
+ * figure is 0.6-0.8 of a completion channel's wake-up (docs/rdma.md): the
+ * cheaper part of the same path.
  */
 #ifndef RDAX_WAKE_COST_H
 #define RDAX_WAKE_COST_H

@@ -15,7 +15,8 @@
 # TCG VM, ~0.1-1 ms per round trip) the absolute numbers mean nothing; only
 # the ratios, measured in one run, do. BENCH_NO_PROFILE=1 skips perf;
 # BENCH_BW_DEPTH sets rdax's 64 KiB writes in flight (default 16);
-# BENCH_LAT_TURNS the latency turns (default 5).
+# BENCH_LAT_TURNS the latency turns (default 5); BENCH_PIN=1 puts every
+# server on the guest's CPU 1 and every client on its CPU 0.
 # The guest boots with clocksource=tsc (BENCH_TSC=0: the clock source the
 # guest picks itself, under TCG the emulated HPET). With the HPET every clock
 # read -- libev's per loop turn, the spin loops' -- is an exit to qemu, a cost
@@ -40,7 +41,7 @@ if [ "${BENCH_TSC:-1}" = 1 ]; then
 	export RDAX_VM_APPEND="${RDAX_VM_APPEND:+$RDAX_VM_APPEND }clocksource=tsc tsc=reliable"
 fi
 # the guest script's knobs (BENCH_LAT_ITERS, BENCH_BW_ITERS, BENCH_BW_MIB,
-# BENCH_BW_DEPTH, BENCH_LAT_TURNS, BENCH_NO_PROFILE) reach it only through RDAX_VM_ENV
-export RDAX_VM_ENV="BENCH_LAT_ITERS BENCH_BW_ITERS BENCH_BW_MIB BENCH_BW_DEPTH BENCH_LAT_TURNS BENCH_NO_PROFILE ${RDAX_VM_ENV:-}"
+# BENCH_BW_DEPTH, BENCH_LAT_TURNS, BENCH_NO_PROFILE, BENCH_PIN) reach it only through RDAX_VM_ENV
+export RDAX_VM_ENV="BENCH_LAT_ITERS BENCH_BW_ITERS BENCH_BW_MIB BENCH_BW_DEPTH BENCH_LAT_TURNS BENCH_NO_PROFILE BENCH_PIN ${RDAX_VM_ENV:-}"
 export RDAX_VM_PMEM=devdax RDAX_VM_MEM=${RDAX_VM_MEM:-4G} RDAX_VM_TIMEOUT=${RDAX_VM_TIMEOUT:-900}
 exec "$src/tests/vm/run.sh" "$out" bash "$here/bench/guest-bench.sh" "$build"

@@ -7,15 +7,18 @@ lat_iters=${BENCH_LAT_ITERS:-300}
 bw_iters=${BENCH_BW_ITERS:-400}
 # rdax's 64 KiB writes in flight (ib_write_bw keeps its default of 128)
 bw_depth=${BENCH_BW_DEPTH:-16}
+# BENCH_PIN=1: every server (perftest's, rdaxd) on CPU 1, every client on CPU 0
+srv= cli=
+if [ -n "${BENCH_PIN:-}" ]; then srv="taskset -c 1" cli="taskset -c 0"; fi
 
 # pair SERVER_CMD CLIENT_CMD -- a perftest server and its client; the client's output
 pair() {
-	$1 >/tmp/perf-server.log 2>&1 &
+	$srv $1 >/tmp/perf-server.log 2>&1 &
 	local s=$! i
 	for i in $(seq 1 30); do
 		sleep 1
 		# bounded: a client of a server in a bad state (after a client crashed) can hang
-		if timeout 120 $2 >/tmp/perf-client.log 2>&1; then
+		if timeout 120 $cli $2 >/tmp/perf-client.log 2>&1; then
 			wait $s || true
 			cat /tmp/perf-client.log
 			return 0
@@ -52,7 +55,7 @@ echo "ib_write_bw 65536 B: $wb MiB/s"
 
 # daemon_start [RDAXD_ARGS] -- rdaxd on /dev/dax0.0, its pid in $d, once it is ready
 daemon_start() {
-	"$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" ${1:-} \
+	$srv "$build/daemon/rdaxd" --namespace /dev/dax0.0 --listen "rdma://$ip:7471" ${1:-} \
 		--log-level warn >/tmp/rdaxd.out 2>/tmp/rdaxd.log &
 	d=$!
 	for i in $(seq 1 120); do grep -q "rdaxd: ready" /tmp/rdaxd.out && break; sleep 0.5; done
@@ -63,7 +66,7 @@ daemon_start() {
 rdax_run() {
 	daemon_start "$2"
 	grep "rdaxd: ready" /tmp/rdaxd.out
-	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 		--bw-mib "${BENCH_BW_MIB:-48}" --depth "$bw_depth" --daemon-pid $d --tag "$1" $3 |
 		tee -a /tmp/bench.out
 	kill -TERM $d && wait $d
@@ -94,7 +97,7 @@ for turn in 1 2 3; do
 	reuse=--reuse
 	[ $turn = 1 ] && reuse=
 	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
-	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
+	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
 		--depth "$bw_depth" --bandwidth-only --keep-volume $reuse --tag "turn$turn" | tee -a /tmp/bench.out
 done
 kill -TERM $d && wait $d
@@ -114,7 +117,7 @@ for turn in $(seq 1 "$lat_turns"); do
 	[ -n "$w" ] && [ -n "$l" ] && printf 'ib_write_lat_turn%s %s\nib_send_lat_turn%s %s\n' \
 		"$turn" "$w" "$turn" "$l" | tee -a /tmp/bench.out
 	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
-	"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 		--latency-only --keep-volume --reuse --tag "lturn$turn" | tee -a /tmp/bench.out
 done
 kill -TERM $d && wait $d
@@ -130,7 +133,7 @@ if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
 		esac
 		daemon_start "$da"
 		# the volume first: creating it zeroes it all, which is no request's cost
-		"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters 5 --latency-only \
+		$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters 5 --latency-only \
 			--keep-volume $ca >/dev/null
 		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-daemon-$mode.data -p $d \
 			2>/tmp/perf-rec.log &
@@ -139,7 +142,7 @@ if command -v perf >/dev/null && [ -z "${BENCH_NO_PROFILE:-}" ]; then
 		ps_=$!
 		sleep 1
 		perf record -q -e cpu-clock -F 4000 -g -o /tmp/perf-client-$mode.data \
-			"$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
+			$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
 			--latency-only --reuse --tag "prof_$mode" $ca >/tmp/bench-prof.out 2>&1 || true
 		kill -INT $pr $ps_ 2>/dev/null || true
 		wait $pr $ps_ 2>/dev/null || true
