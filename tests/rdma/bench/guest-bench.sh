@@ -102,23 +102,38 @@ for turn in 1 2 3; do
 done
 kill -TERM $d && wait $d
 
-# latency in turns: perftest's write and send latencies, then rdax's
-# write+fsync with both sides' defaults, three times; perftest's own
-# figures moved from 99 to 158 us between boots of the same day, so a ratio
-# is only as good as the moment both were taken in
+# latency in turns: perftest's write and send latencies and rdax's
+# write+fsync with both sides' defaults, five times; perftest's own figures
+# moved from 99 to 158 us between boots of the same day, so a ratio is only
+# as good as the moment both were taken in. Whoever runs second in a turn
+# runs right after the other, so the order swaps every turn.
 lat_turns=${BENCH_LAT_TURNS:-5}
-echo "== 4 KiB write+fsync latency in turns: ib_write_lat, ib_send_lat, then rdax (defaults), $lat_turns times"
-daemon_start
-for turn in $(seq 1 "$lat_turns"); do
+echo "== 4 KiB write+fsync latency in turns: ib_write_lat + ib_send_lat and rdax (defaults), the order swapped each turn, $lat_turns times"
+# perftest_turn N / rdax_turn N -- one turn's figures of each
+perftest_turn() {
+	local w l
 	w=$(pair "ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters" \
 		"ib_write_lat -d rxe0 -R -s 4096 -n $lat_iters $ip" | col 5) || w=
 	l=$(pair "ib_send_lat -d rxe0 -R -s 64 -n $lat_iters" \
 		"ib_send_lat -d rxe0 -R -s 64 -n $lat_iters $ip" | col 5) || l=
 	[ -n "$w" ] && [ -n "$l" ] && printf 'ib_write_lat_turn%s %s\nib_send_lat_turn%s %s\n' \
-		"$turn" "$w" "$turn" "$l" | tee -a /tmp/bench.out
+		"$1" "$w" "$1" "$l" | tee -a /tmp/bench.out
+	return 0
+}
+rdax_turn() {
 	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
 	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --lat-iters "$lat_iters" \
-		--latency-only --keep-volume --reuse --tag "lturn$turn" | tee -a /tmp/bench.out
+		--latency-only --keep-volume --reuse --tag "lturn$1" | tee -a /tmp/bench.out
+}
+daemon_start
+for turn in $(seq 1 "$lat_turns"); do
+	if [ $((turn % 2)) = 1 ]; then
+		perftest_turn $turn
+		rdax_turn $turn
+	else
+		rdax_turn $turn
+		perftest_turn $turn
+	fi
 done
 kill -TERM $d && wait $d
 
