@@ -387,10 +387,14 @@ static int daemon_start_rdma(struct daemon *d, const struct config *cfg)
 	    .native = d->native,
 	    .busy_poll_us = busy_poll_cap(cfg->rdma_busy_poll_us),
 	};
-	if (cfg->rdma_busy_poll_us == CONFIG_DEFAULT_BUSY_POLL_US)
+	if (cfg->rdma_busy_poll_us == CONFIG_DEFAULT_BUSY_POLL_US && wake_cost_us())
 		LOG_INFO("rdma:// adaptive polling: at most %u us (%u wake-ups of %u us measured "
 			 "here; --rdma-busy-poll sets it)",
 			 d->rdma_shared.busy_poll_us, SPIN_WINDOW_WAKES_PER_CAP, wake_cost_us());
+	else if (cfg->rdma_busy_poll_us == CONFIG_DEFAULT_BUSY_POLL_US)
+		LOG_WARN("rdma:// adaptive polling: at most %u us, the default; this host's wake-up "
+			 "could not be measured (no thread or eventfd)",
+			 d->rdma_shared.busy_poll_us);
 	int ret = server_rdma_new(d->listener, d->sets, &d->rdma_shared, d->store, &d->rdma);
 	if (ret)
 		return fail(1, "cannot set up the RDMA server: %s%s", strerror(-ret),
