@@ -4,6 +4,7 @@
 
 #include "spin_window.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,33 +27,37 @@ static int64_t mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* wait_and_take -- sleep in poll() until efd is readable (no spinning: the sleep is measured) */
-static int wait_and_take(int efd)
+/* what an eventfd carries: a ping (or its answer), or the word to stop */
+#define PING 1
+#define STOP 2
+
+/*
+ * wait_and_take -- sleep in poll() until efd is readable (no spinning: the
+ * sleep is measured); what was given, or 0 on a failure or after 5 s
+ */
+static uint64_t wait_and_take(int efd)
 {
 	struct pollfd p = {.fd = efd, .events = POLLIN};
 	for (;;) {
 		int n = poll(&p, 1, 5000);
-		if (n == 1) {
-			uint64_t v;
-			return read(efd, &v, sizeof(v)) == sizeof(v) ? 0 : -1;
-		}
-		if (n == 0)
-			return -1; /* 5 s: the peer is gone; do not hang the caller */
+		if (n < 0 && errno == EINTR)
+			continue;
+		uint64_t v;
+		return n == 1 && read(efd, &v, sizeof(v)) == sizeof(v) ? v : 0;
 	}
 }
 
-static int give(int efd)
+static int give(int efd, uint64_t what)
 {
-	uint64_t one = 1;
-	return write(efd, &one, sizeof(one)) == sizeof(one) ? 0 : -1;
+	return write(efd, &what, sizeof(what)) == sizeof(what) ? 0 : -1;
 }
 
-/* peer -- answer every ping; stops after WAKE_COST_ROUNDS or a failure */
+/* peer -- answer every ping; stops on STOP, after WAKE_COST_ROUNDS, or on a failure */
 static void *peer(void *arg)
 {
 	struct ping_pong *pp = arg;
 	for (int i = 0; i < WAKE_COST_ROUNDS; i++)
-		if (wait_and_take(pp->to_peer) || give(pp->from_peer))
+		if (wait_and_take(pp->to_peer) != PING || give(pp->from_peer, PING))
 			break;
 	return NULL;
 }
@@ -105,12 +110,12 @@ static void *measurer(void *arg)
 	int n = 0;
 	for (; n < WAKE_COST_ROUNDS; n++) {
 		int64_t t0 = mono_ns();
-		if (give(m->pp.to_peer) || wait_and_take(m->pp.from_peer))
+		if (give(m->pp.to_peer, PING) || wait_and_take(m->pp.from_peer) != PING)
 			break;
 		rtt[n] = mono_ns() - t0;
 	}
 	if (n < WAKE_COST_ROUNDS) {
-		give(m->pp.to_peer); /* unblock a peer still waiting (it gives up after 5 s anyway) */
+		give(m->pp.to_peer, STOP); /* a peer still waiting ends now */
 		return NULL;
 	}
 	qsort(rtt, (size_t)n, sizeof(rtt[0]), by_value);
@@ -141,7 +146,7 @@ static unsigned measure(void)
 		if (pthread_create(&tm, &on_a, measurer, &m) == 0)
 			pthread_join(tm, NULL);
 		else
-			give(m.pp.to_peer); /* no measurer: the peer answers once and gives up */
+			give(m.pp.to_peer, STOP); /* no measurer: the peer ends now */
 		pthread_join(tp, NULL);
 	}
 	pthread_attr_destroy(&on_a);
