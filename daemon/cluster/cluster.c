@@ -209,6 +209,7 @@ static int join(struct cluster *c)
 }
 
 static void serve_as_primary(struct cluster *c, const struct cluster_volume_rec *v);
+static int keepalive(struct cluster *c);
 static void another_primary(struct cluster *c, const struct cluster_volume_rec *v);
 static void node_addrs(struct cluster *c, const char *name, char *tcp, char *rdma, size_t len);
 
@@ -561,11 +562,21 @@ static bool shrinks(struct cluster *c)
 	c->nshrinks = 0;
 	pthread_mutex_unlock(&c->shrink_lock);
 	unsigned left = 0;
+	/*
+	 * A shrink releases held acknowledgements, and the clients' next
+	 * requests meet the gate: with the lease bound passed (etcd was away),
+	 * they would be refused though this node still leads. Renew first.
+	 */
+	bool lapsed = n && now_ms() >= c->lease_until_ms && keepalive(c) != 0;
 	for (unsigned i = 0; i < n; i++) {
 		char why[256];
 		if (q[i].p->closing) {
 			/* being deleted: nothing is acknowledged any more, etcd is not asked */
 			repl_removed(q[i].p->rv, q[i].node, -ECANCELED);
+			continue;
+		}
+		if (lapsed) {
+			q[left++] = q[i];
 			continue;
 		}
 		int ret =
@@ -1276,31 +1287,45 @@ static int start_watch(struct cluster *c, int64_t from)
 	return etcd_watch_start(c->etcd, prefix, true, from, on_watch, c, &c->watch);
 }
 
+/*
+ * keepalive -- renew the node lease now; if etcd forgot it (away longer than
+ * the TTL), the volumes this node led are served no more and it joins again.
+ * The next keepalive is set: soon after a failure, a third of the TTL after a
+ * renewal. Returns 0 if the lease was renewed.
+ */
+static int keepalive(struct cluster *c)
+{
+	uint64_t now = now_ms();
+	int ret = etcd_lease_keepalive(c->etcd, c->lease, NULL);
+	if (ret == 0)
+		lease_renewed(c, now);
+	if (ret == -ENOENT) {
+		LOG_WARN("the node lease expired (etcd was away longer than %u s): "
+			 "joining again; the volumes it led are served no more",
+			 c->ttl_s);
+		for (unsigned i = 0; i < c->nprim; i++)
+			if (!c->prim[i].deposed) {
+				c->prim[i].deposed = true;
+				cluster_gate_serve(c->prim[i].g, 0);
+				repl_registry_retire(c->prim[i].g->v);
+			}
+		ret = join(c);
+		if (ret == 0)
+			ret = -ENOENT; /* joined anew: the old lease's volumes stay deposed */
+	}
+	if (ret && ret != -ENOENT)
+		LOG_WARN("lease keepalive: %s", etcd_client_last_error(c->etcd));
+	/* on failure try again soon: the lease still has most of its TTL */
+	c->next_keepalive_ms = now + (ret && ret != -ENOENT ? 300 : c->ttl_s * 1000 / 3);
+	return ret;
+}
+
 /* timers -- lease keepalive and node key refresh, when due */
 static void timers(struct cluster *c)
 {
 	uint64_t now = now_ms();
-	if (now >= c->next_keepalive_ms) {
-		int ret = etcd_lease_keepalive(c->etcd, c->lease, NULL);
-		if (ret == 0)
-			lease_renewed(c, now);
-		if (ret == -ENOENT) {
-			LOG_WARN("the node lease expired (etcd was away longer than %u s): "
-				 "joining again; the volumes it led are served no more",
-				 c->ttl_s);
-			for (unsigned i = 0; i < c->nprim; i++)
-				if (!c->prim[i].deposed) {
-					c->prim[i].deposed = true;
-					cluster_gate_serve(c->prim[i].g, 0);
-					repl_registry_retire(c->prim[i].g->v);
-				}
-			ret = join(c);
-		}
-		if (ret)
-			LOG_WARN("lease keepalive: %s", etcd_client_last_error(c->etcd));
-		/* on failure try again soon: the lease still has most of its TTL */
-		c->next_keepalive_ms = now + (ret ? 300 : c->ttl_s * 1000 / 3);
-	}
+	if (now >= c->next_keepalive_ms)
+		keepalive(c);
 	if (c->refresh_now || now >= c->next_refresh_ms) {
 		if (put_node(c, false) == 0)
 			c->refresh_now = false;

@@ -14,8 +14,10 @@
  *   - etcd stopped under load with nobody failing: acknowledgements go on
  *     (no ISR change is needed), etcd restarted;
  *   - etcd stopped and a replica stalled (SIGSTOP): an fsync stays
- *     unacknowledged for 4 s (the shrink cannot be made), and is
+ *     unacknowledged for 5 s (the shrink cannot be made), and is
  *     acknowledged only once etcd is back and the replica left the ISR;
+ *     the primary's lease bound passed meanwhile, and it renews before it
+ *     acknowledges, so the requests after it are served;
  * after every heal every ISR member reads back every acknowledged block.
  * The checker's control (an fsync acknowledged before the replicas
  * answered must be caught) is cluster_e2e's repl-ack-early round.
@@ -238,9 +240,15 @@ static void test_faults(void **state)
 	assert_int_equal(nx_node_pause(&cl.node[a]), 0);
 	struct held h = {0};
 	assert_int_equal(pthread_create(&h.t, NULL, held_step, &h), 0);
-	sleep(4); /* past the link's 2 s stall timeout: n_a failed, the shrink cannot be made */
+	/*
+	 * Past the link's 2 s stall timeout: n_a failed, the shrink cannot be
+	 * made. Past the primary's lease bound too (the 5 s TTL less its margin
+	 * from the last keepalive): once etcd is back the primary must renew
+	 * before it releases the fsync, or the next request finds it lapsed.
+	 */
+	sleep(5);
 	bool early = __atomic_load_n(&h.done, __ATOMIC_ACQUIRE);
-	printf("  after 4 s without etcd: the fsync %s\n",
+	printf("  after 5 s without etcd: the fsync %s\n",
 	       early ? (h.ret ? "failed (wrong)" : "ACKNOWLEDGED (wrong)") : "is not acknowledged");
 	assert_false(early);
 	assert_int_equal(ef_member_restart(&cl.etcd, 0), 0);

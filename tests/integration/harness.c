@@ -111,10 +111,17 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return 0;
 }
 
+/* RDAX_TEST_KEEP=1 keeps a test's directory (daemon logs, etcd's log) to read after it */
 void hx_tmpdir_remove(const char *dir)
 {
-	if (dir && *dir)
-		nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	if (!dir || !*dir)
+		return;
+	const char *keep = getenv("RDAX_TEST_KEEP");
+	if (keep && strcmp(keep, "1") == 0) {
+		fprintf(stderr, "harness: RDAX_TEST_KEEP=1: %s kept\n", dir);
+		return;
+	}
+	nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 int hx_free_port(void)
