@@ -1187,11 +1187,11 @@ static int rdma_broken(struct rdax_conn *c, int code)
 }
 
 /*
- * tx_flush_rdma -- post queued requests in order: frame bytes into the
+ * tx_post_rdma -- post queued requests in order: frame bytes into the
  * message stream, direct ones as one-sided operations; stop at the first
  * that has to wait (credits, buffers). 0 or the broken code.
  */
-static int tx_flush_rdma(struct rdax_conn *c)
+static int tx_post_rdma(struct rdax_conn *c)
 {
 	while (c->sendq_head) {
 		struct conn_req *req = c->sendq_head;
@@ -1245,6 +1245,21 @@ static int tx_flush_rdma(struct rdax_conn *c)
 		}
 	}
 	return 0;
+}
+
+/*
+ * tx_flush_rdma -- tx_post_rdma in one batch: a durable write's one-sided
+ * part and its FSYNC reach the device with one doorbell. 0 or the broken code.
+ */
+static int tx_flush_rdma(struct rdax_conn *c)
+{
+	rdma_tp_batch_begin(c->rdma);
+	int ret = tx_post_rdma(c);
+	/* a connection that broke meanwhile closed its transport, and the batch with it */
+	int rang = c->rdma ? rdma_tp_batch_end(c->rdma) : 0;
+	if (ret == 0 && rang < 0)
+		ret = rdma_broken(c, rang);
+	return ret;
 }
 
 /* tx_flush -- send queued requests until the socket is full; 0 or the broken code */

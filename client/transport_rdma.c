@@ -42,6 +42,20 @@ struct sq_ent {
 	uint32_t b_off, b_span; /* bounce ring space */
 };
 
+/*
+ * Work requests gathered between rdma_tp_batch_begin() and _end(), posted in
+ * one ibv_post_send: one doorbell for a write and the FSYNC behind it (with
+ * soft-RoCE a doorbell is a system call; on hardware, an MMIO write).
+ */
+#define TP_BATCH_MAX 16
+
+struct sq_batch {
+	struct ibv_send_wr wr[TP_BATCH_MAX];
+	struct ibv_sge sge[TP_BATCH_MAX];
+	unsigned n;
+	bool open;
+};
+
 /* A received message not yet read whole. */
 struct rx_msg {
 	uint32_t idx, len, pos;
@@ -55,6 +69,7 @@ struct rdma_tp {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	uint32_t msg_size; /* of our messages; our receives are rx_size */
+	uint32_t max_inline; /* messages up to this long are sent inline */
 	uint32_t rx_size;
 	struct rdma_credits cr;
 	unsigned max_reads, reads_out;
@@ -77,6 +92,7 @@ struct rdma_tp {
 	struct sq_ent sq[TP_SQ_DEPTH];
 	uint64_t sq_seq; /* wr_id of the next post */
 	unsigned sq_head, sq_n;
+	struct sq_batch batch;
 
 	bool connected;
 	bool peer_closed;
@@ -165,19 +181,68 @@ static bool sq_room(const struct rdma_tp *tp)
 	return tp->sq_n < TP_SQ_DEPTH;
 }
 
-/* sq_post -- post @wr and remember @e for its completion; 0 or a failure code */
+/* sq_ring -- post the gathered batch; 0 or a failure code */
+static int sq_ring(struct rdma_tp *tp)
+{
+	struct sq_batch *b = &tp->batch;
+	if (b->n == 0)
+		return 0;
+	struct ibv_send_wr *bad;
+	int ret = ibv_post_send(tp->qp, &b->wr[0], &bad);
+	b->n = 0;
+	/*
+	 * Their entries are recorded already and some may have gone: the
+	 * connection fails as a whole (its completions never match again).
+	 */
+	return ret ? tp_fail(tp, -EIO, "ibv_post_send: %s", strerror(ret)) : 0;
+}
+
+/*
+ * sq_post -- post @wr (one SGE at most) and remember @e for its completion;
+ * in a batch, gather it to post at the batch's end. 0 or a failure code.
+ */
 static int sq_post(struct rdma_tp *tp, struct ibv_send_wr *wr, const struct sq_ent *e)
 {
-	struct ibv_send_wr *bad;
 	wr->wr_id = tp->sq_seq;
 	wr->send_flags |= IBV_SEND_SIGNALED;
-	int ret = ibv_post_send(tp->qp, wr, &bad);
-	if (ret)
-		return tp_fail(tp, -EIO, "ibv_post_send: %s", strerror(ret));
+	wr->next = NULL;
+	struct sq_batch *b = &tp->batch;
+	if (b->open) {
+		if (b->n == TP_BATCH_MAX) {
+			int ret = sq_ring(tp);
+			if (ret)
+				return ret;
+		}
+		b->wr[b->n] = *wr;
+		if (wr->num_sge) {
+			b->sge[b->n] = wr->sg_list[0];
+			b->wr[b->n].sg_list = &b->sge[b->n];
+		}
+		if (b->n)
+			b->wr[b->n - 1].next = &b->wr[b->n];
+		b->n++;
+	} else {
+		struct ibv_send_wr *bad;
+		int ret = ibv_post_send(tp->qp, wr, &bad);
+		if (ret)
+			return tp_fail(tp, -EIO, "ibv_post_send: %s", strerror(ret));
+	}
 	tp->sq[(tp->sq_head + tp->sq_n) % TP_SQ_DEPTH] = *e;
 	tp->sq_n++;
 	tp->sq_seq++;
 	return 0;
+}
+
+void rdma_tp_batch_begin(struct rdma_tp *tp)
+{
+	tp->batch.open = true;
+}
+
+int rdma_tp_batch_end(struct rdma_tp *tp)
+{
+	tp->batch.open = false;
+	int ret = sq_ring(tp);
+	return ret ? ret : tp->error;
 }
 
 /* post_msg -- a SEND_WITH_IMM of @len bytes in send buffer @tx (none for a grant) */
@@ -196,6 +261,7 @@ static int post_msg(struct rdma_tp *tp, bool with_buf, uint32_t tx, uint32_t len
 	    .sg_list = &sge,
 	    .num_sge = len ? 1 : 0,
 	    .opcode = IBV_WR_SEND_WITH_IMM,
+	    .send_flags = len && len <= tp->max_inline ? IBV_SEND_INLINE : 0,
 	    .imm_data = htonl(grant),
 	};
 	struct sq_ent e = {.kind = with_buf ? SQ_MSG : SQ_GRANT, .tx = tx};
@@ -690,11 +756,18 @@ static int setup_qp(struct rdma_tp *tp, char *err, size_t errlen)
 		    .max_send_sge = 1,
 		    .max_recv_sge = 1},
 	};
+	/* inline sends if the device has them (RDMA_INLINE_MAX), else none */
+	qa.cap.max_inline_data = RDMA_INLINE_MAX;
 	if (rdma_create_qp(tp->id, tp->pd, &qa)) {
-		ret = -errno;
-		snprintf(err, errlen, "rdma: rdma_create_qp: %s", strerror(errno));
-		return ret;
+		qa.cap.max_inline_data = 0;
+		if (rdma_create_qp(tp->id, tp->pd, &qa)) {
+			ret = -errno;
+			snprintf(err, errlen, "rdma: rdma_create_qp: %s", strerror(errno));
+			return ret;
+		}
 	}
+	tp->max_inline = qa.cap.max_inline_data < RDMA_INLINE_MAX ? qa.cap.max_inline_data
+								   : RDMA_INLINE_MAX;
 	tp->qp = tp->id->qp;
 	ret = alloc_mr(tp, (size_t)RDMA_TP_RECV_CREDITS * tp->rx_size, &tp->rx_slab, &tp->rx_mr);
 	if (ret == 0)

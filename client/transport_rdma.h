@@ -129,6 +129,16 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
 		 uint32_t len, void *ctx);
 
 /*
+ * rdma_tp_batch_begin / rdma_tp_batch_end -- the sends, writes and reads
+ * posted between the two go to the device in one ibv_post_send at the end
+ * (one doorbell for a write and its FSYNC), in the order they were posted.
+ * Nothing is sent before _end, so the caller ends a batch before it waits.
+ * _end returns 0, or a negative code once the connection failed.
+ */
+void rdma_tp_batch_begin(struct rdma_tp *tp);
+int rdma_tp_batch_end(struct rdma_tp *tp);
+
+/*
  * rdma_tp_progress -- handle what completed: one-sided operations (@done
  * called with their ctx and 0 or a negative code), received messages (kept
  * for rdma_tp_recv), sends, connection events; then send a grant if one is

@@ -61,6 +61,13 @@ struct rdma_cm_data {
 /* Messages are at least this long (a frame header plus a small body) and at most one MTU. */
 #define RDMA_MSG_MIN 256U
 #define RDMA_MSG_MAX 4096U
+/*
+ * Messages up to this long are sent inline (IBV_SEND_INLINE): the bytes go
+ * in the work request itself, so the device (soft-RoCE: the kernel) does not
+ * fetch them from a registered buffer -- a request or reply without payload,
+ * as perftest sends its small messages. A device that cannot gets none.
+ */
+#define RDMA_INLINE_MAX 256U
 /* A window of at least 4: a grant-only message then returns >= 2, enough for one data message. */
 #define RDMA_CREDITS_MIN 4U
 #define RDMA_CREDITS_MAX 1024U

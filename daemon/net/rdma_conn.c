@@ -84,6 +84,7 @@ struct conn_rdma {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	uint32_t sq_depth, sq_used;
+	uint32_t max_inline; /* replies up to this long are sent inline */
 	uint32_t msg_size; /* of our messages to the client */
 	struct rdma_credits cr;
 	uint8_t initiator_depth; /* the client's wish (RDMA READs in flight) */
@@ -184,7 +185,7 @@ static int post_send(struct conn_rdma *c, bool with_buf, uint32_t idx, uint32_t 
 	    .sg_list = &sge,
 	    .num_sge = len ? 1 : 0,
 	    .opcode = IBV_WR_SEND_WITH_IMM,
-	    .send_flags = IBV_SEND_SIGNALED,
+	    .send_flags = IBV_SEND_SIGNALED | (len && len <= c->max_inline ? IBV_SEND_INLINE : 0),
 	    .imm_data = htonl(grant),
 	};
 	struct ibv_send_wr *bad;
@@ -879,11 +880,18 @@ static int conn_setup(struct conn_rdma *c, const struct rdma_cm_data *cd)
 	    .sq_sig_all = 1,
 	    .cap = {.max_send_wr = c->sq_depth, .max_send_sge = 1},
 	};
+	/* inline replies if the device has them (RDMA_INLINE_MAX), else none */
+	qa.cap.max_inline_data = RDMA_INLINE_MAX;
 	if (rdma_create_qp(c->id, dev->pd, &qa)) {
-		LOG_ERROR("%s: rdma_create_qp(send %u) failed: %s", c->nc.s.conn.peer, c->sq_depth,
-			  strerror(errno));
-		return -errno;
+		qa.cap.max_inline_data = 0;
+		if (rdma_create_qp(c->id, dev->pd, &qa)) {
+			LOG_ERROR("%s: rdma_create_qp(send %u) failed: %s", c->nc.s.conn.peer,
+				  c->sq_depth, strerror(errno));
+			return -errno;
+		}
 	}
+	c->max_inline = qa.cap.max_inline_data < RDMA_INLINE_MAX ? qa.cap.max_inline_data
+								 : RDMA_INLINE_MAX;
 	c->qp = c->id->qp;
 	return 0;
 }
