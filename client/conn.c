@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buffers.h"
 #include "faults.h"
 #include "frame.h"
 #include "log.h"
@@ -186,6 +187,7 @@ void conn_delete(struct rdax_conn **cp)
 		close(c->fd);
 	/* the QP goes first: nothing may land in a buffer after it is freed */
 	rdma_tp_delete(&c->rdma);
+	conn_buffers_free(c);
 	/* answered but not fully sent: only on the send queue */
 	for (struct conn_req *req = c->sendq_head, *next; req; req = next) {
 		next = req->next_send;
@@ -359,11 +361,24 @@ int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const
 	return ret;
 }
 
+static int connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+			const char *port, char *err, size_t errlen);
+
 int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
 		      const char *port, bool numeric_host, char *err, size_t errlen)
 {
 	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
 	spin_window_init(&c->spin, busy_poll_cap(opts ? opts->busy_poll_us : RDAX_BUSY_POLL_AUTO));
+	int ret = connect_rdma(c, opts, host, port, err, errlen);
+	if (ret == 0)
+		conn_buffers_register(c);
+	return ret;
+}
+
+/* connect_rdma -- the transport, with the PSK's signature if the options name one */
+static int connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+			const char *port, char *err, size_t errlen)
+{
 	if (!opts || !opts->tls_psk_file)
 		return rdma_tp_connect(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &c->rdma, err,
 				       errlen);

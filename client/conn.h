@@ -183,6 +183,15 @@ struct conn_url {
 
 struct rdma_tp;
 
+/* Buffers of rdax_buffer_alloc at once (RDMA_TP_USER_MRS: one registration each). */
+#define CONN_BUFFERS_MAX RDAX_BUFFERS_MAX
+
+/* A buffer of rdax_buffer_alloc: whole pages, mapped for the connection's life at most. */
+struct conn_buffer {
+	void *addr;
+	size_t len;
+};
+
 struct rdax_conn {
 	int fd;			      /* tcp:// */
 	struct rdma_tp *rdma;	      /* rdma:// (fd is -1) */
@@ -255,6 +264,10 @@ struct rdax_conn {
 	char last_error[CONN_ERR_MAX];
 	/* the last refusal with RDAX_E_NOT_PRIMARY: where the primary is ("" if none) */
 	char primary_url[128];
+
+	/* rdax_buffer_alloc's buffers: registered on every rdma:// transport made */
+	struct conn_buffer bufs[CONN_BUFFERS_MAX];
+	unsigned nbufs;
 
 	unsigned nvolumes;
 	struct rdax_volume *volumes; /* open ones, to open again after a reconnect */

@@ -39,7 +39,15 @@ struct sq_ent {
 	void *ctx;   /* SQ_WRITE, SQ_READ: the caller's */
 	uint8_t *rbuf;
 	uint32_t len;
+	bool direct;		/* from or into a registered caller's buffer: no bounce */
 	uint32_t b_off, b_span; /* bounce ring space */
+};
+
+/* A caller's buffer registered for one-sided operations (rdma_tp_register). */
+struct tp_user_mr {
+	uintptr_t addr;
+	size_t len;
+	struct ibv_mr *mr;
 };
 
 /*
@@ -86,6 +94,9 @@ struct rdma_tp {
 
 	uint8_t *bounce;
 	struct ibv_mr *bounce_mr;
+	struct tp_user_mr umr[RDMA_TP_USER_MRS];
+	unsigned numr;
+	uint64_t copied; /* bytes copied through the bounce ring */
 	uint32_t b_cap; /* 0: no one-sided operations */
 	uint32_t b_head, b_tail, b_used;
 
@@ -387,7 +398,48 @@ static void bounce_free(struct rdma_tp *tp, uint32_t off, uint32_t len, uint32_t
 	tp->b_used -= span;
 }
 
-/* post_rdma -- a WRITE_WITH_IMM or a READ through the bounce ring */
+/* user_mr -- the registration holding [@p, @p + @len) whole, or NULL (the bounce ring then) */
+static const struct ibv_mr *user_mr(const struct rdma_tp *tp, const void *p, uint32_t len)
+{
+	uintptr_t a = (uintptr_t)p;
+	for (unsigned i = 0; i < tp->numr; i++)
+		if (a >= tp->umr[i].addr && a - tp->umr[i].addr <= tp->umr[i].len &&
+		    len <= tp->umr[i].len - (a - tp->umr[i].addr))
+			return tp->umr[i].mr;
+	return NULL;
+}
+
+int rdma_tp_register(struct rdma_tp *tp, void *addr, size_t len)
+{
+	if (tp->numr == RDMA_TP_USER_MRS)
+		return -ENOSPC;
+	struct ibv_mr *mr = ibv_reg_mr(tp->pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		return errno ? -errno : -ENOMEM;
+	tp->umr[tp->numr++] = (struct tp_user_mr){(uintptr_t)addr, len, mr};
+	return 0;
+}
+
+uint64_t rdma_tp_copied(const struct rdma_tp *tp)
+{
+	return tp->copied;
+}
+
+void rdma_tp_unregister(struct rdma_tp *tp, void *addr)
+{
+	for (unsigned i = 0; i < tp->numr; i++)
+		if (tp->umr[i].addr == (uintptr_t)addr) {
+			if (ibv_dereg_mr(tp->umr[i].mr))
+				LOG_WARN("rdma: ibv_dereg_mr of a caller's buffer failed");
+			tp->umr[i] = tp->umr[--tp->numr];
+			return;
+		}
+}
+
+/*
+ * post_rdma -- a WRITE_WITH_IMM or a READ: straight from or into a
+ * registered caller's buffer, else through the bounce ring
+ */
 static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *vol, uint64_t off,
 		     const void *wbuf, uint8_t *rbuf, uint32_t len, void *ctx)
 {
@@ -402,15 +454,19 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 	if (!sq_room(tp) || (write && !rdma_credits_can_send(&tp->cr)) ||
 	    (!write && tp->reads_out >= tp->max_reads))
 		return -EAGAIN;
-	uint32_t b_off, b_span;
-	if (bounce_alloc(tp, len, &b_off, &b_span))
+	const void *user = write ? wbuf : rbuf;
+	const struct ibv_mr *umr = user_mr(tp, user, len);
+	uint32_t b_off = 0, b_span = 0;
+	if (!umr && bounce_alloc(tp, len, &b_off, &b_span))
 		return -EAGAIN;
-	if (write)
+	if (write && !umr) {
 		memcpy(tp->bounce + b_off, wbuf, len);
+		tp->copied += len;
+	}
 	struct ibv_sge sge = {
-	    .addr = (uintptr_t)(tp->bounce + b_off),
+	    .addr = umr ? (uintptr_t)user : (uintptr_t)(tp->bounce + b_off),
 	    .length = len,
-	    .lkey = tp->bounce_mr->lkey,
+	    .lkey = umr ? umr->lkey : tp->bounce_mr->lkey,
 	};
 	struct ibv_send_wr wr = {
 	    .sg_list = &sge,
@@ -427,14 +483,17 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 	    .ctx = ctx,
 	    .rbuf = rbuf,
 	    .len = len,
+	    .direct = umr != NULL,
 	    .b_off = b_off,
 	    .b_span = b_span,
 	};
 	int ret = sq_post(tp, &wr, &e);
 	if (ret) {
-		/* the newest allocation: undo it */
-		tp->b_used -= b_span;
-		tp->b_head = b_off;
+		if (!umr) {
+			/* the newest allocation: undo it */
+			tp->b_used -= b_span;
+			tp->b_head = b_off;
+		}
 		return ret;
 	}
 	if (write)
@@ -492,11 +551,14 @@ static void handle_send_wc(struct rdma_tp *tp, const struct ibv_wc *wc,
 		break;
 	case SQ_READ:
 		tp->reads_out--;
-		if (wc->status == IBV_WC_SUCCESS)
+		if (wc->status == IBV_WC_SUCCESS && !e.direct) {
 			memcpy(e.rbuf, tp->bounce + e.b_off, e.len);
+			tp->copied += e.len;
+		}
 		/* fall through */
 	case SQ_WRITE:
-		bounce_free(tp, e.b_off, e.len, e.b_span);
+		if (!e.direct)
+			bounce_free(tp, e.b_off, e.len, e.b_span);
 		if (wc->status == IBV_WC_SUCCESS && done)
 			done(arg, e.ctx, 0);
 		break;
@@ -945,6 +1007,8 @@ void rdma_tp_delete(struct rdma_tp **tpp)
 		ibv_dereg_mr(tp->tx_mr);
 	if (tp->bounce_mr)
 		ibv_dereg_mr(tp->bounce_mr);
+	for (unsigned i = 0; i < tp->numr; i++)
+		ibv_dereg_mr(tp->umr[i].mr);
 	free(tp->rx_slab);
 	free(tp->tx_slab);
 	free(tp->bounce);

@@ -549,6 +549,28 @@ int rdax_stat(struct rdax_volume *vol, struct rdax_volume_stat *st);
  */
 int rdax_powercut(struct rdax_conn *conn, uint64_t after, unsigned delay_ms, uint64_t *incarnation);
 
+/* --- registered buffers ------------------------------------------------ */
+/*
+ * rdax_buffer_alloc -- *bufp gets @len bytes (rounded up to whole pages,
+ * zeroed) that belong to @conn. Over rdma:// they are registered with the
+ * device at once and again after every reconnect, so a one-sided write from
+ * within such a buffer, or a read into one, moves its bytes straight
+ * between the buffer and the device: no copy through the library's bounce
+ * ring (which any other memory takes; registering per operation costs more
+ * than the copy). Over tcp:// it is plain memory.
+ * Returns 0; -EINVAL; -ENOSPC (RDAX_BUFFERS_MAX buffers already); -ENOMEM
+ * or -EAGAIN (mmap, or the memlock limit refused the registration).
+ */
+#define RDAX_BUFFERS_MAX 64
+int rdax_buffer_alloc(struct rdax_conn *conn, size_t len, void **bufp);
+
+/*
+ * rdax_buffer_free -- unmap a buffer of rdax_buffer_alloc (NULL: nothing).
+ * No operation on it may be in flight. rdax_disconnect frees the rest.
+ * Returns 0, or -EINVAL (not a buffer of @conn).
+ */
+int rdax_buffer_free(struct rdax_conn *conn, void *buf);
+
 /* --- asynchronous I/O --------------------------------------------------- */
 /*
  * rdax_submit_* check their arguments like the synchronous calls, queue the

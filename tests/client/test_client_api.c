@@ -262,6 +262,9 @@ static void null_handles__refused_without_crashing(void **state)
 	assert_int_equal(rdax_submit_fsync(NULL, 0, 0, 0, 0), -EINVAL);
 	assert_int_equal(rdax_wait_completions(NULL, &c, 1, 0, 0), -EINVAL);
 	assert_int_equal(rdax_inflight(NULL), 0);
+	void *buf;
+	assert_int_equal(rdax_buffer_alloc(NULL, 4096, &buf), -EINVAL);
+	assert_int_equal(rdax_buffer_free(NULL, b), -EINVAL);
 }
 
 int main(void)

@@ -4,7 +4,7 @@
  *
  *   bench_rdma --url rdma://ADDR:PORT [--lat-iters N] [--bw-mib M] [--depth D]
  *              [--busy-poll USEC] [--tag NAME] [--daemon-pid PID] [--latency-only]
- *              [--bandwidth-only] [--keep-volume] [--reuse]
+ *              [--bandwidth-only] [--keep-volume] [--reuse] [--registered]
  *
  * Measures, on a fresh volume:
  *  - 4 KiB write + fsync: rdax_write(RDAX_WRITE_FSYNC) of one page, i.e. a
@@ -27,6 +27,9 @@
  * --latency-only skips the write-alone latency and the bandwidth;
  * --bandwidth-only measures the bandwidth alone (run-bench.sh takes it in
  * turns with ib_write_bw).
+ * --registered writes the bandwidth's data from rdax_buffer_alloc's memory,
+ * registered once: no copy through librdax's bounce ring (as perftest sends
+ * from its registered buffer).
  * --keep-volume leaves the volume "bench" behind; --reuse opens it instead of
  * creating it: a profile of the daemon then sees no volume creation (which
  * zeroes the whole volume on a registered namespace).
@@ -167,15 +170,21 @@ static int latency(struct rdax_conn *c, struct rdax_volume *v, enum lat_op op, c
  * ib_write_bw measures), and with the fsync that makes them durable
  */
 static int bandwidth(struct rdax_conn *c, struct rdax_volume *v, uint64_t size, uint64_t total,
-		     unsigned depth)
+		     unsigned depth, bool registered)
 {
 	enum { BS = 65536 };
-	uint8_t *buf = malloc((size_t)depth * BS);
-	if (!buf)
+	uint8_t *buf = NULL;
+	int ret = 0;
+	if (registered) {
+		void *p;
+		if ((ret = rdax_buffer_alloc(c, (size_t)depth * BS, &p)))
+			return die("rdax_buffer_alloc", ret, c);
+		buf = p;
+	} else if (!(buf = malloc((size_t)depth * BS))) {
 		return 1;
+	}
 	memset(buf, 0x3c, (size_t)depth * BS);
 	uint64_t submitted = 0, done = 0;
-	int ret = 0;
 	double t0 = now_us();
 	while (done < total) {
 		while (submitted < total && rdax_inflight(c) < depth) {
@@ -207,7 +216,10 @@ static int bandwidth(struct rdax_conn *c, struct rdax_volume *v, uint64_t size, 
 	printf("rdax_write_64k_bw%s_MiBps %.1f\n", tag, total / secs / 1048576.0);
 	printf("rdax_write_64k_durable_bw%s_MiBps %.1f\n", tag, total / durable_secs / 1048576.0);
 out:
-	free(buf);
+	if (registered)
+		rdax_buffer_free(c, buf);
+	else
+		free(buf);
 	return ret ? die("bandwidth", ret, c) : 0;
 }
 
@@ -246,6 +258,7 @@ int main(int argc, char **argv)
 	unsigned iters = 200, bw_mib = 64, depth = 16;
 	long busy_poll = -1;
 	bool latency_only = false, bandwidth_only = false, keep = false, reuse = false;
+	bool registered = false;
 	static char tagbuf[64];
 	static const struct option opts[] = {{"url", required_argument, NULL, 'u'},
 					     {"lat-iters", required_argument, NULL, 'n'},
@@ -258,6 +271,7 @@ int main(int argc, char **argv)
 					     {"bandwidth-only", no_argument, NULL, 'B'},
 					     {"keep-volume", no_argument, NULL, 'k'},
 					     {"reuse", no_argument, NULL, 'r'},
+					     {"registered", no_argument, NULL, 'R'},
 					     {NULL, 0, NULL, 0}};
 	int o;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -296,6 +310,9 @@ int main(int argc, char **argv)
 		case 'r':
 			reuse = true;
 			break;
+		case 'R':
+			registered = true;
+			break;
 		default:
 			return 2;
 		}
@@ -325,7 +342,7 @@ int main(int argc, char **argv)
 	    (lat && !latency_only && latency(c, v, LAT_WRITE, "rdax_write_4k", s, iters)) ||
 	    (lat && latency(c, v, LAT_STAT, "rdax_stat_rpc", s, iters)) ||
 	    (lat && latency(c, v, LAT_FSYNC_CLEAN, "rdax_fsync_clean", s, iters)) ||
-	    (!latency_only && bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth)))
+	    (!latency_only && bandwidth(c, v, size, (uint64_t)bw_mib << 20, depth, registered)))
 		return 1;
 	rdax_volume_close(&v);
 	if (!keep)

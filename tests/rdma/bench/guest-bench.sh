@@ -87,7 +87,7 @@ echo "ib_write_bw 65536 B, again after rdax: $wb2 MiB/s"
 # bandwidth in turns: ib_write_bw and rdax's one-sided writes one after the
 # other, three times, so both see the same moments of the machine (one
 # figure each, minutes apart, moved by 0.85-1.3x between boots)
-echo "== 64 KiB write bandwidth in turns: ib_write_bw, then rdax (defaults), three times"
+echo "== 64 KiB write bandwidth in turns: ib_write_bw, then rdax (defaults: copied through librdax's bounce ring), then rdax from a registered buffer (rdax_buffer_alloc), three times"
 daemon_start
 for turn in 1 2 3; do
 	# a perftest that cannot connect (its server late under load) loses its turn, not the run
@@ -99,6 +99,10 @@ for turn in 1 2 3; do
 	sleep 1 # as pair() gives perftest: the last run's teardown is not measured
 	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
 		--depth "$bw_depth" --bandwidth-only --keep-volume $reuse --tag "turn$turn" | tee -a /tmp/bench.out
+	sleep 1
+	$cli "$build/tests/rdma/bench_rdma" --url "rdma://$ip:7471" --bw-mib "${BENCH_BW_MIB:-48}" \
+		--depth "$bw_depth" --bandwidth-only --keep-volume --reuse --registered \
+		--tag "regturn$turn" | tee -a /tmp/bench.out
 done
 kill -TERM $d && wait $d
 
@@ -205,19 +209,24 @@ awk -v rw="$rw" -v rb="$rb" -v rd="$rd" -v wl="$wl" -v wb="$wb" -v wb2="$wb2" 'B
 	printf "64 KiB write bandwidth (default): rdax %.1f MiB/s vs ib_write_bw %.1f (before) and %.1f MiB/s (after): ratios %.2f and %.2f\n", rb, wb, wb2, rb / wb, rb / wb2
 	printf "   with the fsync that makes them durable: rdax %.1f MiB/s (%.2f of the writes alone)\n", rd, rd / rb
 }'
-for turn in 1 2 3; do
-	p=$(val ib_write_bw_turn$turn)
-	r=$(val rdax_write_64k_bw_turn${turn}_MiBps)
-	[ -n "$p" ] && [ -n "$r" ] && echo "$p $r"
-done | awk '{ n++; p[n] = $1; r[n] = $2; q[n] = $2 / $1 }
-END {
-	if (n == 0) { print "64 KiB write bandwidth in turns: no complete turn"; exit }
-	printf "64 KiB write bandwidth in turns (%d complete):", n
-	for (i = 1; i <= n; i++) printf " ib_write_bw %.1f, rdax %.1f MiB/s (%.2f);", p[i], r[i], q[i]
-	# the median turn by ratio
-	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
-	printf "\n   median ratio %.2f\n", q[int((n + 1) / 2)]
-}'
+# bw_turns PREFIX WHAT -- the bandwidth turns of rdax's runs tagged PREFIXturnN against ib_write_bw's
+bw_turns() {
+	for turn in 1 2 3; do
+		p=$(val ib_write_bw_turn$turn)
+		r=$(val rdax_write_64k_bw_${1}turn${turn}_MiBps)
+		[ -n "$p" ] && [ -n "$r" ] && echo "$p $r"
+	done | awk -v what="$2" '{ n++; p[n] = $1; r[n] = $2; q[n] = $2 / $1 }
+	END {
+		if (n == 0) { printf "64 KiB write bandwidth in turns, %s: no complete turn\n", what; exit }
+		printf "64 KiB write bandwidth in turns, %s (%d complete):", what, n
+		for (i = 1; i <= n; i++) printf " ib_write_bw %.1f, rdax %.1f MiB/s (%.2f);", p[i], r[i], q[i]
+		# the median turn by ratio
+		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (q[j] < q[i]) { t = q[i]; q[i] = q[j]; q[j] = t }
+		printf "\n   median ratio %.2f\n", q[int((n + 1) / 2)]
+	}'
+}
+bw_turns "" "copied (any memory)"
+bw_turns reg "from a registered buffer (rdax_buffer_alloc)"
 for turn in $(seq 1 "$lat_turns"); do
 	w=$(val ib_write_lat_turn$turn)
 	l=$(val ib_send_lat_turn$turn)
