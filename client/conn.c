@@ -361,20 +361,6 @@ int conn_start_tls(struct rdax_conn *c, const struct rdax_conn_opts *opts, const
 	return ret;
 }
 
-static int connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
-			const char *port, char *err, size_t errlen);
-
-int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
-		      const char *port, bool numeric_host, char *err, size_t errlen)
-{
-	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
-	spin_window_init(&c->spin, busy_poll_cap(opts ? opts->busy_poll_us : RDAX_BUSY_POLL_AUTO));
-	int ret = connect_rdma(c, opts, host, port, err, errlen);
-	if (ret == 0)
-		conn_buffers_register(c);
-	return ret;
-}
-
 /* connect_rdma -- the transport, with the PSK's signature if the options name one */
 static int connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
 			const char *port, char *err, size_t errlen)
@@ -401,6 +387,17 @@ static int connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, 
 	ret = rdma_tp_connect_auth(host, port, c->timeout_ms, RDMA_TP_BOUNCE, &auth, &c->rdma, err,
 				   errlen);
 	psk_file_free(&e, n);
+	return ret;
+}
+
+int conn_connect_rdma(struct rdax_conn *c, const struct rdax_conn_opts *opts, const char *host,
+		      const char *port, bool numeric_host, char *err, size_t errlen)
+{
+	snprintf(c->peer, sizeof(c->peer), numeric_host ? "[%s]:%s" : "%s:%s", host, port);
+	spin_window_init(&c->spin, busy_poll_cap(opts ? opts->busy_poll_us : RDAX_BUSY_POLL_AUTO));
+	int ret = connect_rdma(c, opts, host, port, err, errlen);
+	if (ret == 0)
+		conn_buffers_register(c);
 	return ret;
 }
 
