@@ -12,7 +12,7 @@
 #include "log.h"
 #include "transport_rdma.h"
 
-_Static_assert((unsigned)CONN_BUFFERS_MAX <= RDMA_TP_USER_MRS, "each buffer takes one registration");
+_Static_assert(RDAX_BUFFERS_MAX <= RDMA_TP_USER_MRS, "each buffer takes one registration");
 
 void conn_buffers_register(struct rdax_conn *c)
 {
@@ -42,10 +42,10 @@ int rdax_buffer_alloc(struct rdax_conn *conn, size_t len, void **bufp)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	if (len == 0 || len > SIZE_MAX - page)
 		return conn_set_error(conn, -EINVAL, "rdax_buffer_alloc: bad length %zu", len);
-	if (conn->nbufs == CONN_BUFFERS_MAX)
+	if (conn->nbufs == RDAX_BUFFERS_MAX)
 		return conn_set_error(conn, -ENOSPC,
 				      "rdax_buffer_alloc: %d buffers already on this connection",
-				      CONN_BUFFERS_MAX);
+				      RDAX_BUFFERS_MAX);
 	size_t mlen = (len + page - 1) / page * page;
 	void *p = mmap(NULL, mlen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)

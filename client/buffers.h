@@ -9,7 +9,7 @@
  * instead: whole pages, registered on the connection's transport when
  * allocated and on every transport a reconnect makes, so writes from them
  * and reads into them go straight to the device. Over tcp:// they are plain
- * memory. The connection keeps them (CONN_BUFFERS_MAX) and unmaps what is
+ * memory. The connection keeps them (RDAX_BUFFERS_MAX) and unmaps what is
  * left when it is deleted.
  */
 #ifndef RDAX_CLIENT_BUFFERS_H

@@ -183,9 +183,6 @@ struct conn_url {
 
 struct rdma_tp;
 
-/* Buffers of rdax_buffer_alloc at once (RDMA_TP_USER_MRS: one registration each). */
-#define CONN_BUFFERS_MAX RDAX_BUFFERS_MAX
-
 /* A buffer of rdax_buffer_alloc: whole pages, mapped for the connection's life at most. */
 struct conn_buffer {
 	void *addr;
@@ -266,7 +263,7 @@ struct rdax_conn {
 	char primary_url[128];
 
 	/* rdax_buffer_alloc's buffers: registered on every rdma:// transport made */
-	struct conn_buffer bufs[CONN_BUFFERS_MAX];
+	struct conn_buffer bufs[RDAX_BUFFERS_MAX];
 	unsigned nbufs;
 
 	unsigned nvolumes;

@@ -959,13 +959,11 @@ static void rdma_start(struct conn *cc)
 		conn_kick(cc);
 		return;
 	}
-	c->armed = false;
-	cq_arm(c);
+	cq_arm(c); /* and polls what came before the arm */
 	LOG_DEBUG("%s: connected over RDMA on %s (worker %u; credits %u in, %u out; messages of "
 		  "%u bytes)",
 		  cc->peer, c->port->dev->name, cc->set->worker->id, CONN_RDMA_CREDITS,
 		  c->cr.send_window, c->msg_size);
-	conn_poll(c, false);
 	conn_kick(cc);
 	return;
 
