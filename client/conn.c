@@ -824,13 +824,20 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 			break;
 		}
 		if (op_direct(c, op)) {
-			/* one-sided: no frame; a durable write ends with an FSYNC of the range */
+			/*
+			 * one-sided: no frame. A durable write of one part whose
+			 * volume takes durable notices is that notice alone (its
+			 * FSYNC reply answers it); else it ends with an FSYNC of
+			 * the range.
+			 */
 			req = req_alloc(c);
 			if (!req)
 				return -ENOMEM;
 			req->type = FRAME_WRITE;
 			req->direct = true;
 			req->offset = op->offset + op->issued;
+			req->durable_notice = op->durable && op->issued == 0 && n == op->length &&
+					      op->vol->imm_durable;
 		} else {
 			/* WriteRequest: fsync present for a durable write, true if one request */
 			req =
@@ -844,7 +851,8 @@ static int issue_part(struct rdax_conn *c, struct conn_op *op)
 		req->window_bytes = n;
 		op->issued += n;
 		if (op->issued == op->length) {
-			if (op->durable && (op->length > c->max_payload || req->direct))
+			if (op->durable && !req->durable_notice &&
+			    (op->length > c->max_payload || req->direct))
 				op->tail_fsync = true;
 			else
 				op->all_issued = true;
@@ -1214,7 +1222,12 @@ static int tx_post_rdma(struct rdax_conn *c)
 			    .imm_base = req->op->vol->imm_base,
 			    .imm_shift = req->op->vol->imm_shift,
 			};
-			int ret = req->type == FRAME_WRITE
+			/* a durable notice's reply comes under the id the transport gives it */
+			int ret = req->durable_notice
+				      ? rdma_tp_write_durable(c->rdma, &vol, req->offset,
+							      req->payload, req->payload_len,
+							      &req->id)
+				  : req->type == FRAME_WRITE
 				      ? rdma_tp_write(c->rdma, &vol, req->offset, req->payload,
 						      req->payload_len, req)
 				      : rdma_tp_read(c->rdma, &vol, req->offset, req->read_dest,
@@ -1224,7 +1237,7 @@ static int tx_post_rdma(struct rdax_conn *c)
 			if (ret < 0)
 				return rdma_broken(c, ret);
 			c->last_activity = now_ms();
-			/* sent; its completion answers it (rdma_done) */
+			/* sent; its completion answers it (rdma_done), or its FSYNC reply */
 			sendq_pop(c);
 			continue;
 		}
@@ -1474,7 +1487,7 @@ static int rx_header(struct rdax_conn *c)
 		return conn_break(c, -RDAX_E_PROTOCOL,
 				  "%s sent a %s reply to request %llu, which is not in flight",
 				  c->peer, frame_type_name(base), (unsigned long long)h.request_id);
-	if (req && base != 0 && base != req->type)
+	if (req && base != 0 && base != (req->durable_notice ? FRAME_FSYNC : req->type))
 		return conn_break(c, -RDAX_E_PROTOCOL, "%s sent a %s reply to %s request %llu",
 				  c->peer, frame_type_name(base), frame_type_name(req->type),
 				  (unsigned long long)h.request_id);
@@ -1735,6 +1748,8 @@ static void rdma_done(void *arg, void *ctx, int status)
 	struct rdax_conn *c = arg;
 	struct conn_req *req = ctx;
 	c->last_activity = now_ms();
+	if (!req)
+		return; /* a durable notice's write: its FSYNC reply answers it */
 	inflight_unlink(c, req);
 	req->replied = true;
 	req->status = status;

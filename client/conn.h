@@ -137,6 +137,7 @@ struct conn_req {
 	uint8_t *read_dest; /* READ: where the reply's payload goes */
 	uint32_t read_len;
 	bool direct;	       /* RDMA: a one-sided WRITE/READ, no frame (transport_rdma.h) */
+	bool durable_notice;   /* direct WRITE: its notice is durable; an FSYNC reply answers it */
 	uint64_t offset;       /* direct: where in the volume */
 	uint64_t window_bytes; /* counted in conn->inflight_bytes */
 	bool sent_all, replied;
@@ -303,6 +304,7 @@ struct rdax_volume {
 	uint32_t rkey;
 	uint32_t imm_base;  /* its notice range's first unit (rdma_proto.h) */
 	uint32_t imm_shift; /* and its unit: lines or pages */
+	bool imm_durable;   /* its notices may be durable (rdma_proto.h, D) */
 	char *name;
 	unsigned ops_active;		 /* async operations not yet finished */
 	struct rdax_volume *prev, *next; /* in conn->volumes */

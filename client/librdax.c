@@ -881,6 +881,7 @@ static int open_reply_take(struct rdax_conn *conn, struct rdax_volume *v,
 	v->handle = r->handle;
 	v->size = r->size;
 	v->direct = false;
+	v->imm_durable = false;
 	if (conn->rdma && r->has_remote_addr && r->has_rkey && r->has_imm_volume_id) {
 		/* a daemon that names no unit predates lines: its notices name pages */
 		uint32_t shift = r->has_imm_unit_shift ? r->imm_unit_shift : RDMA_IMM_SHIFT_PAGE;
@@ -896,6 +897,9 @@ static int open_reply_take(struct rdax_conn *conn, struct rdax_volume *v,
 		v->rkey = r->rkey;
 		v->imm_base = r->imm_volume_id;
 		v->imm_shift = shift;
+		/* D only inside the space it fits (rdma_proto.h): else plain notices and FSYNCs */
+		v->imm_durable = r->has_imm_durable && r->imm_durable &&
+				 (uint64_t)r->imm_volume_id + (r->size >> shift) <= RDMA_IMM_SPACE_UNITS;
 	}
 	if (r->has_epoch && r->epoch > v->epoch)
 		v->epoch = r->epoch;

@@ -97,6 +97,7 @@ struct rdma_tp {
 	struct tp_user_mr umr[RDMA_TP_USER_MRS];
 	unsigned numr;
 	uint64_t copied; /* bytes copied through the bounce ring */
+	uint64_t durable_notices; /* durable notices posted: the next one's reply id (rdma_proto.h) */
 	uint32_t b_cap; /* 0: no one-sided operations */
 	uint32_t b_head, b_tail, b_used;
 
@@ -440,8 +441,8 @@ void rdma_tp_unregister(struct rdma_tp *tp, void *addr)
  * post_rdma -- a WRITE_WITH_IMM or a READ: straight from or into a
  * registered caller's buffer, else through the bounce ring
  */
-static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *vol, uint64_t off,
-		     const void *wbuf, uint8_t *rbuf, uint32_t len, void *ctx)
+static int post_rdma(struct rdma_tp *tp, bool write, bool durable, const struct rdma_tp_vol *vol,
+		     uint64_t off, const void *wbuf, uint8_t *rbuf, uint32_t len, void *ctx)
 {
 	if (tp->error)
 		return tp->error;
@@ -477,7 +478,8 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 	    .wr.rdma = {.remote_addr = vol->remote_addr + off, .rkey = vol->rkey},
 	};
 	if (write)
-		wr.imm_data = htonl(rdma_imm_encode(vol->imm_base, vol->imm_shift, off, len));
+		wr.imm_data = htonl(rdma_imm_encode(vol->imm_base, vol->imm_shift, off, len) |
+				    (durable ? RDMA_IMM_DURABLE : 0));
 	struct sq_ent e = {
 	    .kind = write ? SQ_WRITE : SQ_READ,
 	    .ctx = ctx,
@@ -500,19 +502,31 @@ static int post_rdma(struct rdma_tp *tp, bool write, const struct rdma_tp_vol *v
 		rdma_credits_send(&tp->cr, false); /* a notice takes a receive, grants nothing */
 	else
 		tp->reads_out++;
+	if (durable)
+		tp->durable_notices++;
 	return 0;
 }
 
 int rdma_tp_write(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off, const void *buf,
 		  uint32_t len, void *ctx)
 {
-	return post_rdma(tp, true, vol, off, buf, NULL, len, ctx);
+	return post_rdma(tp, true, false, vol, off, buf, NULL, len, ctx);
+}
+
+int rdma_tp_write_durable(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off,
+			  const void *buf, uint32_t len, uint64_t *reply_id)
+{
+	uint64_t n = tp->durable_notices;
+	int ret = post_rdma(tp, true, true, vol, off, buf, NULL, len, NULL);
+	if (ret == 0)
+		*reply_id = rdma_durable_reply_id(n);
+	return ret;
 }
 
 int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off, void *buf,
 		 uint32_t len, void *ctx)
 {
-	return post_rdma(tp, false, vol, off, NULL, buf, len, ctx);
+	return post_rdma(tp, false, false, vol, off, NULL, buf, len, ctx);
 }
 
 /* ---- completions and events ---- */

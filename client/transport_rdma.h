@@ -134,6 +134,17 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
 		 uint32_t len, void *ctx);
 
 /*
+ * rdma_tp_write_durable -- rdma_tp_write whose notice is durable (D,
+ * rdma_proto.h): the daemon makes the units written durable and answers
+ * with an FsyncReply in the stream whose request_id is *@reply_id. Only
+ * for a volume whose open offered it (VolumeOpenReply.imm_durable). Its
+ * completion calls back with ctx NULL: the reply is the answer, and it
+ * may come first.
+ */
+int rdma_tp_write_durable(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off,
+			  const void *buf, uint32_t len, uint64_t *reply_id);
+
+/*
  * rdma_tp_register -- register the caller's buffer [@addr, @addr + @len):
  * a one-sided write from within it, or a read into it, then goes straight
  * from or into it, without the bounce ring's copy. The buffer must stay

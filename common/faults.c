@@ -29,6 +29,7 @@ static const struct {
 	{ "meta-copies-together", &rdax_faults.meta_copies_together },
 	{ "lines-first-only", &rdax_faults.lines_first_only },
 	{ "rdma-notice-pages", &rdax_faults.rdma_notice_pages },
+	{ "rdma-durable-unmarked", &rdax_faults.rdma_durable_unmarked },
 	{ "crash-states-no-fsync", &rdax_faults.crash_states_no_fsync },
 	{ "change-record-no-persist", &rdax_faults.change_record_no_persist },
 	{ "repl-ack-early", &rdax_faults.repl_ack_early },

@@ -45,6 +45,11 @@ struct rdax_faults {
 	 * lines written, which the direct-write line tests must see
 	 */
 	bool rdma_notice_pages;
+	/*
+	 * rdma: a durable write notice marks nothing written: its FSYNC finds the
+	 * range clean and acknowledges bytes that were never written back
+	 */
+	bool rdma_durable_unmarked;
 	/* rdax crash-states: fsync records make nothing durable (the model forgets them) */
 	bool crash_states_no_fsync;
 	/* change record: set a region's bit without persisting it (lost after a power cut) */

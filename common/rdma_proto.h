@@ -16,8 +16,9 @@
  *    WRITE_WITH_IMM through the rkey of its VOLUME_OPEN reply; the immediate
  *    value is a write notice (below) and the completion's byte_len the
  *    length, so the daemon marks the range dirty when it processes that
- *    receive completion -- before any later SEND of the same QP. Reads are
- *    one-sided RDMA READs through the same rkey.
+ *    receive completion -- before any later SEND of the same QP. A durable
+ *    notice also stands for an FSYNC request of its range (below). Reads
+ *    are one-sided RDMA READs through the same rkey.
  *
  * Connection set-up: rdma_cm private data, struct rdma_cm_data, sent by the
  * client in rdma_connect and answered by the daemon in rdma_accept.
@@ -195,10 +196,11 @@ static inline uint32_t rdma_reject_decode(const void *buf, uint32_t len, char *r
  * reserved credit for the grant or spent it on a grant-only message, which
  * made the first side able to send data and grant back in turn.
  *
- * A receiver may hold back the grants of messages that carry frame bytes
- * while it cannot take more requests (backpressure: that bounds what it
- * buffers), but must never hold back those of grant-only messages and write
- * notices: they cost it nothing, and the argument above needs them.
+ * A receiver may hold back the grants of messages that carry frame bytes,
+ * and of durable write notices (each stands for a request), while it cannot
+ * take more requests (backpressure: that bounds what it buffers), but must
+ * never hold back those of grant-only messages and plain write notices:
+ * they cost it nothing, and the argument above needs them.
  */
 struct rdma_credits {
 	uint32_t send_window;	  /* the peer's receives for our messages (its private data) */
@@ -271,14 +273,14 @@ static inline void rdma_credits_handled(struct rdma_credits *c, uint32_t n)
 
 /*
  * Each volume opened over RDMA gets a range of units in its connection's
- * notice space (2^31 units per connection, first fit); a unit is a 64-byte
+ * notice space (2^30 units per connection, first fit); a unit is a 64-byte
  * line or a 4 KiB page, chosen per volume at its open:
  * VolumeOpenReply.imm_volume_id is the first unit of the range and
  * imm_unit_shift the unit (6: lines, 12 or absent: pages). A write of
  * byte_len bytes at volume offset `off` carries
  *
- *    31  30                                                       0
- *   | X |  imm_volume_id + (off >> shift)  (unit in the space)     |
+ *    31  30  29                                                   0
+ *   | X | D |  imm_volume_id + (off >> shift)  (unit in the space)  |
  *
  * X is set when the write touches one unit more than
  * ceil(byte_len / unit) (it starts inside a unit and ends past a unit
@@ -288,19 +290,48 @@ static inline void rdma_credits_handled(struct rdma_credits *c, uint32_t n)
  * where in its first unit the write starts, so lines are the finest the
  * daemon can track, and the dirty tree's granularity too.
  *
+ * D (a durable notice) asks the daemon to make those units durable and
+ * answer as it answers an FSYNC request of them: with an FsyncReply whose
+ * request_id is rdma_durable_reply_id(n), n counting the connection's
+ * durable notices from 0 (RC delivers them in order, so both sides count
+ * alike). A durable write is then one work request and one reply, where
+ * the write and an FSYNC request were two. The daemon offers D per volume
+ * (VolumeOpenReply.imm_durable); a client sets it only where offered.
+ *
  * Lines are given only to a client that asks (VolumeOpenRequest.
  * imm_line_units) and only for volumes of at most RDMA_IMM_LINE_VOLUME_MAX
- * bytes (2^28 lines, an eighth of the space, so at least eight such volumes
- * fit one connection); other volumes and old clients get pages, 2^31 of
- * which are 8 TiB per connection.
+ * bytes (2^28 lines, a quarter of the space, so at least four such volumes
+ * fit one connection); other volumes and old clients get pages, 2^30 of
+ * which are 4 TiB per connection. (Before D the space had 2^31 units; a
+ * client still encodes 31 bits, so it works with a daemon of then, which
+ * never offers D.)
  */
-#define RDMA_IMM_UNIT_BITS	 31
+#define RDMA_IMM_UNIT_BITS	 30
 #define RDMA_IMM_SPACE_UNITS	 (1ULL << RDMA_IMM_UNIT_BITS)
-#define RDMA_IMM_EXTRA		 (1U << RDMA_IMM_UNIT_BITS)
-#define RDMA_IMM_UNIT_MASK	 (RDMA_IMM_EXTRA - 1)
+#define RDMA_IMM_EXTRA		 (1U << 31)
+#define RDMA_IMM_DURABLE	 (1U << RDMA_IMM_UNIT_BITS)
+#define RDMA_IMM_UNIT_MASK	 (RDMA_IMM_DURABLE - 1)
 #define RDMA_IMM_SHIFT_LINE	 6
 #define RDMA_IMM_SHIFT_PAGE	 RDAX_PAGE_SHIFT
 #define RDMA_IMM_LINE_VOLUME_MAX (1ULL << (28 + RDMA_IMM_SHIFT_LINE)) /* 16 GiB */
+
+/*
+ * The request ids of durable notices' replies: the top bit set, which no
+ * client request id reaches (clients count theirs up from 1).
+ */
+#define RDMA_DURABLE_REPLY_ID_BIT (1ULL << 63)
+
+/* rdma_durable_reply_id -- the request_id of the reply to durable notice @n of a connection */
+static inline uint64_t rdma_durable_reply_id(uint64_t n)
+{
+	return RDMA_DURABLE_REPLY_ID_BIT | n;
+}
+
+/* rdma_imm_durable -- does the notice ask for durability (D)? */
+static inline bool rdma_imm_durable(uint32_t imm)
+{
+	return (imm & RDMA_IMM_DURABLE) != 0;
+}
 
 /* rdma_imm_shift_valid -- is @shift a unit a notice range may have? */
 static inline bool rdma_imm_shift_valid(uint32_t shift)
@@ -320,7 +351,8 @@ static inline uint32_t rdma_imm_encode(uint32_t base, uint32_t shift, uint64_t o
 	uint64_t last = (off + len - 1) >> shift;
 	uint64_t plain = ((uint64_t)len + (1ULL << shift) - 1) >> shift;
 	uint32_t extra = last - first + 1 > plain ? RDMA_IMM_EXTRA : 0;
-	return extra | (uint32_t)((base + first) & RDMA_IMM_UNIT_MASK);
+	/* 31 bits: a daemon from before D placed ranges in 2^31 units (the caller sets D) */
+	return extra | (uint32_t)((base + first) & (RDMA_IMM_EXTRA - 1));
 }
 
 /* rdma_imm_unit -- the first unit a notice names, in the notice space */

@@ -1956,6 +1956,7 @@ static void finish_open(const struct dispatch_env *env, struct session *s, struc
 		rep.imm_volume_id = d.imm_volume_id;
 		rep.has_imm_unit_shift = 1;
 		rep.imm_unit_shift = d.imm_unit_shift;
+		rep.has_imm_durable = rep.imm_durable = d.imm_durable;
 	}
 	out_reply(out, &rep.base);
 }

@@ -72,6 +72,7 @@ struct dispatch_direct {
 	uint32_t rkey;		 /* remote key that reaches exactly the volume */
 	uint32_t imm_volume_id;	 /* the volume's range in the connection's write notices */
 	uint32_t imm_unit_shift; /* its unit: RDMA_IMM_SHIFT_LINE or _PAGE (rdma_proto.h) */
+	bool imm_durable;	 /* its notices' D bit is taken (rdma_proto.h) */
 };
 
 /*

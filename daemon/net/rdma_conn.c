@@ -17,6 +17,7 @@
 #include "faults.h"
 #include "frame.h"
 #include "log.h"
+#include "rdax.pb-c.h"
 #include "rdma_notice.h"
 #include "repl_registry.h"
 #include "sock.h"
@@ -96,6 +97,7 @@ struct conn_rdma {
 	struct direct *dir;	 /* sorted by base */
 	unsigned ndir, dir_cap;
 	uint32_t held; /* messages with frame bytes whose grants are held back */
+	uint64_t durable_notices; /* durable notices taken: the next one's reply id (rdma_proto.h) */
 
 	bool accepted;	/* rdma_accept done */
 	bool peer_gone; /* disconnected / connection error: no more sends */
@@ -251,16 +253,22 @@ static void release_held(struct conn_rdma *c)
 
 /*
  * notice -- a WRITE_WITH_IMM landed: mark the lines (or pages) it touched
- * written. Returns 0, or -EPROTO (no volume of this connection has those
- * units), or the mark's error.
+ * written. Returns 0 with *@durable_at the volume's entry when the notice
+ * is durable (D) and *@off, *@len the bytes marked (NULL otherwise), or
+ * -EPROTO (no volume of this connection has those units, or a durable
+ * notice of no bytes), or the mark's error.
  */
-static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
+static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len,
+		  const struct direct **durable_at, uint64_t *off_out, uint64_t *len_out)
 {
 	struct rdma_notice_hit hit;
-	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit)) {
+	*durable_at = NULL;
+	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit) ||
+	    (hit.len == 0 && rdma_imm_durable(imm))) {
 		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
 			 "%s: write notice %#" PRIx32 " (%" PRIu32 " bytes) names unit %" PRIu64
-			 " outside every volume of the connection (or runs past its volume)",
+			 " outside every volume of the connection (or runs past its volume, or "
+			 "asks a write of no bytes to be made durable)",
 			 c->nc.s.conn.peer, imm, byte_len, rdma_imm_unit(imm));
 		return -EPROTO;
 	}
@@ -284,7 +292,8 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	struct repl_volume *rv = d->link ? NULL : repl_registry_get(d->v); /* a link's: not again */
 	if (rv)
 		repl_before_write(rv, off, len);
-	int ret = volume_mark_written(d->v, off, len);
+	bool unmarked = rdax_faults.rdma_durable_unmarked && rdma_imm_durable(imm); /* control */
+	int ret = unmarked ? 0 : volume_mark_written(d->v, off, len);
 	if (ret == 0 && rv)
 		repl_write(rv, off, len);
 	if (ret) {
@@ -296,7 +305,45 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len)
 	vol_ack_record_write(d->v, off, len);
 	c->notices++;
 	c->notice_bytes += byte_len;
+	if (rdma_imm_durable(imm)) {
+		*durable_at = d;
+		*off_out = off;
+		*len_out = len;
+	}
 	return 0;
+}
+
+/*
+ * durable_request -- a durable notice stands for an FSYNC request of the
+ * bytes it marked: put that request's frame into the connection's input,
+ * behind every frame the client sent before the notice, so the parser
+ * dispatches it as any other FSYNC (the same checks, the same cluster
+ * rules, the same reply) under the id rdma_proto.h gives it. The notice
+ * arrives between the client's frames (a client posts nothing inside a
+ * frame); one that did not only garbles that client's own stream.
+ * 0, or stream_in_append's error.
+ */
+static int durable_request(struct conn_rdma *c, const struct direct *d, uint64_t off, uint64_t len)
+{
+	Rdax__FsyncRequest f = RDAX__FSYNC_REQUEST__INIT;
+	f.handle = d->handle;
+	f.has_offset = f.has_length = 1;
+	f.offset = off;
+	f.length = len; /* > 0: notice() refuses a durable notice of no bytes */
+	uint8_t frame[FRAME_HEADER_SIZE + 32];
+	size_t body = rdax__fsync_request__get_packed_size(&f);
+	if (body > sizeof(frame) - FRAME_HEADER_SIZE)
+		return -EPROTO; /* cannot be: three varints */
+	rdax__fsync_request__pack(&f, frame + FRAME_HEADER_SIZE);
+	struct frame_header h = {
+	    .magic = FRAME_MAGIC,
+	    .version = FRAME_VERSION,
+	    .type = FRAME_FSYNC,
+	    .request_id = rdma_durable_reply_id(c->durable_notices++),
+	    .body_len = (uint32_t)body,
+	};
+	frame_header_encode(&h, frame);
+	return stream_in_append(&c->nc.s, frame, FRAME_HEADER_SIZE + body);
 }
 
 /*
@@ -447,6 +494,7 @@ static int hook_volume_opened(void *arg, uint32_t handle, struct volume *v, stru
 	out->rkey = rkey;
 	out->imm_volume_id = (uint32_t)nr.base;
 	out->imm_unit_shift = nr.shift;
+	out->imm_durable = true;
 	LOG_DEBUG("%s: volume %s (handle %#" PRIx32 ") reachable: rkey %#" PRIx32
 		  ", notice units of %u bytes [%" PRIu64 ", +%" PRIu64 ")",
 		  c->nc.s.conn.peer, v->name, handle, rkey, 1U << nr.shift, nr.base, nr.nunits);
@@ -546,7 +594,9 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		/* the data landed: mark it even when ending (a later fsync covers it) */
 		conn_input_seen(&c->nc.s.conn);
-		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len);
+		const struct direct *durable_at;
+		uint64_t off = 0, len = 0;
+		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len, &durable_at, &off, &len);
 		if (ending)
 			return;
 		if (ret == 0)
@@ -557,7 +607,22 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 			conn_fail(&c->nc.s.conn, c->nc.s.conn.why);
 			return;
 		}
-		rdma_credits_handled(&c->cr, 1);
+		if (!durable_at || (c->nc.s.conn.closing && !c->nc.s.conn.unit_open)) {
+			rdma_credits_handled(&c->cr, 1);
+			return;
+		}
+		/* a request: its grant is held back as a message's is (backpressure) */
+		ret = durable_request(c, durable_at, off, len);
+		if (ret) {
+			LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing",
+				 c->nc.s.conn.peer,
+				 ret == -EPROTO ? "sent more than its credits allow"
+						: "out of memory for its input");
+			conn_fail(&c->nc.s.conn,
+				  ret == -EPROTO ? "credit violation" : "out of memory");
+			return;
+		}
+		c->held++;
 		return;
 	}
 	if (ending || c->nc.s.conn.dead)

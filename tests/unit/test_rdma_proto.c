@@ -151,7 +151,7 @@ static void imm__extra_bit_marks_the_unaligned_crossing(void **state)
 
 static void imm__last_unit_of_the_space(void **state)
 {
-	/* a volume whose range ends at the top of the 2^31-unit space */
+	/* a volume whose range ends at the top of the 2^30-unit space */
 	uint32_t base = (uint32_t)(RDMA_IMM_SPACE_UNITS - 16);
 	check_notice(base, RDMA_IMM_SHIFT_PAGE, 15 * 4096, 4096);
 	check_notice(base, RDMA_IMM_SHIFT_PAGE, 15 * 4096 + 10, 4086);
@@ -185,8 +185,41 @@ static void imm__only_lines_and_pages_are_units(void **state)
 	assert_false(rdma_imm_shift_valid(0));
 	assert_false(rdma_imm_shift_valid(7));
 	assert_false(rdma_imm_shift_valid(31));
-	/* the largest volume given lines fills an eighth of the space */
-	assert_int_equal(RDMA_IMM_LINE_VOLUME_MAX >> RDMA_IMM_SHIFT_LINE, RDMA_IMM_SPACE_UNITS / 8);
+	/* the largest volume given lines fills a quarter of the space */
+	assert_int_equal(RDMA_IMM_LINE_VOLUME_MAX >> RDMA_IMM_SHIFT_LINE, RDMA_IMM_SPACE_UNITS / 4);
+}
+
+/*
+ * D: a durable notice names the same units as the plain one; D is the bit
+ * above the space (never set by a plain notice of a unit inside it) and
+ * below X; reply ids have the top bit, which client request ids never reach
+ */
+static void imm__durable_bit_leaves_the_units_alone(void **state)
+{
+	assert_int_equal(RDMA_IMM_DURABLE, RDMA_IMM_SPACE_UNITS);
+	assert_int_equal(RDMA_IMM_DURABLE & RDMA_IMM_EXTRA, 0);
+	assert_int_equal(RDMA_IMM_DURABLE & RDMA_IMM_UNIT_MASK, 0);
+	uint32_t top = (uint32_t)(RDMA_IMM_SPACE_UNITS - 2);
+	for (uint32_t shift = RDMA_IMM_SHIFT_LINE; shift <= RDMA_IMM_SHIFT_PAGE;
+	     shift += RDMA_IMM_SHIFT_PAGE - RDMA_IMM_SHIFT_LINE) {
+		uint32_t plain = rdma_imm_encode(top, shift, (1U << shift) - 1, 2);
+		assert_false(rdma_imm_durable(plain));
+		assert_true(plain & RDMA_IMM_EXTRA);
+		uint32_t durable = plain | RDMA_IMM_DURABLE;
+		assert_true(rdma_imm_durable(durable));
+		uint64_t u1, n1, u2, n2;
+		rdma_imm_decode(plain, 2, shift, &u1, &n1);
+		rdma_imm_decode(durable, 2, shift, &u2, &n2);
+		assert_int_equal(u1, top);
+		assert_int_equal(n1, 2);
+		assert_int_equal(u2, u1);
+		assert_int_equal(n2, n1);
+	}
+	/* a daemon from before D placed units up to 2^31: encoded as they were */
+	assert_int_equal(rdma_imm_encode(RDMA_IMM_DURABLE + 5, RDMA_IMM_SHIFT_PAGE, 0, 4096),
+			 RDMA_IMM_DURABLE + 5);
+	assert_int_equal(rdma_durable_reply_id(0), 1ULL << 63);
+	assert_int_equal(rdma_durable_reply_id(41), (1ULL << 63) | 41);
 }
 
 /* ---- credits: two peers, random schedules ---- */
@@ -399,6 +432,7 @@ int main(void)
 	    cmocka_unit_test(imm__last_unit_of_the_space),
 	    cmocka_unit_test(imm__zero_length_marks_nothing),
 	    cmocka_unit_test(imm__only_lines_and_pages_are_units),
+	    cmocka_unit_test(imm__durable_bit_leaves_the_units_alone),
 	    cmocka_unit_test(credits__no_deadlock_under_random_schedules),
 	    cmocka_unit_test(credits__control_without_reserve_deadlocks),
 	    cmocka_unit_test(credits__peer_breaking_the_rules_is_detected),
