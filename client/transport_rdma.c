@@ -426,6 +426,11 @@ uint64_t rdma_tp_copied(const struct rdma_tp *tp)
 	return tp->copied;
 }
 
+uint64_t rdma_tp_durable_notices(const struct rdma_tp *tp)
+{
+	return tp->durable_notices;
+}
+
 void rdma_tp_unregister(struct rdma_tp *tp, void *addr)
 {
 	for (unsigned i = 0; i < tp->numr; i++)

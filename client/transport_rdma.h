@@ -160,6 +160,9 @@ void rdma_tp_unregister(struct rdma_tp *tp, void *addr);
 /* rdma_tp_copied -- bytes of one-sided operations copied through the bounce ring so far */
 uint64_t rdma_tp_copied(const struct rdma_tp *tp);
 
+/* rdma_tp_durable_notices -- durable notices posted so far on this connection */
+uint64_t rdma_tp_durable_notices(const struct rdma_tp *tp);
+
 /*
  * rdma_tp_batch_begin / rdma_tp_batch_end -- the sends, writes and reads
  * posted between the two go to the device in one ibv_post_send at the end

@@ -41,7 +41,9 @@
  * --control runs the daemon with RDAX_FAULTS=skip-writeback (the first entry
  * of every fsync is not written back) and inverts the verdict: exit 0 when a
  * loss was detected (it stops at the first), 1 if all cuts passed -- i.e.
- * the check could not see the broken mechanism.
+ * the check could not see the broken mechanism. --control-fault F is
+ * --control with fault F instead (common/faults.h; over RDMA,
+ * rdma-durable-unmarked breaks the durable write notices alone).
  *
  * Exit: 0 pass, 1 loss detected (or, with --control, not detected),
  * 2 usage, 3 harness or daemon failure.
@@ -93,6 +95,7 @@ struct pc {
 	uint64_t seed;
 	unsigned cuts, loaders;
 	bool control, keep, verbose;
+	const char *control_fault; /* RDAX_FAULTS of the daemon under --control */
 	unsigned clean_every; /* after every N cuts, one round ends with SIGTERM instead */
 	bool clean_round;     /* this round ends with a clean stop */
 	char dir[256];
@@ -552,7 +555,7 @@ static int one_round(struct pc *pc, unsigned round, uint64_t rseed)
 static void usage(void)
 {
 	fprintf(stderr, "usage: powercut [--cuts N] [--seed S] [--loaders L] [--clean-every K] "
-			"[--control] [--keep] [--verbose]\n");
+			"[--control | --control-fault F] [--keep] [--verbose]\n");
 	exit(2);
 }
 
@@ -563,11 +566,13 @@ int main(int argc, char **argv)
 		{ "loaders", required_argument, NULL, 'L' }, { "control", no_argument, NULL, 'c' },
 		{ "keep", no_argument, NULL, 'k' },	  { "verbose", no_argument, NULL, 'v' },
 		{ "clean-every", required_argument, NULL, 'C' },
+		{ "control-fault", required_argument, NULL, 'F' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct pc pc;
 	pc.cuts = 50;
 	pc.loaders = 4;
+	pc.control_fault = "skip-writeback";
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	pc.seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec ^ (uint64_t)getpid() << 32;
@@ -578,6 +583,10 @@ int main(int argc, char **argv)
 		case 's': pc.seed = strtoull(optarg, NULL, 0); break;
 		case 'L': pc.loaders = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'c': pc.control = true; break;
+		case 'F':
+			pc.control = true;
+			pc.control_fault = optarg;
+			break;
 		case 'k': pc.keep = true; break;
 		case 'v': pc.verbose = true; break;
 		case 'C': pc.clean_every = (unsigned)strtoul(optarg, NULL, 0); break;
@@ -594,12 +603,13 @@ int main(int argc, char **argv)
 			pc.loaders);
 		return 2;
 	}
-	printf("powercut: seed 0x%llx, %u cuts, %u loaders%s (rerun: powercut --seed 0x%llx "
-	       "--cuts %u --loaders %u --clean-every %u%s)\n",
+	printf("powercut: seed 0x%llx, %u cuts, %u loaders%s%s (rerun: powercut --seed 0x%llx "
+	       "--cuts %u --loaders %u --clean-every %u%s%s)\n",
 	       (unsigned long long)pc.seed, pc.cuts, pc.loaders,
-	       pc.control ? ", CONTROL: daemon with RDAX_FAULTS=skip-writeback" : "",
-	       (unsigned long long)pc.seed, pc.cuts, pc.loaders, pc.clean_every,
-	       pc.control ? " --control" : "");
+	       pc.control ? ", CONTROL: daemon with RDAX_FAULTS=" : "",
+	       pc.control ? pc.control_fault : "", (unsigned long long)pc.seed, pc.cuts,
+	       pc.loaders, pc.clean_every, pc.control ? " --control-fault " : "",
+	       pc.control ? pc.control_fault : "");
 	fflush(stdout);
 
 	pc.durable = calloc(PC_VOLUME_SIZE, sizeof(uint32_t));
@@ -615,7 +625,7 @@ int main(int argc, char **argv)
 	struct hx_daemon_opts o = { .ns_size = "64M",
 				    .mode = "sim",
 				    .threads = 2,
-				    .faults = pc.control ? "skip-writeback" : NULL };
+				    .faults = pc.control ? pc.control_fault : NULL };
 	if (hx_daemon_start(&pc.d, pc.dir, &o) != 0)
 		return 3;
 	struct rdax_conn *conn = NULL;

@@ -467,6 +467,7 @@ int wire_open_direct(struct wconn *c, const char *name, uint32_t *handle, struct
 	d->rkey = o->rkey;
 	d->imm_base = o->imm_volume_id;
 	d->imm_shift = o->has_imm_unit_shift ? o->imm_unit_shift : RDMA_IMM_SHIFT_PAGE;
+	d->durable = o->has_imm_durable && o->imm_durable;
 	rdax__volume_open_reply__free_unpacked(o, NULL);
 	return 0;
 }
@@ -528,6 +529,45 @@ int wire_rdma_read(struct wconn *c, const struct wire_direct *d, uint64_t off, v
 		   uint32_t len)
 {
 	return wire_rdma_op(c, false, d, off, buf, len);
+}
+
+int wire_rdma_write_durable(struct wconn *c, const struct wire_direct *d, uint64_t off,
+			    const void *buf, uint32_t len, uint64_t *written_back)
+{
+	if (!c->tp)
+		return -EPROTONOSUPPORT;
+	struct rdma_tp_vol vol = {d->remote_addr, d->rkey, d->imm_base, d->imm_shift};
+	uint64_t id = 0;
+	int64_t deadline = hx_now_ms() + WIRE_TIMEOUT_MS;
+	int ret;
+	while ((ret = rdma_tp_write_durable(c->tp, &vol, off, buf, len, &id)) == -EAGAIN) {
+		ret = rdma_tp_progress(c->tp, NULL, NULL);
+		if (ret < 0)
+			return ret;
+		if (hx_now_ms() > deadline)
+			return -ETIMEDOUT;
+	}
+	if (ret)
+		return ret;
+	/* the write's completion calls back with no context: the reply is the answer */
+	struct wreply r;
+	ret = wire_recv(c, &r);
+	if (ret)
+		return ret == -ECONNRESET ? -EPIPE : ret;
+	if (r.h.request_id != id || r.h.type != (FRAME_FSYNC | FRAME_REPLY)) {
+		fprintf(stderr, "wire: a durable notice (reply id %#llx) answered by a %#x reply to %#llx\n",
+			(unsigned long long)id, r.h.type, (unsigned long long)r.h.request_id);
+		wreply_free(&r);
+		return -EBADMSG;
+	}
+	ret = wreply_status(&r, NULL, 0);
+	Rdax__FsyncReply *f = rdax__fsync_reply__unpack(NULL, r.h.body_len, r.body);
+	wreply_free(&r);
+	if (!f)
+		return -EBADMSG;
+	*written_back = f->has_written_back ? f->written_back : 0;
+	rdax__fsync_reply__free_unpacked(f, NULL);
+	return ret;
 }
 
 int wire_close_volume(struct wconn *c, uint32_t handle)

@@ -113,6 +113,7 @@ struct wire_direct {
 	uint32_t rkey;
 	uint32_t imm_base;  /* the volume's first unit in the connection's notice space */
 	uint32_t imm_shift; /* its unit (rdma_proto.h): pages, this client never asks for lines */
+	bool durable;	    /* the daemon takes durable notices for it (imm_durable) */
 };
 
 /* wire_connect_direct -- wire_connect over RDMA, able to post one-sided writes and reads */
@@ -136,6 +137,16 @@ int wire_rdma_write(struct wconn *c, const struct wire_direct *d, uint64_t off, 
 		    uint32_t len);
 int wire_rdma_read(struct wconn *c, const struct wire_direct *d, uint64_t off, void *buf,
 		   uint32_t len);
+
+/*
+ * wire_rdma_write_durable -- one one-sided write through @d with a durable
+ * notice (rdma_proto.h, D), and the daemon's answer: its FsyncReply, which
+ * must carry the notice's reply id. 0 with *@written_back (the reply's), the
+ * reply's failure (-RDAX_E_*), -EBADMSG for a reply of another id or type,
+ * or the connection's failure.
+ */
+int wire_rdma_write_durable(struct wconn *c, const struct wire_direct *d, uint64_t off,
+			    const void *buf, uint32_t len, uint64_t *written_back);
 
 /* wire_body_* -- packed bodies for crafting frames by hand; *len set, malloc'd */
 uint8_t *wire_body_write(uint32_t handle, uint64_t off, bool fsync, size_t *len);

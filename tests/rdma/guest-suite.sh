@@ -196,6 +196,9 @@ check sim_badinput ${BADINPUT_LIMIT:-900} "$IT_BADINPUT"
 check sim_cli 900 "$IT_CLI"
 check sim_powercut 900 "$POWERCUT" --cuts 4 --clean-every 2 --loaders 2
 check sim_powercut_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control
+# the durable write notices' own control: a durable notice that marks nothing (its FSYNC
+# finds the range clean) must lose acknowledged writes at the cuts
+check sim_powercut_durable_control 900 "$POWERCUT" --cuts 4 --loaders 2 --control-fault rdma-durable-unmarked
 # rdax powercut (the daemon's in-process cut) with one-sided writes in flight, and its controls
 check sim_powercut_cmd 900 env RDAX_IT_ONLY='cut__native*' "$IT_POWERCUT"
 # the daemon's write log of one-sided writes: a real cut leaves one of its crash states

@@ -20,6 +20,12 @@
  * older librdax) still gets pages. The control: a daemon that marks whole
  * pages again (RDAX_FAULTS=rdma-notice-pages) must fail the line check.
  *
+ * Durable write notices (D, rdma_proto.h) stand for an FSYNC of the units
+ * they name: each is answered under its reply id having written back
+ * exactly those units, and librdax sends a one-part durable write as that
+ * one notice. The control: a daemon whose durable notices mark nothing
+ * (RDAX_FAULTS=rdma-durable-unmarked) must fail the check.
+ *
  * Limits over RDMA: a connection request over --max-connections is
  * rejected with the reason (not just "refused"), and the handshake and
  * request time limits end connections as they do over sockets.
@@ -42,6 +48,7 @@
 
 #include <cmocka.h>
 
+#include "conn.h"
 #include "harness.h"
 #include "librdax.h"
 #include "rdax.pb-c.h"
@@ -238,7 +245,7 @@ static void notice__outside_every_volume_closes_that_connection(void **state)
 	assert_int_equal(wire_create(&a, "iso", VOL_SIZE), 0);
 	assert_int_equal(wire_open_direct(&a, "iso", &ha, &da), 0);
 	struct wire_direct bad = da;
-	bad.imm_base = 1U << 30; /* the window is right, the notice names nothing */
+	bad.imm_base = 1U << 29; /* the window is right, the notice names nothing */
 	wire_rdma_write(&a, &bad, 0, p1, sizeof(p1)); /* lands; may or may not see the close */
 	assert_true(wire_eof(&a));
 	assert_true(log_has("outside every volume"));
@@ -437,6 +444,117 @@ static void buffers__registered_memory_moves_without_a_copy(void **state)
 	assert_int_equal(rdax_disconnect(&c), 0);
 	verify("zcl", want, big);
 	free(want);
+}
+
+/*
+ * durable_check -- durable notices on the wire: each is answered by an
+ * FsyncReply under the next reply id (wire_rdma_write_durable checks it)
+ * that wrote back exactly its own units -- not a plain write's beside it,
+ * which stays dirty -- and leaves them clean. True when every figure is
+ * right (the control's daemon must make it false); the bytes read back
+ * either way.
+ */
+static bool durable_check(void)
+{
+	struct wconn a;
+	struct wire_direct d;
+	uint32_t h;
+	static uint8_t p[3][4096];
+	client(&a);
+	assert_int_equal(wire_create(&a, "dn", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "dn", &h, &d), 0);
+	assert_true(d.durable);
+	bool ok = true;
+	uint64_t wb = 0, dirty = 0;
+	for (int i = 0; i < 3; i++)
+		hx_pattern(p[i], 4096, 31 + i, 0);
+	/* a plain write, then two durable ones (the second unaligned: two pages) */
+	assert_int_equal(wire_rdma_write(&a, &d, 0, p[0], 4096), 0);
+	assert_int_equal(wire_rdma_write_durable(&a, &d, 8192, p[1], 4096, &wb), 0);
+	fprintf(stderr, "durable notice of one page: wrote back %llu bytes\n", (unsigned long long)wb);
+	ok = ok && wb == 4096;
+	assert_int_equal(wire_rdma_write_durable(&a, &d, 16384 + 100, p[2], 4096, &wb), 0);
+	fprintf(stderr, "durable notice over two pages: wrote back %llu bytes\n",
+		(unsigned long long)wb);
+	ok = ok && wb == 8192;
+	assert_int_equal(wire_stat(&a, h, &dirty), 0);
+	fprintf(stderr, "dirty after them: %llu bytes (the plain write's page)\n",
+		(unsigned long long)dirty);
+	ok = ok && dirty == 4096;
+	assert_int_equal(wire_fsync(&a, h, 0, 0), 0);
+	wire_close(&a);
+	static uint8_t want[24576];
+	memset(want, 0, sizeof(want));
+	memcpy(want, p[0], 4096);
+	memcpy(want + 8192, p[1], 4096);
+	memcpy(want + 16384 + 100, p[2], 4096);
+	struct wconn r;
+	uint32_t hr;
+	static uint8_t got[sizeof(want)];
+	assert_int_equal(wire_connect(&r, T.d.port), 0);
+	assert_int_equal(wire_hello(&r, NULL, 0), 0);
+	assert_int_equal(wire_open(&r, "dn", &hr, NULL), 0);
+	assert_int_equal(wire_read(&r, hr, 0, sizeof(got), got), 0);
+	assert_memory_equal(got, want, sizeof(want));
+	wire_close(&r);
+	return ok;
+}
+
+/*
+ * durable__notice_is_its_own_fsync -- a durable write notice makes its
+ * units durable and is answered as their FSYNC (durable_check); librdax
+ * sends a durable write of one part as that one notice (no FSYNC request),
+ * and one of several parts as plain notices and an FSYNC of the whole
+ */
+static void durable__notice_is_its_own_fsync(void **state)
+{
+	(void)state;
+	assert_true(durable_check());
+
+	struct rdax_conn *c;
+	struct rdax_volume *v;
+	open_lib(&c, &v, "dnl", true);
+	static uint8_t page[4096], big[1U << 20];
+	hx_pattern(page, sizeof(page), 35, 0);
+	hx_pattern(big, sizeof(big), 36, 0);
+	uint64_t before = rdma_tp_durable_notices(c->rdma);
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(rdax_write(v, (uint64_t)i * 4096, page, sizeof(page), RDAX_WRITE_FSYNC),
+				 0);
+	uint64_t small = rdma_tp_durable_notices(c->rdma) - before;
+	before = rdma_tp_durable_notices(c->rdma);
+	assert_int_equal(rdax_write(v, 1U << 20, big, sizeof(big), RDAX_WRITE_FSYNC), 0);
+	uint64_t large = rdma_tp_durable_notices(c->rdma) - before;
+	fprintf(stderr, "durable notices: %llu for 8 durable 4 KiB writes, %llu for one of 1 MiB\n",
+		(unsigned long long)small, (unsigned long long)large);
+	assert_int_equal(small, 8);
+	assert_int_equal(large, 0);
+	struct rdax_volume_stat st = {0};
+	assert_int_equal(rdax_stat(v, &st), 0);
+	assert_int_equal(st.dirty_bytes, 0);
+	assert_int_equal(rdax_volume_close(&v), 0);
+	assert_int_equal(rdax_disconnect(&c), 0);
+}
+
+/* setup_durable_unmarked -- a fresh daemon whose durable notices mark nothing (the control) */
+static int setup_durable_unmarked(void **state)
+{
+	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
+		return -1;
+	struct hx_daemon_opts o = {
+	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = "rdma-durable-unmarked"};
+	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+}
+
+/*
+ * durable__control_unmarked_notice_is_caught -- the control: a daemon whose
+ * durable notices mark nothing answers them having written nothing back,
+ * and durable_check must say so
+ */
+static void durable__control_unmarked_notice_is_caught(void **state)
+{
+	(void)state;
+	assert_false(durable_check());
 }
 
 /*
@@ -898,6 +1016,9 @@ int main(int argc, char **argv)
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(order__fsync_behind_unacknowledged_writes_covers_them,
 					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(durable__notice_is_its_own_fsync, setup, teardown),
+	    cmocka_unit_test_setup_teardown(durable__control_unmarked_notice_is_caught,
+					    setup_durable_unmarked, teardown),
 	    cmocka_unit_test_setup_teardown(buffers__registered_memory_moves_without_a_copy, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(disconnect__with_writes_in_flight, setup, teardown),
