@@ -504,7 +504,8 @@ static bool durable_check(void)
  * durable__notice_is_its_own_fsync -- a durable write notice makes its
  * units durable and is answered as their FSYNC (durable_check); librdax
  * sends a durable write of one part as that one notice (no FSYNC request),
- * and one of several parts as plain notices and an FSYNC of the whole
+ * and one of several parts as plain notices and an FSYNC of the whole; the
+ * bytes read back
  */
 static void durable__notice_is_its_own_fsync(void **state)
 {
@@ -523,15 +524,22 @@ static void durable__notice_is_its_own_fsync(void **state)
 				 0);
 	uint64_t small = rdma_tp_durable_notices(c->rdma) - before;
 	before = rdma_tp_durable_notices(c->rdma);
-	assert_int_equal(rdax_write(v, 1U << 20, big, sizeof(big), RDAX_WRITE_FSYNC), 0);
+	/* 1 MiB across the 2 MiB boundary: two parts at least */
+	assert_int_equal(rdax_write(v, 3U << 19, big, sizeof(big), RDAX_WRITE_FSYNC), 0);
 	uint64_t large = rdma_tp_durable_notices(c->rdma) - before;
-	fprintf(stderr, "durable notices: %llu for 8 durable 4 KiB writes, %llu for one of 1 MiB\n",
+	fprintf(stderr, "durable notices: %llu for 8 durable 4 KiB writes, %llu for 1 MiB across "
+			"a 2 MiB boundary\n",
 		(unsigned long long)small, (unsigned long long)large);
 	assert_int_equal(small, 8);
 	assert_int_equal(large, 0);
 	struct rdax_volume_stat st = {0};
 	assert_int_equal(rdax_stat(v, &st), 0);
 	assert_int_equal(st.dirty_bytes, 0);
+	static uint8_t got[sizeof(big)];
+	assert_int_equal(rdax_read(v, 3U << 19, got, sizeof(got)), 0);
+	assert_memory_equal(got, big, sizeof(big));
+	assert_int_equal(rdax_read(v, 7 * 4096, got, 4096), 0);
+	assert_memory_equal(got, page, 4096);
 	assert_int_equal(rdax_volume_close(&v), 0);
 	assert_int_equal(rdax_disconnect(&c), 0);
 }
