@@ -534,6 +534,25 @@ int rdma_tp_read(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint64_t off
 	return post_rdma(tp, false, false, vol, off, NULL, buf, len, ctx);
 }
 
+int rdma_tp_test_empty_notice(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint32_t imm)
+{
+	if (tp->error)
+		return tp->error;
+	if (!sq_room(tp) || !rdma_credits_can_send(&tp->cr))
+		return -EAGAIN;
+	struct ibv_send_wr wr = {
+	    .num_sge = 0,
+	    .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+	    .imm_data = htonl(imm),
+	    .wr.rdma = {.remote_addr = vol->remote_addr, .rkey = vol->rkey},
+	};
+	struct sq_ent e = {.kind = SQ_WRITE, .direct = true};
+	int ret = sq_post(tp, &wr, &e);
+	if (ret == 0)
+		rdma_credits_send(&tp->cr, false);
+	return ret;
+}
+
 /* ---- completions and events ---- */
 
 /* status_code -- the code of a failed completion */

@@ -217,4 +217,11 @@ const char *rdma_tp_error(const struct rdma_tp *tp);
  */
 void rdma_tp_test_ignore_credits(struct rdma_tp *tp);
 
+/*
+ * rdma_tp_test_empty_notice -- tests only: a WRITE_WITH_IMM of no bytes at
+ * @vol's start whose immediate is @imm as given, as a misbehaving client
+ * could post. 0, -EAGAIN, or the connection's failure.
+ */
+int rdma_tp_test_empty_notice(struct rdma_tp *tp, const struct rdma_tp_vol *vol, uint32_t imm);
+
 #endif

@@ -52,6 +52,7 @@
 #include "harness.h"
 #include "librdax.h"
 #include "rdax.pb-c.h"
+#include "rdma_proto.h"
 #include "transport_rdma.h"
 #include "wire.h"
 
@@ -256,6 +257,43 @@ static void notice__outside_every_volume_closes_that_connection(void **state)
 	assert_int_equal(wire_stat(&b, hb, &dirty), 0);
 	assert_int_equal(dirty, 4096);
 	assert_int_equal(wire_fsync(&b, hb, 0, 0), 0);
+	wire_close(&b);
+}
+
+/*
+ * notice__durable_of_no_bytes_closes_that_connection -- a durable notice of
+ * no bytes names no range to make durable: the daemon closes that
+ * connection (an empty plain notice marks nothing and is fine); others go on
+ */
+static void notice__durable_of_no_bytes_closes_that_connection(void **state)
+{
+	(void)state;
+	struct wconn a, b;
+	struct wire_direct da, db;
+	uint32_t ha, hb;
+	uint64_t wb = 0;
+	static uint8_t p1[4096];
+	hx_pattern(p1, sizeof(p1), 8, 0);
+	client(&b);
+	assert_int_equal(wire_create(&b, "bystander", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&b, "bystander", &hb, &db), 0);
+
+	client(&a);
+	assert_int_equal(wire_create(&a, "empty", VOL_SIZE), 0);
+	assert_int_equal(wire_open_direct(&a, "empty", &ha, &da), 0);
+	struct rdma_tp_vol va = {da.remote_addr, da.rkey, da.imm_base, da.imm_shift};
+	/* the plain empty notice first: nothing marked, the connection goes on */
+	assert_int_equal(rdma_tp_test_empty_notice(a.tp, &va, da.imm_base), 0);
+	uint64_t dirty = 1;
+	assert_int_equal(wire_stat(&a, ha, &dirty), 0);
+	assert_int_equal(dirty, 0);
+	assert_int_equal(rdma_tp_test_empty_notice(a.tp, &va, da.imm_base | RDMA_IMM_DURABLE), 0);
+	assert_true(wire_eof(&a));
+	assert_true(log_has("asks a write of no bytes to be made durable"));
+	wire_close(&a);
+
+	assert_int_equal(wire_rdma_write_durable(&b, &db, 0, p1, sizeof(p1), &wb), 0);
+	assert_int_equal(wb, 4096);
 	wire_close(&b);
 }
 
@@ -1021,6 +1059,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test_setup_teardown(isolation__disconnected_clients_rkey_is_dead, setup,
 					    teardown),
 	    cmocka_unit_test_setup_teardown(notice__outside_every_volume_closes_that_connection,
+					    setup, teardown),
+	    cmocka_unit_test_setup_teardown(notice__durable_of_no_bytes_closes_that_connection,
 					    setup, teardown),
 	    cmocka_unit_test_setup_teardown(order__fsync_behind_unacknowledged_writes_covers_them,
 					    setup, teardown),
