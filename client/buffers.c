@@ -78,8 +78,10 @@ int rdax_buffer_free(struct rdax_conn *conn, void *buf)
 	for (unsigned i = 0; i < conn->nbufs; i++) {
 		if (conn->bufs[i].addr != buf)
 			continue;
-		if (conn->rdma)
+		if (conn->rdma) {
+			conn_rdma_settle(conn); /* a durable write's completion may trail its reply */
 			rdma_tp_unregister(conn->rdma, buf);
+		}
 		munmap(buf, conn->bufs[i].len);
 		conn->bufs[i] = conn->bufs[--conn->nbufs];
 		return 0;

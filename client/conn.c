@@ -1757,6 +1757,18 @@ static void rdma_done(void *arg, void *ctx, int status)
 		req_finish(c, req);
 }
 
+void conn_rdma_settle(struct rdax_conn *c)
+{
+	int64_t deadline = now_ms() + 5000;
+	while (c->rdma && rdma_tp_direct_posted(c->rdma) > 0 && now_ms() < deadline) {
+		int ret = rdma_tp_poll(c->rdma, rdma_done, c);
+		if (ret < 0)
+			return; /* failed: its work requests are flushed, nothing reads the memory */
+		if (ret == 0)
+			usleep(50);
+	}
+}
+
 /* rdma_progress -- handle RDMA completions and events; 0 or the broken code */
 static int rdma_progress(struct rdax_conn *c)
 {

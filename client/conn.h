@@ -484,6 +484,16 @@ int conn_submit_discard(struct rdax_volume *vol, uint64_t offset, uint64_t lengt
 /* conn_transport_close -- close the socket, TLS session or RDMA transport; reset receiving */
 void conn_transport_close(struct rdax_conn *c);
 
+/*
+ * conn_rdma_settle -- over rdma://, take completions until no one-sided
+ * write or read is posted (at most a few seconds; a failed connection
+ * flushes them at once). A durable notice's write is answered by its FSYNC
+ * reply, which can come before the write's own completion: until then the
+ * device may still read the memory it came from (a retransmission), so a
+ * registered buffer is unregistered only after this. Nothing to do over TCP.
+ */
+void conn_rdma_settle(struct rdax_conn *c);
+
 /* conn_op_message -- the message for a failed op: the server's, the broken stream's, or strerror */
 const char *conn_op_message(const struct rdax_conn *c, const struct conn_op *op);
 

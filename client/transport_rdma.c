@@ -98,6 +98,7 @@ struct rdma_tp {
 	unsigned numr;
 	uint64_t copied; /* bytes copied through the bounce ring */
 	uint64_t durable_notices; /* durable notices posted: the next one's reply id (rdma_proto.h) */
+	uint32_t direct_posted;	  /* one-sided writes and reads posted, not yet completed */
 	uint32_t b_cap; /* 0: no one-sided operations */
 	uint32_t b_head, b_tail, b_used;
 
@@ -431,6 +432,11 @@ uint64_t rdma_tp_durable_notices(const struct rdma_tp *tp)
 	return tp->durable_notices;
 }
 
+uint32_t rdma_tp_direct_posted(const struct rdma_tp *tp)
+{
+	return tp->direct_posted;
+}
+
 void rdma_tp_unregister(struct rdma_tp *tp, void *addr)
 {
 	for (unsigned i = 0; i < tp->numr; i++)
@@ -509,6 +515,7 @@ static int post_rdma(struct rdma_tp *tp, bool write, bool durable, const struct 
 		tp->reads_out++;
 	if (durable)
 		tp->durable_notices++;
+	tp->direct_posted++;
 	return 0;
 }
 
@@ -548,8 +555,10 @@ int rdma_tp_test_empty_notice(struct rdma_tp *tp, const struct rdma_tp_vol *vol,
 	};
 	struct sq_ent e = {.kind = SQ_WRITE, .direct = true};
 	int ret = sq_post(tp, &wr, &e);
-	if (ret == 0)
+	if (ret == 0) {
 		rdma_credits_send(&tp->cr, false);
+		tp->direct_posted++;
+	}
 	return ret;
 }
 
@@ -595,6 +604,7 @@ static void handle_send_wc(struct rdma_tp *tp, const struct ibv_wc *wc,
 		}
 		/* fall through */
 	case SQ_WRITE:
+		tp->direct_posted--;
 		if (!e.direct)
 			bounce_free(tp, e.b_off, e.len, e.b_span);
 		if (wc->status == IBV_WC_SUCCESS && done)

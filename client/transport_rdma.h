@@ -163,6 +163,9 @@ uint64_t rdma_tp_copied(const struct rdma_tp *tp);
 /* rdma_tp_durable_notices -- durable notices posted so far on this connection */
 uint64_t rdma_tp_durable_notices(const struct rdma_tp *tp);
 
+/* rdma_tp_direct_posted -- one-sided writes and reads posted whose completions have not come */
+uint32_t rdma_tp_direct_posted(const struct rdma_tp *tp);
+
 /*
  * rdma_tp_batch_begin / rdma_tp_batch_end -- the sends, writes and reads
  * posted between the two go to the device in one ibv_post_send at the end

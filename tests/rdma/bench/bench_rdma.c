@@ -8,8 +8,10 @@
  *
  * Measures, on a fresh volume:
  *  - 4 KiB write + fsync: rdax_write(RDAX_WRITE_FSYNC) of one page, i.e. a
- *    one-sided WRITE_WITH_IMM followed by the FSYNC request and its reply,
- *    one at a time (latency: median and mean, microseconds);
+ *    one-sided WRITE_WITH_IMM whose notice is durable and the daemon's
+ *    FSYNC reply (with a daemon that does not offer durable notices, the
+ *    write, an FSYNC request and its reply), one at a time (latency:
+ *    median and mean, microseconds);
  *  - 4 KiB one-sided write alone (rdax_write without fsync);
  *  - the parts of a write+fsync: a STAT request (a SEND and its reply,
  *    answered on the daemon's event loop) and an fsync of a clean page (the

@@ -194,8 +194,10 @@ for t in default sleep cap5ms; do
 		-v cc="$cc" -v dc="$dc" -v ccu="$ccu" -v dcu="$dcu" 'BEGIN {
 	printf "%s:\n", t
 	# perftest latencies are half round trips: one way. A write+fsync is the 4 KiB
-	# write and the FSYNC request going one way, the reply coming back.
-	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f (structural floor ib_write_lat + 2 x ib_send_lat = %.0f us: ratio %.2f)\n", rl, wl + sl, rl / (wl + sl), wl + 2 * sl, rl / (wl + 2 * sl)
+	# write going one way, its durable notice the request, and the reply coming
+	# back: the reference is also its structural floor (with an FSYNC request of
+	# its own, as before durable notices, the floor was ib_write_lat + 2 x ib_send_lat).
+	printf "   4 KiB write+fsync: rdax %.0f us vs ib_write_lat + ib_send_lat = %.0f us: ratio %.2f (the floor of a write, its notice the request, and the reply)\n", rl, wl + sl, rl / (wl + sl)
 	printf "   its CPU: client %.0f us per write+fsync (%.0f%% of a CPU), daemon %.0f us (%.0f%%)\n", ccu, 100 * cc, dcu, 100 * dc
 	printf "   request round trip (STAT): rdax %.0f vs 2 x ib_send_lat = %.0f (ratio %.2f), vs 2 x ib_send_lat -e = %.0f (ratio %.2f)\n", rs, 2 * sl, rs / (2 * sl), 2 * se, rs / (2 * se)
 	printf "   fsync with nothing to write back: %.0f (the round trip + %.0f); write+fsync: the clean fsync + %.0f\n", rf, rf - rs, rl - rf
