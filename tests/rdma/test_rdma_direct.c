@@ -65,13 +65,20 @@ static struct {
 } T;
 
 /* setup -- a fresh daemon for each test */
-static int setup(void **state)
+/* start_daemon -- a fresh daemon with @faults (NULL: none; a control's otherwise) */
+static int start_daemon(const char *faults)
 {
 	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
 		return -1;
 	/* info: a client's broken notices and credits are refused at info (LOG_PEER) */
-	struct hx_daemon_opts o = {.ns_size = "64M", .threads = 2, .log_level = "info"};
+	struct hx_daemon_opts o = {
+	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = faults};
 	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+}
+
+static int setup(void **state)
+{
+	return start_daemon(NULL);
 }
 
 /* log_has -- does the daemon's log mention @what? */
@@ -600,11 +607,7 @@ static void durable__notice_is_its_own_fsync(void **state)
 /* setup_durable_unmarked -- a fresh daemon whose durable notices mark nothing (the control) */
 static int setup_durable_unmarked(void **state)
 {
-	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
-		return -1;
-	struct hx_daemon_opts o = {
-	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = "rdma-durable-unmarked"};
-	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+	return start_daemon("rdma-durable-unmarked");
 }
 
 /*
@@ -713,11 +716,7 @@ static void lines__fsync_writes_back_the_lines_written(void **state)
 /* setup_notice_pages -- a fresh daemon that marks whole pages for line notices (the control) */
 static int setup_notice_pages(void **state)
 {
-	if (hx_tmpdir_make("rdma", T.dir, sizeof(T.dir)))
-		return -1;
-	struct hx_daemon_opts o = {
-	    .ns_size = "64M", .threads = 2, .log_level = "info", .faults = "rdma-notice-pages"};
-	return hx_daemon_start(&T.d, T.dir, &o) ? -1 : 0;
+	return start_daemon("rdma-notice-pages");
 }
 
 /*
