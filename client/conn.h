@@ -26,8 +26,11 @@
  * opened with direct access are one-sided RDMA operations (req->direct):
  * posted from the send queue in order with the frames -- so an FSYNC
  * queued after a write reaches the daemon after the write's notice -- and
- * finished by their completion instead of a reply. A durable write (of any
- * length) is the one-sided writes followed by one FSYNC of the range.
+ * finished by their completion instead of a reply. A durable write of one
+ * part, on a volume whose daemon takes durable notices, is one one-sided
+ * write whose notice asks for durability, answered by the daemon's FSYNC
+ * reply (req->durable_notice, rdma_proto.h); a longer one is the one-sided
+ * writes followed by one FSYNC of the range.
  *
  * Thread safety: none; the caller serialises all use of a connection.
  */
