@@ -566,7 +566,10 @@ int rdax_buffer_alloc(struct rdax_conn *conn, size_t len, void **bufp);
 
 /*
  * rdax_buffer_free -- unmap a buffer of rdax_buffer_alloc (NULL: nothing).
- * No operation on it may be in flight. rdax_disconnect frees the rest.
+ * No operation on it may be in flight. Over rdma:// it first waits (briefly)
+ * for the completions of one-sided operations still posted: a durable
+ * write returns on the daemon's reply, which can precede its own
+ * completion. rdax_disconnect frees the rest.
  * Returns 0, or -EINVAL (not a buffer of @conn).
  */
 int rdax_buffer_free(struct rdax_conn *conn, void *buf);

@@ -89,18 +89,26 @@ static void send_reads(struct wconn *w, uint32_t handle, unsigned n)
 	}
 }
 
-/* wait_input -- until bytes of a reply are waiting on @fd: the daemon is sending */
-static void wait_input(int fd)
+/*
+ * wait_stalled -- until bytes of replies wait on @fd and stop growing (the
+ * same count three times, 100 ms apart): the daemon has filled the socket
+ * and its replies queue behind it. Not just the first byte: with requests
+ * still being read or worked on, a drain could find nothing queued yet.
+ */
+static void wait_stalled(int fd)
 {
 	int64_t end = hx_now_ms() + WAIT_MS;
-	int n = 0;
+	int n = 0, last = -1, same = 0;
 	while (hx_now_ms() < end) {
 		assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
-		if (n > 0)
+		same = n > 0 && n == last ? same + 1 : 0;
+		if (same == 2)
 			return;
-		usleep(10000);
+		last = n;
+		usleep(100000);
 	}
-	fail_msg("no reply byte arrived within %d ms", WAIT_MS);
+	fail_msg("the replies did not fill the socket within %d ms (%d bytes waiting)", WAIT_MS,
+		 n);
 }
 
 /* wait_rdma_input -- until a message of the daemon arrived on the RDMA connection */
@@ -169,9 +177,9 @@ static void drain_run(unsigned threads, const char *faults, char **log, unsigned
 						(uint32_t)MiB, NULL, 0),
 				 0);
 
-	/* every transport has started answering (and will stall on its slow client) */
-	wait_input(tcp.fd);
-	wait_input(nbd.fd);
+	/* every transport has answered until it stalled on its slow client */
+	wait_stalled(tcp.fd);
+	wait_stalled(nbd.fd);
 	if (rdma)
 		wait_rdma_input(&rd);
 
