@@ -251,18 +251,22 @@ static void release_held(struct conn_rdma *c)
 
 /* ---- write notices and windows ---- */
 
+/* What a durable notice asks to make durable: bytes of volume entry @d (NULL: nothing). */
+struct durable_ask {
+	const struct direct *d;
+	uint64_t off, len;
+};
+
 /*
  * notice -- a WRITE_WITH_IMM landed: mark the lines (or pages) it touched
- * written. Returns 0 with *@durable_at the volume's entry when the notice
- * is durable (D) and *@off, *@len the bytes marked (NULL otherwise), or
- * -EPROTO (no volume of this connection has those units, or a durable
- * notice of no bytes), or the mark's error.
+ * written. Returns 0, with *@ask the bytes marked when the notice is
+ * durable (D), or -EPROTO (no volume of this connection has those units,
+ * or a durable notice of no bytes), or the mark's error.
  */
-static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len,
-		  const struct direct **durable_at, uint64_t *off_out, uint64_t *len_out)
+static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len, struct durable_ask *ask)
 {
 	struct rdma_notice_hit hit;
-	*durable_at = NULL;
+	*ask = (struct durable_ask){0};
 	if (rdma_notice_resolve(c->dir, sizeof(*c->dir), c->ndir, imm, byte_len, &hit) ||
 	    (hit.len == 0 && rdma_imm_durable(imm))) {
 		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer,
@@ -305,12 +309,28 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len,
 	vol_ack_record_write(d->v, off, len);
 	c->notices++;
 	c->notice_bytes += byte_len;
-	if (rdma_imm_durable(imm)) {
-		*durable_at = d;
-		*off_out = off;
-		*len_out = len;
-	}
+	if (rdma_imm_durable(imm))
+		*ask = (struct durable_ask){d, off, len};
 	return 0;
+}
+
+/*
+ * input_append -- frame bytes for the parser; their message's grant is
+ * held back until it is through (release_held). The connection fails
+ * when they would pass the input's bound (more than the credits allow) or
+ * memory ran out.
+ */
+static void input_append(struct conn_rdma *c, const uint8_t *b, size_t n)
+{
+	int ret = stream_in_append(&c->nc.s, b, n);
+	if (ret) {
+		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing", c->nc.s.conn.peer,
+			 ret == -EPROTO ? "sent more than its credits allow"
+					: "out of memory for its input");
+		conn_fail(&c->nc.s.conn, ret == -EPROTO ? "credit violation" : "out of memory");
+		return;
+	}
+	c->held++;
 }
 
 /*
@@ -320,21 +340,19 @@ static int notice(struct conn_rdma *c, uint32_t imm, uint32_t byte_len,
  * dispatches it as any other FSYNC (the same checks, the same cluster
  * rules, the same reply) under the id rdma_proto.h gives it. The notice
  * arrives between the client's frames (a client posts nothing inside a
- * frame); one that did not only garbles that client's own stream.
- * 0, or stream_in_append's error.
+ * frame); one that did not only garbles that client's own stream. Its
+ * grant is held back as a message's is (backpressure).
  */
-static int durable_request(struct conn_rdma *c, const struct direct *d, uint64_t off, uint64_t len)
+static void durable_request(struct conn_rdma *c, const struct durable_ask *ask)
 {
 	Rdax__FsyncRequest f = RDAX__FSYNC_REQUEST__INIT;
-	f.handle = d->handle;
+	f.handle = ask->d->handle;
 	f.has_offset = f.has_length = 1;
-	f.offset = off;
-	f.length = len; /* > 0: notice() refuses a durable notice of no bytes */
+	f.offset = ask->off;
+	f.length = ask->len; /* > 0: notice() refuses a durable notice of no bytes */
+	/* three varints: at most 1 + 5, 1 + 10 and 1 + 10 bytes */
 	uint8_t frame[FRAME_HEADER_SIZE + 32];
-	size_t body = rdax__fsync_request__get_packed_size(&f);
-	if (body > sizeof(frame) - FRAME_HEADER_SIZE)
-		return -EPROTO; /* cannot be: three varints */
-	rdax__fsync_request__pack(&f, frame + FRAME_HEADER_SIZE);
+	size_t body = rdax__fsync_request__pack(&f, frame + FRAME_HEADER_SIZE);
 	struct frame_header h = {
 	    .magic = FRAME_MAGIC,
 	    .version = FRAME_VERSION,
@@ -343,7 +361,7 @@ static int durable_request(struct conn_rdma *c, const struct direct *d, uint64_t
 	    .body_len = (uint32_t)body,
 	};
 	frame_header_encode(&h, frame);
-	return stream_in_append(&c->nc.s, frame, FRAME_HEADER_SIZE + body);
+	input_append(c, frame, FRAME_HEADER_SIZE + body);
 }
 
 /*
@@ -594,9 +612,8 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		/* the data landed: mark it even when ending (a later fsync covers it) */
 		conn_input_seen(&c->nc.s.conn);
-		const struct direct *durable_at;
-		uint64_t off = 0, len = 0;
-		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len, &durable_at, &off, &len);
+		struct durable_ask ask;
+		int ret = notice(c, ntohl(wc->imm_data), wc->byte_len, &ask);
 		if (ending)
 			return;
 		if (ret == 0)
@@ -607,22 +624,10 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 			conn_fail(&c->nc.s.conn, c->nc.s.conn.why);
 			return;
 		}
-		if (!durable_at || (c->nc.s.conn.closing && !c->nc.s.conn.unit_open)) {
+		if (ask.d && !(c->nc.s.conn.closing && !c->nc.s.conn.unit_open))
+			durable_request(c, &ask);
+		else
 			rdma_credits_handled(&c->cr, 1);
-			return;
-		}
-		/* a request: its grant is held back as a message's is (backpressure) */
-		ret = durable_request(c, durable_at, off, len);
-		if (ret) {
-			LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing",
-				 c->nc.s.conn.peer,
-				 ret == -EPROTO ? "sent more than its credits allow"
-						: "out of memory for its input");
-			conn_fail(&c->nc.s.conn,
-				  ret == -EPROTO ? "credit violation" : "out of memory");
-			return;
-		}
-		c->held++;
 		return;
 	}
 	if (ending || c->nc.s.conn.dead)
@@ -641,15 +646,7 @@ static void handle_wc(struct conn_rdma *c, const struct ibv_wc *wc, uint64_t *re
 		return;
 	}
 	conn_input_seen(&c->nc.s.conn);
-	int ret = stream_in_append(&c->nc.s, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
-	if (ret) {
-		LOG_PEER(LOG_LEVEL_INFO, c->nc.s.conn.peer, "%s: %s; closing", c->nc.s.conn.peer,
-			 ret == -EPROTO ? "sent more than its credits allow"
-					: "out of memory for its input");
-		conn_fail(&c->nc.s.conn, ret == -EPROTO ? "credit violation" : "out of memory");
-		return;
-	}
-	c->held++;
+	input_append(c, rdma_dev_rx(c->port->dev, wc->wr_id), wc->byte_len);
 }
 
 /* conn_poll -- take every completion of c's CQ; true if any */
