@@ -338,11 +338,12 @@ static bool log_find(const char *path, const char *needle, char *line, size_t le
 	return found;
 }
 
-/* iptables_in -- iptables in node @i's namespace with the rule arguments that follow */
-static int iptables_in(const struct nx_net *x, unsigned i, const char *op, const char *const *rule)
+/* iptables_chain -- iptables in node @i's namespace: @op on @chain with the rule arguments that follow */
+static int iptables_chain(const struct nx_net *x, unsigned i, const char *op, const char *chain,
+			  const char *const *rule)
 {
 	const char *argv[32] = {IP_PATH,       "netns", "exec", x->node[i].ns,
-				IPTABLES_PATH, "-w",	op,	"OUTPUT"};
+				IPTABLES_PATH, "-w",	op,	chain};
 	int n = 8;
 	for (; *rule && n < 31; rule++)
 		argv[n++] = *rule;
@@ -353,17 +354,34 @@ static int iptables_in(const struct nx_net *x, unsigned i, const char *op, const
 	return ret;
 }
 
-/* block_rule -- the rule of nx_block_*: node @i's TCP to @addr (port @port, 0: any) dropped */
+/* iptables_in -- a rule on what node @i sends (its OUTPUT chain) */
+static int iptables_in(const struct nx_net *x, unsigned i, const char *op, const char *const *rule)
+{
+	return iptables_chain(x, i, op, "OUTPUT", rule);
+}
+
+/*
+ * block_rule -- the rules of nx_block_*: node @i's TCP to @addr (port @port,
+ * 0: any) dropped, and what comes back from there. Both ways: with only the
+ * way out dropped, what the peer had already sent (an etcd watch event) still
+ * reaches the node's socket, so the node could learn what a partition must
+ * keep from it.
+ */
 static int block_rule(struct nx_net *x, unsigned i, const char *op, const char *addr, int port)
 {
 	if (!x->isolated || !x->netfilter)
 		return -EOPNOTSUPP;
-	char dport[8];
-	snprintf(dport, sizeof(dport), "%d", port);
-	const char *const with_port[] = {"-d",	addr, "-p",   "tcp", "--dport",
-					 dport, "-j", "DROP", NULL};
-	const char *const any[] = {"-d", addr, "-j", "DROP", NULL};
-	return iptables_in(x, i, op, port ? with_port : any);
+	char p[8];
+	snprintf(p, sizeof(p), "%d", port);
+	const char *const out_port[] = {"-d", addr, "-p", "tcp", "--dport", p, "-j", "DROP", NULL};
+	const char *const in_port[] = {"-s", addr, "-p", "tcp", "--sport", p, "-j", "DROP", NULL};
+	const char *const out_any[] = {"-d", addr, "-j", "DROP", NULL};
+	const char *const in_any[] = {"-s", addr, "-j", "DROP", NULL};
+	int ret = iptables_chain(x, i, op, "OUTPUT", port ? out_port : out_any);
+	int in = iptables_chain(x, i, op, "INPUT", port ? in_port : in_any);
+	if (in && !ret && strcmp(op, "-A") == 0) /* not half a partition */
+		iptables_chain(x, i, "-D", "OUTPUT", port ? out_port : out_any);
+	return ret ? ret : in;
 }
 
 int nx_block_start(struct nx_net *x, unsigned i, const char *addr, int port)

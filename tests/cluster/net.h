@@ -117,8 +117,9 @@ int nx_delay_start(struct nx_net *x, unsigned i, unsigned ms);
 int nx_delay_stop(struct nx_net *x, unsigned i, uint64_t *packets);
 /*
  * nx_block_start/stop -- node @i's packets to @addr (TCP port @port only; 0:
- * all) are dropped: a partition of the node from that peer or service alone
- * (from etcd only, from its replicas only) while others still reach it
+ * all) are dropped, and those from there: a partition of the node from that
+ * peer or service alone (from etcd only, from its replicas only) while others
+ * still reach it
  */
 int nx_block_start(struct nx_net *x, unsigned i, const char *addr, int port);
 int nx_block_stop(struct nx_net *x, unsigned i, const char *addr, int port);

@@ -276,6 +276,27 @@ static void test_control_outside_isr(void **state)
 }
 
 /*
+ * isolate -- node @p cut off from etcd and from the other nodes (@on), or
+ * joined again (!@on); clients still reach it. Without namespaces (the
+ * loopback fallback) there is nothing to cut: said once, and the stalled
+ * primary then only races its news from etcd.
+ */
+static void isolate(unsigned p, bool on)
+{
+	int (*rule)(struct nx_net *, unsigned, const char *, int) =
+	    on ? nx_block_start : nx_block_stop;
+	int ret = rule(&cl.net, p, nx_host_addr(&cl.net), cl.etcd.m[0].client_port);
+	if (ret == -EOPNOTSUPP) {
+		printf("  (n%u not cut off from etcd: %s)\n", p + 1, cl.net.why);
+		return;
+	}
+	assert_int_equal(ret, 0);
+	for (unsigned i = 0; i < NODES; i++)
+		if (i != p)
+			assert_int_equal(rule(&cl.net, p, nx_node_addr(&cl.net, i), 0), 0);
+}
+
+/*
  * stalled_primary -- volume @vol's primary stopped (SIGSTOP) past its lease:
  * another takes over and acknowledges new bytes; the old one, continued,
  * is asked through a handle it opened before. Returns how many of 20 reads
@@ -295,7 +316,10 @@ static unsigned stalled_primary(const char *vol)
 	assert_int_equal(rdax_connect(cl.node[p].url, NULL, &c), 0);
 	assert_int_equal(rdax_volume_open(c, vol, &v), 0);
 	assert_int_equal(rdax_write(v, 0, a, sizeof(a), RDAX_WRITE_FSYNC), 0);
-	printf("  %s: SIGSTOP n%u (the primary) past its lease\n", vol, p + 1);
+	printf("  %s: SIGSTOP n%u (the primary) past its lease, cut off from etcd and its "
+	       "peers\n",
+	       vol, p + 1);
+	isolate(p, true);
 	assert_int_equal(nx_node_pause(&cl.node[p]), 0);
 	unsigned np;
 	for (unsigned n = 0;; n++) {
@@ -322,12 +346,13 @@ static unsigned stalled_primary(const char *vol)
 	rdax_volume_close(&v2);
 	rdax_disconnect(&c2);
 	/*
-	 * The reads go out while the old primary is still stopped: they wait in
-	 * its socket and its loop takes them the moment it continues, before
-	 * its cluster thread can hear of the new epoch from etcd -- so what
-	 * refuses them is its own lease bound, the mechanism under test (read
-	 * one by one after it continued, a lease-ignoring node could learn of
-	 * its deposition first, and the control then saw nothing stale).
+	 * The old primary, continued, can hear of the new epoch from nobody (it
+	 * is cut off from etcd and its peers, both ways: a watch event etcd had
+	 * already sent would otherwise wait in its socket, and in one run a
+	 * lease-ignoring node refused all 20, most likely having read it
+	 * first) -- so what refuses them is its own lease bound, the mechanism
+	 * under test. The reads go out while it is still stopped and wait in
+	 * its socket.
 	 */
 	enum { READS = 20 };
 	static uint8_t got[READS][4096];
@@ -352,6 +377,7 @@ static unsigned stalled_primary(const char *vol)
 	       vol, np + 1, p + 1, stale, refused);
 	rdax_volume_close(&v);
 	rdax_disconnect(&c);
+	isolate(p, false);
 	return stale;
 }
 
