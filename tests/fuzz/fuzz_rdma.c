@@ -26,8 +26,9 @@
  * entry in its own unit): a notice is accepted exactly when one volume holds
  * every unit it names, and then it marks whole units of that volume only,
  * inside it; a write a client encodes (rdma_imm_encode with the volume's
- * unit) resolves to exactly the units it touched; placed ranges never
- * overlap and stay inside the 2^31-unit space.
+ * unit) resolves to exactly the units it touched, and to the same ones
+ * with the durable bit D set; placed ranges never overlap and stay inside
+ * the 2^30-unit space.
  */
 #include "fuzz.h"
 
@@ -156,7 +157,7 @@ static void notices(struct fuzz_in *in)
 	unsigned n = 0, next_id = 0;
 	while (in->left) {
 		uint8_t op = fuzz_u8(in);
-		if (op < 64) { /* VOLUME_OPEN: a volume of up to 2^31 units, pages or lines */
+		if (op < 64) { /* VOLUME_OPEN: a volume of up to 2^30 units, pages or lines */
 			uint32_t shift = op < 32 ? RDMA_IMM_SHIFT_PAGE : RDMA_IMM_SHIFT_LINE;
 			uint64_t nunits = (fuzz_u32(in) & (RDMA_IMM_SPACE_UNITS - 1)) + 1;
 			uint64_t base;
@@ -197,6 +198,13 @@ static void notices(struct fuzz_in *in)
 			FUZZ_CHECK(hit.off == off / unit * unit);
 			FUZZ_CHECK(hit.off + hit.len == (off + len + unit - 1) / unit * unit);
 			check_hit(t, &hit, imm, len);
+			/* D asks for durability and changes nothing of what is marked */
+			struct rdma_notice_hit durable;
+			FUZZ_CHECK(!rdma_imm_durable(imm));
+			FUZZ_CHECK(rdma_notice_resolve(t, sizeof(*t), n, imm | RDMA_IMM_DURABLE, len,
+						       &durable) == 0);
+			FUZZ_CHECK(durable.index == hit.index && durable.off == hit.off &&
+				   durable.len == hit.len);
 		} else { /* a WRITE_WITH_IMM completion, anything a client can send */
 			uint32_t imm = fuzz_u32(in), byte_len = fuzz_u32(in);
 			struct rdma_notice_hit hit;
